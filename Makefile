@@ -1,0 +1,53 @@
+# The few commands people type. `make run` and `make test` work on a machine with only Python 3.11:
+# the virtualenv is created on first use, and PostgreSQL is embedded when DATABASE_URL is unset.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+.PHONY: help venv run test bench lint migrations-check ci
+
+help:
+	@echo "make run               start web + worker + beat (embedded PostgreSQL unless DATABASE_URL is set)"
+	@echo "make test              run the test suite (PYTEST_ARGS='...' to pass pytest options)"
+	@echo "make bench             run the benchmarks (BENCH_ARGS='...')"
+	@echo "make lint              ruff check"
+	@echo "make migrations-check  fail if a model change has no migration"
+	@echo "make ci                what CI runs (.ci/run)"
+	@echo "make venv              create/refresh .venv (re-installs only when pyproject.toml changed)"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@if [ ! -x $(PY) ]; then \
+	  if [ -z "$(PYTHON)" ]; then echo "Python 3.11 not found (python3.11 or python3)" >&2; exit 1; fi; \
+	  echo "creating $(VENV) with $(PYTHON)"; \
+	  $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	    echo "'$(PYTHON) -m venv' failed; on Debian/Ubuntu install python3.11-venv" >&2; exit 1; }; \
+	fi
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+run: venv
+	$(PY) -m kheish.launcher run
+
+test: venv
+	$(PY) -m kheish.launcher test $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) -m kheish.launcher bench $(BENCH_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+migrations-check: venv
+	@mkdir -p var
+	SECRET_KEY="$${SECRET_KEY:-makemigrations-check-only}" $(PY) manage.py makemigrations --check --dry-run
+
+ci:
+	bash .ci/run

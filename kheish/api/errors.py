@@ -1,0 +1,96 @@
+"""One error envelope for /v1: RFC 7807 application/problem+json {type, title, status, code, domain, detail,
+field?}. Services raise memory.errors.AppError; DRF's own exceptions are mapped here too."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+from memory.errors import AppError
+
+logger = logging.getLogger("kheish.api")
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+          406: "Not Acceptable", 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
+          429: "Too Many Requests", 500: "Internal Server Error"}
+
+
+def problem(status: int, *, domain: str, code: str, detail: str, field: str | None = None,
+            extra: dict | None = None) -> dict:
+    body = {
+        "type": f"https://kheish.dev/problems/{domain}/{code}",
+        "title": TITLES.get(status, "Error"),
+        "status": status,
+        "code": code,
+        "domain": domain,
+        "detail": detail,
+    }
+    if field:
+        body["field"] = field
+    if extra:
+        body.update(extra)
+    return body
+
+
+def problem_response(status: int, **kwargs) -> Response:
+    return Response(problem(status, **kwargs), status=status, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def _first_error(detail, path: str = "") -> tuple[str, str]:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            sub = key if not path else (f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
+            if key == "non_field_errors":
+                sub = path
+            return _first_error(value, sub)
+    if isinstance(detail, list):
+        for index, value in enumerate(detail):
+            if isinstance(value, dict | list) and value:
+                return _first_error(value, f"{path}[{index}]" if isinstance(value, dict) else path)
+            if value:
+                return path, str(value)
+    return path, str(detail)
+
+
+def problem_exception_handler(exc, context):
+    if isinstance(exc, AppError):
+        return problem_response(exc.status, domain=exc.domain, code=exc.code, detail=exc.detail, field=exc.field)
+    if isinstance(exc, Http404):
+        return problem_response(404, domain="api", code="not_found", detail="not found")
+    if isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if isinstance(exc, exceptions.ValidationError):
+        field, message = _first_error(exc.detail)
+        detail = f"{field}: {message}" if field else message
+        return problem_response(400, domain="api", code="validation_failed", detail=detail, field=field or None,
+                                extra={"errors": exc.detail})
+    if isinstance(exc, exceptions.ParseError):
+        return problem_response(400, domain="api", code="malformed_json", detail=f"request body: {exc.detail}",
+                                field="body")
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        response = problem_response(401, domain="auth", code="unauthenticated", detail=str(exc.detail))
+        response["WWW-Authenticate"] = 'Bearer realm="kheish"'
+        return response
+    if isinstance(exc, exceptions.PermissionDenied):
+        return problem_response(403, domain="auth", code="forbidden", detail=str(exc.detail))
+    if isinstance(exc, exceptions.APIException):
+        code = exc.default_code if isinstance(exc.default_code, str) else "error"
+        return problem_response(exc.status_code, domain="api", code=code, detail=str(exc.detail))
+    logger.exception("unhandled API error", exc_info=exc)
+    return problem_response(500, domain="api", code="internal_error", detail="internal error")
+
+
+class JsonErrorsMixin:
+    """For views whose normal renderer is HTML or YAML (schema, docs): errors still render as problem+json."""
+
+    def handle_exception(self, exc):
+        from rest_framework.renderers import JSONRenderer
+
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = "application/json"
+        return super().handle_exception(exc)

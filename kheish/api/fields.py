@@ -1,0 +1,26 @@
+"""Serializer helpers shared by every /v1 input serializer."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class StrictSerializer(serializers.Serializer):
+    """Rejects unknown fields, so a typo never silently does nothing."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"non_field_errors": ["request body must be a JSON object"]})
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({unknown[0]: ["unknown field"]})
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of converting them."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)

@@ -1,0 +1,253 @@
+"""/v1 runs: open a run (with memory injection), run actions, lists and events."""
+
+from __future__ import annotations
+
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from kheish import composition
+from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.permissions import caller_is_operator
+from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin
+from memory import runs as run_service
+from memory.errors import ValidationFailed
+from memory.journal import log_entry
+from memory.models import JournalEvent, Run, RunKind, RunStatus
+from memory.sessions import sessions_visible_to
+
+
+class RunViewSerializer(serializers.Serializer):
+    run_id = StrictCharField(source="public_id")
+    session_id = serializers.SerializerMethodField()
+    agent_id = StrictCharField(source="session.owner.username")
+    kind = StrictCharField()
+    status = StrictCharField()
+    submitted_at_ms = serializers.IntegerField()
+    updated_at_ms = serializers.IntegerField()
+    started_at_ms = serializers.IntegerField(allow_null=True)
+    finished_at_ms = serializers.IntegerField(allow_null=True)
+    queued_position = serializers.SerializerMethodField()
+    request = serializers.JSONField()
+    input_attachments = serializers.SerializerMethodField()
+    input_metadata = serializers.SerializerMethodField()
+    pending_approval_ids = serializers.JSONField()
+    pending_approvals = serializers.SerializerMethodField()
+    pending_question_ids = serializers.JSONField()
+    pending_questions = serializers.SerializerMethodField()
+    outputs = serializers.JSONField()
+    deliveries = serializers.SerializerMethodField()
+    error = StrictCharField(allow_null=True)
+    prompt = serializers.JSONField(allow_null=True)
+
+    def get_session_id(self, obj) -> str:
+        return f"session-{obj.session_id}"
+
+    def get_queued_position(self, obj) -> int | None:
+        return 0 if obj.status == RunStatus.QUEUED else None
+
+    def get_input_attachments(self, obj) -> list:
+        return obj.input.get("attachments", [])
+
+    def get_input_metadata(self, obj) -> dict | None:
+        return obj.input.get("metadata")
+
+    def get_pending_approvals(self, obj) -> list:
+        return [{"request_id": rid} for rid in obj.pending_approval_ids]
+
+    def get_pending_questions(self, obj) -> list:
+        return [{"request_id": rid} for rid in obj.pending_question_ids]
+
+    def get_deliveries(self, obj) -> list:
+        return []
+
+
+class RunInputSerializer(StrictSerializer):
+    content = StrictCharField(max_length=200_000, trim_whitespace=False)
+    attachments = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=100)
+    metadata = serializers.JSONField(required=False, default=dict)
+
+
+class ModelHintSerializer(StrictSerializer):
+    name = StrictCharField(required=False, max_length=200)
+    context_window = serializers.IntegerField(required=False, min_value=1, max_value=100_000_000)
+    max_output_tokens = serializers.IntegerField(required=False, min_value=0, max_value=100_000_000)
+
+
+class RunOpenSerializer(StrictSerializer):
+    input = RunInputSerializer()
+    kind = serializers.ChoiceField(choices=RunKind.choices, required=False, default=RunKind.INPUT)
+    idempotency_key = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
+                                            max_length=200)
+    model = ModelHintSerializer(required=False)
+
+
+class OutputSerializer(StrictSerializer):
+    content = StrictCharField(max_length=200_000, trim_whitespace=False)
+    artifacts = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=100)
+
+
+class ToolCallStartedSerializer(StrictSerializer):
+    call_id = StrictCharField(max_length=200)
+    name = StrictCharField(max_length=200)
+    input = serializers.JSONField(required=False, default=None)
+
+
+class ToolCallFinishedSerializer(StrictSerializer):
+    call_id = StrictCharField(max_length=200)
+    output = serializers.JSONField(required=False, default=None)
+    is_error = serializers.BooleanField(required=False, default=False)
+
+
+class WaitSerializer(StrictSerializer):
+    request_ids = serializers.ListField(child=StrictCharField(max_length=200), min_length=1, max_length=50)
+    question = StrictCharField(required=False, default="", allow_blank=True, max_length=20_000)
+
+
+class EmptySerializer(StrictSerializer):
+    pass
+
+
+class ResumeSerializer(StrictSerializer):
+    resolution = serializers.DictField(required=False, default=dict)
+
+
+class CompleteOutputSerializer(StrictSerializer):
+    content = StrictCharField(max_length=200_000, trim_whitespace=False)
+
+
+class CompleteSerializer(StrictSerializer):
+    output = CompleteOutputSerializer(required=False)
+
+
+class FailSerializer(StrictSerializer):
+    error = StrictCharField(max_length=20_000)
+
+
+def resolve_idempotency_key(request, body_key: str | None) -> str | None:
+    header = request.headers.get("Idempotency-Key")
+    if header is not None and body_key is not None and header != body_key:
+        raise ValidationFailed("Idempotency-Key header and idempotency_key body field differ",
+                               field="idempotency_key")
+    key = body_key if body_key is not None else header
+    if key is not None and not key.strip():
+        raise ValidationFailed("idempotency key cannot be empty", field="idempotency_key")
+    return key
+
+
+class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
+    """POST /v1/sessions/{session_id}/runs: open a run; the packed memory sections come back with it."""
+
+    serializer_class = RunViewSerializer
+
+    @extend_schema(request=RunOpenSerializer, responses={202: RunViewSerializer})
+    def create(self, request, session_id: str):
+        session = self.get_visible_session(session_id)
+        data = RunOpenSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        key = resolve_idempotency_key(request, body.get("idempotency_key"))
+        run = composition.open_run(
+            session=session,
+            run_input=run_service.RunInput(content=body["input"]["content"],
+                                           attachments=body["input"].get("attachments", []),
+                                           metadata=body["input"].get("metadata", {})),
+            kind=body["kind"], idempotency_key=key, model=body.get("model"), actor=request.user,
+        )
+        return Response(RunViewSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunFilter(filters.FilterSet):
+    session_id = filters.CharFilter(method="filter_session")
+    status = filters.ChoiceFilter(choices=RunStatus.choices)
+    kind = filters.ChoiceFilter(choices=RunKind.choices)
+
+    class Meta:
+        model = Run
+        fields = ["session_id", "status", "kind"]
+
+    def filter_session(self, queryset, name, value):
+        if not value.startswith("session-") or not value[8:].isdigit():
+            return queryset.none()
+        return queryset.filter(session_id=int(value[8:]))
+
+
+ACTIONS = {
+    "start": (EmptySerializer, lambda run, d, actor: run_service.run_start(run=run, actor=actor)),
+    "output": (OutputSerializer, lambda run, d, actor: run_service.run_record_output(
+        run=run, content=d["content"], artifacts=d["artifacts"], actor=actor)),
+    "tool-call-started": (ToolCallStartedSerializer, lambda run, d, actor: run_service.run_tool_call_started(
+        run=run, call_id=d["call_id"], name=d["name"], tool_input=d["input"], actor=actor)),
+    "tool-call-finished": (ToolCallFinishedSerializer, lambda run, d, actor: run_service.run_tool_call_finished(
+        run=run, call_id=d["call_id"], output=d["output"], is_error=d["is_error"], actor=actor)),
+    "wait-for-approval": (WaitSerializer, lambda run, d, actor: run_service.run_wait_for_approval(
+        run=run, request_ids=d["request_ids"], actor=actor)),
+    "wait-for-user-question": (WaitSerializer, lambda run, d, actor: run_service.run_wait_for_user_question(
+        run=run, request_ids=d["request_ids"], question=d["question"], actor=actor)),
+    "resume": (ResumeSerializer, lambda run, d, actor: run_service.run_resume(
+        run=run, resolution=d["resolution"], actor=actor)),
+    "complete": (CompleteSerializer, lambda run, d, actor: run_service.run_complete(
+        run=run, output=(d.get("output") or {}).get("content"), actor=actor)),
+    "fail": (FailSerializer, lambda run, d, actor: run_service.run_fail(run=run, error=d["error"], actor=actor)),
+    "interrupt": (EmptySerializer, lambda run, d, actor: run_service.run_interrupt(run=run, actor=actor)),
+    "cancel": (EmptySerializer, lambda run, d, actor: run_service.run_cancel(run=run, actor=actor)),
+}
+
+
+def _action_view(name: str):
+    serializer_class, call = ACTIONS[name]
+
+    @extend_schema(request=serializer_class, responses=RunViewSerializer, operation_id=f"runs_{name.replace('-', '_')}")
+    def view(self, request, run_id: str):
+        run = self.get_visible_run(run_id)
+        data = serializer_class(data=request.data if request.data else {})
+        data.is_valid(raise_exception=True)
+        updated = call(run, data.validated_data, request.user)
+        return Response(RunViewSerializer(self.get_visible_run(updated.public_id)).data)
+
+    view.__name__ = name.replace("-", "_")
+    return action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
+
+
+class RunViewSet(viewsets.GenericViewSet):
+    serializer_class = RunViewSerializer
+    filterset_class = RunFilter
+    lookup_field = "run_id"
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        visible = sessions_visible_to(self.request.user, operator=caller_is_operator(self.request))
+        return Run.objects.filter(session__in=visible.values("pk")).select_related("session__owner")
+
+    def get_visible_run(self, run_id: str) -> Run:
+        return run_service.get_run(run_id, queryset=self.get_queryset())
+
+    def list(self, request):
+        qs = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(RunViewSerializer(page, many=True).data)
+
+    def retrieve(self, request, run_id: str):
+        return Response(RunViewSerializer(self.get_visible_run(run_id)).data)
+
+    @extend_schema(responses=LogEntrySerializer(many=True))
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def events(self, request, run_id: str):
+        run = self.get_visible_run(run_id)
+        qs = JournalEvent.objects.filter(run=run).order_by("offset")
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response([log_entry(e) for e in page])
+
+    start = _action_view("start")
+    output = _action_view("output")
+    tool_call_started = _action_view("tool-call-started")
+    tool_call_finished = _action_view("tool-call-finished")
+    wait_for_approval = _action_view("wait-for-approval")
+    wait_for_user_question = _action_view("wait-for-user-question")
+    resume = _action_view("resume")
+    complete = _action_view("complete")
+    fail = _action_view("fail")
+    interrupt = _action_view("interrupt")
+    cancel = _action_view("cancel")

@@ -1,0 +1,132 @@
+"""/v1/runtime (policies, redaction preview), /v1/status, memory-context and memory-search."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from kheish import composition
+from kheish.api.fields import StrictSerializer
+from kheish.api.permissions import IsOperator
+from kheish.api.sessions import SessionScopedMixin, parse_int_param
+from memory import run_memory
+from memory.errors import ValidationFailed
+
+
+POLICY_RESPONSE = inline_serializer("RuntimeSettingsView", fields={
+    "run_memory_policy": serializers.JSONField(), "learning_policy": serializers.JSONField(),
+    "revision": serializers.IntegerField()})
+
+
+def learning_policy_dict() -> dict | None:
+    try:
+        from learnings import policy_store
+    except ModuleNotFoundError:
+        return None
+    return policy_store.current_policy().to_dict()
+
+
+def parse_expected_revision(body: dict) -> int | None:
+    value = body.get("expected_revision")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationFailed("expected_revision must be a non-negative integer", field="expected_revision")
+    return value
+
+
+class RunMemoryPolicyView(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses=inline_serializer("RunMemoryPolicyConfig", fields={
+        "enabled": serializers.BooleanField(), "retention_ms": serializers.IntegerField(),
+        "max_tracked_per_session": serializers.IntegerField(), "max_prompt_entries": serializers.IntegerField(),
+        "redact_pii": serializers.BooleanField(), "search_visibility": serializers.CharField()}))
+    def get(self, request):
+        return Response(run_memory.current_policy().to_dict())
+
+    @extend_schema(request=inline_serializer("SetRunMemoryPolicyRequest", fields={
+        "policy": serializers.JSONField(), "expected_revision": serializers.IntegerField(required=False)}),
+        responses=POLICY_RESPONSE)
+    def post(self, request):
+        body = request.data
+        if not isinstance(body, dict):
+            raise ValidationFailed("request body must be a JSON object", field="body")
+        unknown = sorted(set(body) - {"policy", "expected_revision"})
+        if unknown:
+            raise ValidationFailed(f"unknown field {unknown[0]}", field=unknown[0], domain="runtime",
+                                   code="invalid_run_memory_policy")
+        if "policy" not in body:
+            raise ValidationFailed("policy is required", field="policy", domain="runtime",
+                                   code="invalid_run_memory_policy")
+        policy, revision, report = run_memory.set_policy(
+            data=body["policy"], expected_revision=parse_expected_revision(body), actor=request.user)
+        return Response({"run_memory_policy": policy.to_dict(), "learning_policy": learning_policy_dict(),
+                         "revision": revision, "maintenance": report})
+
+
+class RedactionPreviewRequest(StrictSerializer):
+    text = serializers.CharField(max_length=500_000, allow_blank=True, trim_whitespace=False)
+    redact_pii = serializers.BooleanField(required=False, default=True)
+
+
+class RedactionPreviewView(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(request=RedactionPreviewRequest, responses=inline_serializer("RedactionPreview", fields={
+        "text": serializers.CharField(), "redaction_count": serializers.IntegerField(),
+        "redactions": serializers.DictField(child=serializers.IntegerField())}))
+    def post(self, request):
+        data = RedactionPreviewRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        from memory.redaction import scrub
+
+        result = scrub(data.validated_data["text"], redact_pii=data.validated_data["redact_pii"])
+        return Response({"text": result.text, "redaction_count": result.redaction_count,
+                         "redactions": result.redactions})
+
+
+class StatusView(APIView):
+    @extend_schema(responses=inline_serializer("StatusView", fields={
+        "health": serializers.JSONField(), "run_memory": serializers.JSONField(),
+        "session_memory": serializers.JSONField()}))
+    def get(self, request):
+        return Response(composition.status_view())
+
+
+class MemoryContextView(SessionScopedMixin, APIView):
+    @extend_schema(parameters=[OpenApiParameter("query", str)], responses=inline_serializer(
+        "SessionMemoryContextView", fields={
+            "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
+            "learning_scopes": serializers.ListField(child=serializers.CharField()),
+            "learned_context": serializers.JSONField(allow_null=True),
+            "recovered_memory": serializers.JSONField(allow_null=True),
+            "visible_skills": serializers.JSONField()}))
+    def get(self, request, session_id: str):
+        session = self.get_visible_session(session_id)
+        query = request.query_params.get("query")
+        if query is not None and len(query) > 10_000:
+            raise ValidationFailed("query exceeds the 10000 character limit", field="query")
+        return Response(composition.memory_context(session, query))
+
+
+class MemorySearchView(SessionScopedMixin, APIView):
+    @extend_schema(parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int)],
+                   responses=inline_serializer("SessionMemorySearchView", fields={
+                       "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
+                       "learning_scopes": serializers.ListField(child=serializers.CharField()),
+                       "query": serializers.CharField(allow_null=True), "truncated": serializers.BooleanField(),
+                       "results": serializers.JSONField()}))
+    def get(self, request, session_id: str):
+        session = self.get_visible_session(session_id)
+        raw_limit = request.query_params.get("limit")
+        limit = 12
+        if raw_limit not in (None, ""):
+            limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
+            limit = max(1, min(50, limit))
+        query = request.query_params.get("query")
+        if query is not None and len(query) > 10_000:
+            raise ValidationFailed("query exceeds the 10000 character limit", field="query")
+        return Response(composition.memory_search(session, query, limit))

@@ -1,0 +1,241 @@
+"""/v1 personas, projects, sessions (Plane 1 surfaces: context, compaction, events)."""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
+from memory import compaction, sessions
+from memory.errors import ValidationFailed
+from memory.journal import log_entry
+from memory.models import JournalEvent, Persona, Project, Run, Session
+from memory.models import ACTIVE_STATUSES
+
+
+# ---- personas & projects ---------------------------------------------------------------------------------
+
+class PersonaSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Persona
+        fields = ["persona_id", "version", "display_name", "soul", "capability_scope", "created_at_ms"]
+
+
+class PersonaCreateSerializer(StrictSerializer):
+    persona_id = serializers.SlugField(max_length=120)
+    display_name = StrictCharField(max_length=200)
+    version = StrictCharField(max_length=40, required=False, default="1")
+    soul = StrictCharField(required=False, allow_blank=True, default="", max_length=20000)
+    capability_scope = serializers.ListField(child=StrictCharField(max_length=200), required=False,
+                                             allow_null=True, default=None, max_length=200)
+
+
+class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Persona.objects.all()
+    serializer_class = PersonaSerializer
+    permission_classes = [OperatorWritesOnly]
+    lookup_field = "persona_id"
+
+    @extend_schema(request=PersonaCreateSerializer, responses={201: PersonaSerializer})
+    def create(self, request):
+        data = PersonaCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        persona = sessions.persona_create(actor=request.user, **data.validated_data)
+        return Response(PersonaSerializer(persona).data, status=status.HTTP_201_CREATED)
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Project
+        fields = ["project_id", "name", "created_at_ms"]
+
+
+class ProjectCreateSerializer(StrictSerializer):
+    project_id = serializers.SlugField(max_length=120)
+    name = StrictCharField(max_length=200)
+
+
+class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Project.objects.all()
+    serializer_class = ProjectSerializer
+    permission_classes = [OperatorWritesOnly]
+    lookup_field = "project_id"
+
+    @extend_schema(request=ProjectCreateSerializer, responses={201: ProjectSerializer})
+    def create(self, request):
+        data = ProjectCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        project = sessions.project_create(actor=request.user, **data.validated_data)
+        return Response(ProjectSerializer(project).data, status=status.HTTP_201_CREATED)
+
+
+# ---- sessions --------------------------------------------------------------------------------------------
+
+class SessionSerializer(serializers.Serializer):
+    session_id = StrictCharField(source="public_id")
+    agent_id = StrictCharField(source="owner.username")
+    persona_id = serializers.SerializerMethodField()
+    project_ids = serializers.SerializerMethodField()
+    capability_scope = serializers.JSONField()
+    effective_capability_scope = serializers.SerializerMethodField()
+    learning_scopes = serializers.SerializerMethodField()
+    metadata = serializers.JSONField()
+    created_at_ms = serializers.IntegerField()
+    updated_at_ms = serializers.IntegerField()
+    active_run_id = serializers.SerializerMethodField()
+
+    def get_persona_id(self, obj) -> str | None:
+        return obj.persona.persona_id if obj.persona_id else None
+
+    def get_project_ids(self, obj) -> list[str]:
+        return sessions.project_ids(obj)
+
+    def get_effective_capability_scope(self, obj) -> list[str] | None:
+        return sessions.effective_capability_scope(obj)
+
+    def get_learning_scopes(self, obj) -> list[str]:
+        return sessions.learning_scope_keys(obj)
+
+    def get_active_run_id(self, obj) -> str | None:
+        cache = getattr(obj, "_prefetched_objects_cache", {})
+        if "runs" in cache:
+            active = [r for r in cache["runs"] if r.status in ACTIVE_STATUSES]
+            return active[0].public_id if active else None
+        pk = obj.runs.filter(status__in=ACTIVE_STATUSES).values_list("pk", flat=True).first()
+        return f"run-{pk}" if pk else None
+
+
+class SessionCreateSerializer(StrictSerializer):
+    persona_id = StrictCharField(required=False, allow_null=True, default=None, max_length=120)
+    project_ids = serializers.ListField(child=StrictCharField(max_length=120), required=False, default=list,
+                                        max_length=200)
+    capability_scope = serializers.ListField(child=StrictCharField(max_length=200), required=False,
+                                             allow_null=True, default=None, max_length=200)
+    metadata = serializers.DictField(required=False, default=dict)
+
+
+class SessionFilter(filters.FilterSet):
+    persona_id = filters.CharFilter(field_name="persona__persona_id")
+
+    class Meta:
+        model = Session
+        fields = ["persona_id"]
+
+
+class CompactSerializer(StrictSerializer):
+    strategy = serializers.ChoiceField(choices=["snip", "autocompact"], required=False, default="snip")
+    budget_tokens = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
+                                             max_value=10_000_000)
+
+
+class CheckpointSerializer(serializers.Serializer):
+    compacted_until_offset = serializers.IntegerField()
+    journal_digest = StrictCharField()
+    prompt_summary = serializers.JSONField()
+    prompt_window_id = StrictCharField()
+    prompt_window_generation = serializers.IntegerField()
+    prompt_window_started_after_offset = serializers.IntegerField()
+    prompt_window_created_by = StrictCharField()
+    compact_metadata = serializers.JSONField()
+    restoration = serializers.JSONField(allow_null=True)
+    canonical = serializers.JSONField()
+    created_at_ms = serializers.IntegerField()
+
+
+class LogEntrySerializer(serializers.Serializer):
+    offset = serializers.IntegerField()
+    timestamp_ms = serializers.IntegerField()
+    run_id = StrictCharField(allow_null=True)
+    event = serializers.JSONField()
+
+
+class ContextSerializer(serializers.Serializer):
+    session_id = StrictCharField()
+    checkpoint = CheckpointSerializer(allow_null=True)
+    events = LogEntrySerializer(many=True)
+    estimated_tokens = serializers.IntegerField()
+    budget_tokens = serializers.IntegerField()
+    truncated = serializers.BooleanField()
+
+
+def parse_int_param(request, name: str, *, default: int | None, minimum: int = 0,
+                    maximum: int = 10_000_000) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationFailed(f"{name} must be an integer", field=name) from None
+    if not minimum <= value <= maximum:
+        raise ValidationFailed(f"{name} must be between {minimum} and {maximum}", field=name)
+    return value
+
+
+class SessionScopedMixin:
+    """get_queryset() is always the caller's sessions (operators: all)."""
+
+    def session_queryset(self):
+        runs = Prefetch("runs", queryset=Run.objects.filter(status__in=ACTIVE_STATUSES).only("id", "status",
+                                                                                              "session_id"))
+        return (sessions.sessions_visible_to(self.request.user, operator=caller_is_operator(self.request))
+                .prefetch_related("projects", runs))
+
+    def get_visible_session(self, session_id: str) -> Session:
+        return sessions.get_session(session_id, queryset=self.session_queryset())
+
+
+class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
+    serializer_class = SessionSerializer
+    filterset_class = SessionFilter
+    lookup_field = "session_id"
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        return self.session_queryset()
+
+    def list(self, request):
+        qs = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(SessionSerializer(page, many=True).data)
+
+    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
+    def create(self, request):
+        data = SessionCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        session = sessions.session_create(owner=request.user, **data.validated_data)
+        session = self.get_visible_session(session.public_id)
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request, session_id: str):
+        return Response(SessionSerializer(self.get_visible_session(session_id)).data)
+
+    @extend_schema(responses=ContextSerializer, parameters=[OpenApiParameter("budget_tokens", int)])
+    @action(detail=True, methods=["get"])
+    def context(self, request, session_id: str):
+        session = self.get_visible_session(session_id)
+        budget = parse_int_param(request, "budget_tokens", default=None)
+        return Response(compaction.live_context(session, budget_tokens=budget).as_dict(session))
+
+    @extend_schema(request=CompactSerializer, responses=CheckpointSerializer)
+    @action(detail=True, methods=["post"])
+    def compact(self, request, session_id: str):
+        session = self.get_visible_session(session_id)
+        data = CompactSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cp = compaction.compact(session=session, actor=request.user, **data.validated_data)
+        return Response(compaction.checkpoint_view(cp))
+
+    @extend_schema(responses=LogEntrySerializer(many=True), parameters=[OpenApiParameter("after_offset", int)])
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def events(self, request, session_id: str):
+        session = self.get_visible_session(session_id)
+        after = parse_int_param(request, "after_offset", default=0, maximum=2**62)
+        qs = JournalEvent.objects.filter(session=session, offset__gt=after).order_by("offset")
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response([log_entry(e) for e in page])

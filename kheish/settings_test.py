@@ -1,0 +1,22 @@
+"""Test overrides: eager Celery, fast hashing, a fixed key."""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+os.environ.setdefault("LOG_JSON", "0")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+from kheish.settings import *  # noqa: E402,F403
+from kheish.settings import VAR_DIR  # noqa: E402
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_BROKER_URL = "memory://"
+KHEISH_SKILLS_DIR = VAR_DIR / "test-skills"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+(VAR_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)

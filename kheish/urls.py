@@ -1,0 +1,62 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
+
+from kheish.api import runtime
+from kheish.api.runs import RunViewSet, SessionRunsViewSet
+from kheish.api.sessions import PersonaViewSet, ProjectViewSet, SessionViewSet
+from kheish.api.errors import JsonErrorsMixin
+from memory.errors import NotFound
+
+
+class SchemaView(JsonErrorsMixin, SpectacularAPIView):
+    pass
+
+
+class DocsView(JsonErrorsMixin, SpectacularSwaggerView):
+    pass
+
+router = SimpleRouter(trailing_slash=False)
+router.register("personas", PersonaViewSet, basename="persona")
+router.register("projects", ProjectViewSet, basename="project")
+router.register("sessions", SessionViewSet, basename="session")
+router.register("runs", RunViewSet, basename="run")
+
+extra_routers = []
+for _module in ("kheish.api.learnings", "kheish.api.skills"):  # higher planes add routes when present
+    try:
+        extra_routers.append(__import__(_module, fromlist=["router"]).router)
+    except ModuleNotFoundError as exc:  # pragma: no cover
+        if exc.name != _module:
+            raise
+
+
+class UnknownRoute(APIView):
+    schema = None
+
+    def dispatch_unknown(self, request, *args, **kwargs):
+        raise NotFound(f"unknown daemon API route {request.path}", domain="api", code="route_not_found")
+
+    get = post = put = patch = delete = dispatch_unknown
+
+
+v1 = [
+    path("schema/", SchemaView.as_view(), name="schema"),
+    path("docs/", DocsView.as_view(url_name="schema"), name="docs"),
+    path("sessions/<str:session_id>/runs", SessionRunsViewSet.as_view({"post": "create"}), name="session-runs"),
+    path("sessions/<str:session_id>/memory-context", runtime.MemoryContextView.as_view(), name="memory-context"),
+    path("sessions/<str:session_id>/memory-search", runtime.MemorySearchView.as_view(), name="memory-search"),
+    path("runtime/run-memory-policy", runtime.RunMemoryPolicyView.as_view(), name="run-memory-policy"),
+    path("runtime/redaction-preview", runtime.RedactionPreviewView.as_view(), name="redaction-preview"),
+    path("status", runtime.StatusView.as_view(), name="status"),
+    *router.urls,
+    *[u for r in extra_routers for u in r.urls],
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("v1/", include(v1)),
+    re_path(r"^v1/.*$", UnknownRoute.as_view()),
+]

@@ -1,0 +1,239 @@
+"""Operator console for Plane 1 and Plane 2. Status fields are read-only: changes go through services."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin, messages
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.utils.html import format_html
+
+from memory import identity
+from memory.models import (
+    ApiKey,
+    AuditEvent,
+    Checkpoint,
+    JournalEvent,
+    MaintenanceReport,
+    Persona,
+    PolicyRevision,
+    Project,
+    Run,
+    RunMemoryRecord,
+    Session,
+)
+from memory.sessions import effective_capability_scope, learning_scope_keys
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["name", "role", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["role", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "prefix", "user__username"]
+    fields = ["name", "role", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke_keys"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*self.readonly_fields, "name", "role", "user"] if obj else self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return
+        issued = identity.api_key_create(name=obj.name, role=obj.role, user=obj.user, actor=request.user)
+        obj.pk = issued.api_key.pk
+        messages.warning(request, format_html(
+            "API key created. Copy it now, it is shown only once: <code id='new-api-key'>{}</code>",
+            issued.plaintext))
+
+    @admin.action(description="Revoke selected API keys")
+    def revoke_keys(self, request, queryset):
+        for key in queryset:
+            identity.api_key_revoke(api_key=key, actor=request.user)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+
+
+@admin.register(Persona)
+class PersonaAdmin(admin.ModelAdmin):
+    list_display = ["persona_id", "display_name", "version", "capability_scope"]
+    search_fields = ["persona_id", "display_name"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["project_id", "name"]
+    search_fields = ["project_id", "name"]
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    list_display = ["public_id", "owner", "persona", "last_offset", "updated_at_ms"]
+    list_filter = ["persona"]
+    list_select_related = ["owner", "persona"]
+    search_fields = ["id", "owner__username"]
+    show_full_result_count = False
+    readonly_fields = ["public_id", "owner", "persona", "projects_list", "capability_scope", "effective_scope",
+                       "learning_scopes", "metadata_json", "created_at_ms", "updated_at_ms", "journal"]
+    fields = readonly_fields
+    change_form_template = "admin/memory/session/change_form.html"
+
+    @admin.display(description="Session")
+    def public_id(self, obj):
+        return obj.public_id
+
+    @admin.display(description="Projects")
+    def projects_list(self, obj):
+        return ", ".join(p.project_id for p in obj.projects.all()) or "—"
+
+    @admin.display(description="Effective capability scope")
+    def effective_scope(self, obj):
+        scope = effective_capability_scope(obj)
+        return "any" if scope is None else ", ".join(scope) or "none"
+
+    @admin.display(description="Learning scopes")
+    def learning_scopes(self, obj):
+        return ", ".join(learning_scope_keys(obj))
+
+    @admin.display(description="Metadata")
+    def metadata_json(self, obj):
+        return format_html("<pre>{}</pre>", json.dumps(obj.metadata, indent=2))
+
+    @admin.display(description="Journal (newest first)")
+    def journal(self, obj):
+        return ""
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        session = self.get_object(request, object_id)
+        extra_context = extra_context or {}
+        if session is not None:
+            page = Paginator(JournalEvent.objects.filter(session=session).order_by("-offset"), 50).get_page(
+                request.GET.get("journal_page"))
+            extra_context["journal_page"] = page
+            extra_context["journal_rows"] = [
+                {"offset": e.offset, "timestamp_ms": e.timestamp_ms, "type": e.type,
+                 "run_id": f"run-{e.run_id}" if e.run_id else "", "event": json.dumps(e.event, indent=1)[:4000]}
+                for e in page
+            ]
+            extra_context["recent_runs"] = Run.objects.filter(session=session).order_by("-id")[:10]
+            extra_context.update(self.memory_card(session))
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def memory_card(self, session):
+        try:
+            from kheish import composition
+
+            preview = composition.memory_context(session, None)
+        except Exception:  # noqa: BLE001 - the card must never break the page
+            return {}
+        learned = (preview.get("learned_context") or {}).get("entries", [])
+        recovered = (preview.get("recovered_memory") or {}).get("entries", [])
+        return {"memory_card": {"learned": learned, "recovered": recovered,
+                                "capability_scope": session.capability_scope,
+                                "effective_capability_scope": preview["effective_capability_scope"]}}
+
+
+class RunStatusFilter(admin.SimpleListFilter):
+    title = "persona"
+    parameter_name = "persona"
+
+    def lookups(self, request, model_admin):
+        return [(p.persona_id, p.display_name) for p in Persona.objects.all()[:100]]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(session__persona__persona_id=self.value()) if self.value() else queryset
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ["public_id", "session", "kind", "status", "submitted_at_ms", "finished_at_ms"]
+    list_filter = ["status", "kind", RunStatusFilter]
+    list_select_related = ["session"]
+    search_fields = ["id", "session__id"]
+    show_full_result_count = False
+    readonly_fields = ["session", "kind", "status", "submitted_at_ms", "started_at_ms", "finished_at_ms",
+                       "request", "input", "outputs", "error", "prompt_ledger"]
+    fields = readonly_fields
+
+    @admin.display(description="Run")
+    def public_id(self, obj):
+        return obj.public_id
+
+    @admin.display(description="Injection ledger (what this run was given)")
+    def prompt_ledger(self, obj):
+        return format_html("<pre>{}</pre>", json.dumps(obj.prompt, indent=2) if obj.prompt else "—")
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(ReadOnlyAdmin):
+    list_display = ["session", "compacted_until_offset", "prompt_window_created_by", "created_at_ms"]
+    list_select_related = ["session"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["at_ms", "subject_type", "subject_id", "action", "from_state", "to_state", "actor"]
+    list_filter = ["subject_type", "action"]
+    search_fields = ["subject_id", "actor", "reason"]
+    show_full_result_count = False
+
+
+@admin.register(RunMemoryRecord)
+class RunMemoryRecordAdmin(ReadOnlyAdmin):
+    list_display = ["run_id_label", "session", "status", "semantic_capture", "recorded_at_ms", "summary_excerpt"]
+    list_filter = ["status", "semantic_capture"]
+    search_fields = ["session__id", "summary"]
+    list_select_related = ["session"]
+    show_full_result_count = False
+    readonly_fields = ["run", "session", "status", "semantic_capture", "recorded_at_ms", "request_preview",
+                       "outcome_preview", "artifact_ids", "failure_markers", "summary", "scope_keys",
+                       "redaction_count"]
+    fields = readonly_fields
+
+    @admin.display(description="Run")
+    def run_id_label(self, obj):
+        return f"run-{obj.run_id}"
+
+    @admin.display(description="Summary")
+    def summary_excerpt(self, obj):
+        return obj.summary[:120]
+
+
+@admin.register(PolicyRevision)
+class PolicyRevisionAdmin(ReadOnlyAdmin):
+    list_display = ["kind", "revision", "actor", "created_at_ms"]
+    list_filter = ["kind"]
+    readonly_fields = ["kind", "revision", "actor", "created_at_ms", "policy_json"]
+    fields = readonly_fields
+
+    @admin.display(description="Policy")
+    def policy_json(self, obj):
+        return format_html("<pre>{}</pre>", json.dumps(obj.policy, indent=2))
+
+
+@admin.register(MaintenanceReport)
+class MaintenanceReportAdmin(ReadOnlyAdmin):
+    list_display = ["checked_at_ms", "source"]
+    readonly_fields = ["source", "checked_at_ms", "report_json"]
+    fields = readonly_fields
+
+    @admin.display(description="Report")
+    def report_json(self, obj):
+        return format_html("<pre>{}</pre>", json.dumps(obj.report, indent=2))
+
+
+_ = transaction  # services own transactions

@@ -1,0 +1,384 @@
+"""Plane 2 services: record on terminal runs, prune, bundle for a new input, search, status, repair.
+
+The pure rules (record building, ranking, rendering, packing, the policy) live in memory.recall and
+memory.run_memory_policy; this module applies them to the database.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Count
+
+from memory import hooks, metrics, policies
+from memory.clock import now_ms
+from memory.errors import ValidationFailed
+from memory.models import (
+    TERMINAL_STATUSES,
+    MaintenanceReport,
+    PolicyKind,
+    Run,
+    RunMemoryRecord,
+    RunMemoryScope,
+    SemanticCapture,
+    Session,
+)
+from memory.recall import RecoveredEntry, RunFacts, build_record, partition_for_retention, rank_entries
+from memory.run_memory_policy import PolicyValidationError, RunMemoryPolicy
+
+logger = logging.getLogger(__name__)
+
+M = "run_memory."
+METRIC_NAMES = ("stored_total", "injected_total", "skipped_unreadable_total", "pruned_ttl_total",
+                "pruned_overflow_total", "pruned_orphan_total", "redacted_fields_total",
+                "ranked_candidates_total", "prompt_limit_omitted_total")
+MAX_DIAGNOSTICS = 32
+
+
+# ---- policy ---------------------------------------------------------------------------------------------
+
+def current_policy() -> RunMemoryPolicy:
+    data, _ = policies.current_policy_dict(PolicyKind.RUN_MEMORY)
+    if not data:
+        return RunMemoryPolicy()
+    try:
+        return RunMemoryPolicy.from_dict(data)
+    except PolicyValidationError:
+        logger.error("stored run-memory policy is invalid; using defaults")
+        return RunMemoryPolicy()
+
+
+def policy_revision() -> int:
+    return policies.current_policy_dict(PolicyKind.RUN_MEMORY)[1]
+
+
+def parse_policy(data: object) -> RunMemoryPolicy:
+    try:
+        policy = RunMemoryPolicy.from_dict(data)
+        policy.validate()
+    except PolicyValidationError as exc:
+        raise ValidationFailed(exc.message, field=f"policy.{exc.field}" if exc.field else "policy",
+                               domain="runtime", code="invalid_run_memory_policy") from exc
+    return policy
+
+
+def set_policy(*, data: object, expected_revision: int | None, actor: object) -> tuple[RunMemoryPolicy, int, dict]:
+    """Validate, store a new revision, and re-apply pruning at once. Enforcement errors reach the caller:
+    the policy and its enforcement commit together or not at all."""
+    policy = parse_policy(data)
+    with transaction.atomic():
+        row = policies.save_policy(kind=PolicyKind.RUN_MEMORY, policy=policy.to_dict(),
+                                   expected_revision=expected_revision, actor=actor)
+        report = enforce_policy(policy=policy, source="runtime_policy")
+    return policy, row.revision, report
+
+
+# ---- recording ------------------------------------------------------------------------------------------
+
+def run_facts(run: Run) -> RunFacts:
+    data = run.input or {}
+    return RunFacts(
+        run_id=run.public_id, status=run.status, kind=run.kind,
+        input_content=data.get("content"), input_items=data.get("input_items") or [],
+        attachments=data.get("attachments") or [], text_preview=(run.request or {}).get("text_preview"),
+        outputs=run.outputs or [], error=run.error, finished_at_ms=run.finished_at_ms,
+        updated_at_ms=run.updated_at_ms,
+    )
+
+
+def entry_of(record: RunMemoryRecord) -> RecoveredEntry:
+    return RecoveredEntry(
+        run_id=f"run-{record.run_id}", recorded_at_ms=record.recorded_at_ms, status=record.status,
+        request_preview=record.request_preview, outcome_preview=record.outcome_preview,
+        artifact_ids=list(record.artifact_ids), failure_markers=list(record.failure_markers),
+        summary=record.summary,
+    )
+
+
+def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
+                        semantic_capture_enabled: bool | None = None, scope_keys: list[str] | None = None) -> \
+        RunMemoryRecord | None:
+    """Build, scrub, store and prune the record of a terminal run (in the caller's transaction)."""
+    policy = policy or current_policy()
+    if not policy.enabled:
+        _delete_records(RunMemoryRecord.objects.filter(run=run))
+        return None
+    if run.status not in TERMINAL_STATUSES:
+        return None
+    built = build_record(run_facts(run), redact_pii=policy.redact_pii)
+    if built is None:
+        return None
+    session = Session.objects.select_related("persona").get(pk=run.session_id)
+    if scope_keys is None:
+        from memory.sessions import learning_scope_keys
+
+        try:
+            scope_keys = learning_scope_keys(session)
+        except Exception:  # noqa: BLE001 - the spec's fallback
+            scope_keys = [f"session:{session.public_id}"]
+    previous = RunMemoryRecord.objects.filter(run=run).values_list("semantic_capture", flat=True).first()
+    if previous in (SemanticCapture.COMPLETED, SemanticCapture.SKIPPED):
+        capture = previous
+    else:
+        enabled = semantic_capture_enabled if semantic_capture_enabled is not None else _semantic_capture_on()
+        capture = SemanticCapture.PENDING if enabled else SemanticCapture.SKIPPED
+    entry = built.entry
+    record, _ = RunMemoryRecord.objects.update_or_create(
+        run=run,
+        defaults={
+            "session_id": run.session_id, "scope_keys": scope_keys, "semantic_capture": capture,
+            "recorded_at_ms": entry.recorded_at_ms, "status": entry.status,
+            "request_preview": entry.request_preview, "outcome_preview": entry.outcome_preview,
+            "artifact_ids": entry.artifact_ids, "failure_markers": entry.failure_markers,
+            "summary": entry.summary, "redaction_count": built.redaction_count,
+        },
+    )
+    metrics.increment(M + "stored_total")
+    metrics.increment(M + "redacted_fields_total", built.redaction_count)
+    prune_session(run.session_id, policy=policy)
+    if RunMemoryRecord.objects.filter(pk=record.pk).exists():
+        RunMemoryScope.objects.filter(record=record).delete()
+        RunMemoryScope.objects.bulk_create(
+            [RunMemoryScope(record=record, scope_key=key, recorded_at_ms=record.recorded_at_ms)
+             for key in dict.fromkeys(scope_keys)]
+        )
+    return record
+
+
+def _semantic_capture_on() -> bool:
+    """Whether the learning plane wants semantic capture (set by learnings at ready-time)."""
+    probe = getattr(hooks, "semantic_capture_enabled", None)
+    return bool(probe()) if callable(probe) else False
+
+
+def _delete_records(qs) -> int:
+    ids = list(qs.values_list("pk", flat=True))
+    if ids:
+        RunMemoryRecord.objects.filter(pk__in=ids).delete()
+    return len(ids)
+
+
+# ---- pruning --------------------------------------------------------------------------------------------
+
+@dataclass
+class PruneOutcome:
+    ttl: list[str] = field(default_factory=list)
+    overflow: list[str] = field(default_factory=list)
+
+
+def prune_session(session_id: int, *, policy: RunMemoryPolicy, now: int | None = None,
+                  count_metrics: bool = True) -> PruneOutcome:
+    now = now_ms() if now is None else now
+    pairs = [(f"run-{run_id}", ts) for run_id, ts in
+             RunMemoryRecord.objects.filter(session_id=session_id).values_list("run_id", "recorded_at_ms")]
+    part = partition_for_retention(pairs, policy, now)
+    doomed = [int(r.split("-")[1]) for r, _ in (*part.ttl, *part.overflow)] if (part.ttl or part.overflow) else []
+    if doomed:
+        RunMemoryRecord.objects.filter(run_id__in=doomed).delete()
+        if count_metrics:
+            metrics.increment(M + "pruned_ttl_total", len(part.ttl))
+            metrics.increment(M + "pruned_overflow_total", len(part.overflow))
+    return PruneOutcome(ttl=[r for r, _ in part.ttl], overflow=[r for r, _ in part.overflow])
+
+
+def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply: bool = True,
+                   now: int | None = None) -> dict:
+    """Rebuild/prune every session's records under the policy; write the bounded maintenance report.
+
+    Also finds orphans: records whose run is missing or not terminal, and records whose session does not
+    match their run's session; and stale scope keys. With apply=False nothing changes (dry run)."""
+    policy = policy or current_policy()
+    now = now_ms() if now is None else now
+    diagnostics: list[dict] = []
+    counts = {"ttl": 0, "overflow": 0, "orphan": 0, "rescoped": 0}
+
+    def diag(action: str, reason: str, run_id: str | None, message: str) -> None:
+        if len(diagnostics) < MAX_DIAGNOSTICS:
+            diagnostics.append({"action": action, "reason": reason, "run_id": run_id, "path": None,
+                                "message": message})
+
+    with transaction.atomic():
+        orphans = RunMemoryRecord.objects.exclude(status__in=TERMINAL_STATUSES) | RunMemoryRecord.objects.exclude(
+            run__status__in=TERMINAL_STATUSES)
+        mismatched = [r.pk for r in RunMemoryRecord.objects.select_related("run").only("pk", "session_id",
+                                                                                       "run__session_id")
+                      if r.session_id != r.run.session_id]
+        orphan_ids = set(orphans.values_list("pk", flat=True)) | set(mismatched)
+        for pk, run_id in RunMemoryRecord.objects.filter(pk__in=orphan_ids).values_list("pk", "run_id"):
+            diag("delete_run_memory", "orphan_record", f"run-{run_id}",
+                 "run-memory record without a matching terminal run deleted")
+        counts["orphan"] = len(orphan_ids)
+        if apply and orphan_ids:
+            RunMemoryRecord.objects.filter(pk__in=orphan_ids).delete()
+        for session_id in RunMemoryRecord.objects.values_list("session_id", flat=True).distinct().order_by():
+            if apply:
+                outcome = prune_session(session_id, policy=policy, now=now)
+            else:
+                pairs = [(f"run-{r}", ts) for r, ts in RunMemoryRecord.objects.filter(
+                    session_id=session_id).values_list("run_id", "recorded_at_ms")]
+                part = partition_for_retention(pairs, policy, now)
+                outcome = PruneOutcome([r for r, _ in part.ttl], [r for r, _ in part.overflow])
+            counts["ttl"] += len(outcome.ttl)
+            counts["overflow"] += len(outcome.overflow)
+            for run_id in outcome.ttl:
+                diag("delete_run_memory", "ttl_expired", run_id, "expired run-memory record deleted")
+            for run_id in outcome.overflow:
+                diag("delete_run_memory", "session_overflow", run_id, "overflow run-memory record deleted")
+        counts["rescoped"] = _repair_scopes(apply=apply, diag=diag)
+        if apply and counts["orphan"]:
+            metrics.increment(M + "pruned_orphan_total", counts["orphan"])
+        report = {
+            "checked_at_ms": now, "source": source,
+            "index_rebuilt": bool(counts["rescoped"]),
+            "pruned_ttl_count": counts["ttl"], "pruned_overflow_count": counts["overflow"],
+            "pruned_orphan_file_count": counts["orphan"], "scan_error_count": 0, "prune_error_count": 0,
+            "rescoped_record_count": counts["rescoped"], "applied": apply,
+            "diagnostics": diagnostics,
+        }
+        if apply:
+            MaintenanceReport.objects.create(source=source, report=report, checked_at_ms=now)
+    return report
+
+
+def _repair_scopes(*, apply: bool, diag) -> int:
+    """Stale scope keys: a record's keys must equal its session's current learning scopes."""
+    from memory.sessions import learning_scope_keys
+
+    fixed = 0
+    sessions = Session.objects.filter(memory_records__isnull=False).distinct().select_related("persona") \
+        .prefetch_related("projects")
+    for session in sessions.iterator(chunk_size=200):
+        keys = learning_scope_keys(session)
+        for record in RunMemoryRecord.objects.filter(session=session).prefetch_related("scopes"):
+            indexed = sorted(s.scope_key for s in record.scopes.all())
+            if record.scope_keys == keys and indexed == sorted(set(keys)):
+                continue
+            fixed += 1
+            diag("replace_run_memory_index", "stale_scope_keys", f"run-{record.run_id}",
+                 "run-memory scope keys rebuilt from the session")
+            if apply:
+                RunMemoryRecord.objects.filter(pk=record.pk).update(scope_keys=keys)
+                RunMemoryScope.objects.filter(record=record).delete()
+                RunMemoryScope.objects.bulk_create([RunMemoryScope(record=record, scope_key=k,
+                                                                   recorded_at_ms=record.recorded_at_ms)
+                                                    for k in dict.fromkeys(keys)])
+    return fixed
+
+
+def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> list[str]:
+    """Terminal runs that should have a record and do not (e.g. recorded while disabled). Rebuilds them."""
+    policy = policy or current_policy()
+    if not policy.enabled:
+        return []
+    missing = Run.objects.filter(status__in=TERMINAL_STATUSES, memory_record__isnull=True)
+    cutoff = now_ms() - policy.retention_ms
+    missing = missing.filter(finished_at_ms__gte=cutoff).order_by("id")
+    found = []
+    for run in missing.iterator(chunk_size=200):
+        found.append(run.public_id)
+        if apply:
+            with transaction.atomic():
+                record_terminal_run(run, policy=policy)
+    return found
+
+
+# ---- reading: bundle, search ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bundle:
+    entries: list[RecoveredEntry]
+    truncated: bool
+    valid: int
+
+
+def recovered_bundle(session: Session, query: str | None, *, usage: str = "preview",
+                     policy: RunMemoryPolicy | None = None) -> Bundle:
+    """Rank the current session's records against the pending input (§4.5); read-time expiry prunes."""
+    policy = policy or current_policy()
+    if not policy.enabled or policy.max_prompt_entries == 0:
+        return Bundle([], False, 0)
+    now = now_ms()
+    records = list(RunMemoryRecord.objects.filter(session=session).order_by("-recorded_at_ms", "-run_id")
+                   [: policy.max_tracked_per_session + 8])
+    expired = [r for r in records if now - r.recorded_at_ms > policy.retention_ms]
+    if expired:
+        with transaction.atomic():
+            RunMemoryRecord.objects.filter(pk__in=[r.pk for r in expired]).delete()
+        metrics.increment(M + "pruned_ttl_total", len(expired))
+    valid = [entry_of(r) for r in records if r not in expired][: policy.max_tracked_per_session]
+    ranked = rank_entries(valid, query)
+    taken = [entry for _, entry in ranked[: policy.max_prompt_entries]]
+    if usage == "prompt":
+        if query and query.strip():
+            metrics.increment(M + "ranked_candidates_total", len(valid))
+        metrics.increment(M + "prompt_limit_omitted_total", len(valid) - len(taken))
+    return Bundle(taken, len(valid) > len(taken), len(valid))
+
+
+def search_records(session: Session, scope_keys: list[str], *, policy: RunMemoryPolicy | None = None) -> \
+        list[RunMemoryRecord]:
+    """Records visible to memory-search: the session's own, or every learning-scope key's when widened."""
+    policy = policy or current_policy()
+    if not policy.enabled:
+        return []
+    if policy.search_visibility == "learning_scopes":
+        qs = RunMemoryRecord.objects.filter(scopes__scope_key__in=scope_keys).distinct()
+    else:
+        qs = RunMemoryRecord.objects.filter(session=session)
+    now = now_ms()
+    records = list(qs.order_by("-recorded_at_ms")[:500])
+    expired = [r.pk for r in records if now - r.recorded_at_ms > policy.retention_ms]
+    if expired:
+        with transaction.atomic():
+            RunMemoryRecord.objects.filter(pk__in=expired).delete()
+        metrics.increment(M + "pruned_ttl_total", len(expired))
+    return [r for r in records if r.pk not in expired]
+
+
+# ---- status ---------------------------------------------------------------------------------------------
+
+def latest_report() -> dict | None:
+    row = MaintenanceReport.objects.order_by("-id").first()
+    return row.report if row else None
+
+
+def status_view() -> dict:
+    policy = current_policy()
+    now = now_ms()
+    per_session = RunMemoryRecord.objects.values("session_id").annotate(n=Count("id"))
+    stale = RunMemoryRecord.objects.filter(recorded_at_ms__lt=now - policy.retention_ms).count() \
+        if policy.enabled else RunMemoryRecord.objects.count()
+    counters = metrics.read(M + name for name in METRIC_NAMES)
+    return {
+        "policy": policy.to_dict(),
+        "policy_revision": policy_revision(),
+        "maintenance": latest_report(),
+        "indexed_session_count": per_session.count(),
+        "indexed_record_count": RunMemoryRecord.objects.count(),
+        "indexed_scope_count": RunMemoryScope.objects.values("scope_key").distinct().count(),
+        "stale_indexed_record_count": stale,
+        "metrics": {name: counters[M + name] for name in METRIC_NAMES},
+    }
+
+
+def health_warnings(status: dict) -> list[dict]:
+    warnings = []
+    report = status.get("maintenance") or {}
+    if report.get("scan_error_count") or report.get("prune_error_count"):
+        warnings.append({"code": "run_memory_maintenance_failed", "level": "warning",
+                         "message": "run-memory maintenance reported scan or prune errors"})
+    if status["stale_indexed_record_count"]:
+        warnings.append({"code": "run_memory_stale_indexed_records", "level": "warning",
+                         "message": f"{status['stale_indexed_record_count']} run-memory records are past "
+                                    "retention and still indexed"})
+    if status["metrics"]["skipped_unreadable_total"]:
+        warnings.append({"code": "run_memory_unreadable_records", "level": "warning",
+                         "message": f"{status['metrics']['skipped_unreadable_total']} unreadable run-memory "
+                                    "records were skipped"})
+    repaired = sum(report.get(k, 0) for k in ("pruned_orphan_file_count", "rescoped_record_count"))
+    if repaired and not (report.get("scan_error_count") or report.get("prune_error_count")):
+        warnings.append({"code": "run_memory_maintenance_repaired", "level": "info",
+                         "message": f"run-memory maintenance repaired {repaired} records"})
+    return warnings

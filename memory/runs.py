@@ -1,0 +1,314 @@
+"""Runs: the status machine of spec §1.2, enforced server-side. Every status change goes through
+`run_transition`, a compare-and-swap update that writes a journal lifecycle event and an audit row in the
+same transaction; a terminal transition fires the `terminal_run` hook (the run-memory record, capture)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from memory import hooks
+from memory.audit import record_audit
+from memory.clock import now_ms
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.journal import append_event
+from memory.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunKind, RunStatus, Session
+
+S = RunStatus
+ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.WAITING_FOR_APPROVAL, S.WAITING_FOR_USER_QUESTION, S.COMPLETED, S.FAILED,
+                          S.INTERRUPTED, S.CANCELLED}),
+    S.WAITING_FOR_APPROVAL: frozenset({S.RUNNING, S.FAILED, S.INTERRUPTED, S.CANCELLED}),
+    S.WAITING_FOR_USER_QUESTION: frozenset({S.RUNNING, S.COMPLETED, S.FAILED, S.INTERRUPTED, S.CANCELLED}),
+    S.COMPLETED: frozenset(),
+    S.FAILED: frozenset(),
+    S.INTERRUPTED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+PREVIEW_CHARS = 160
+MAX_CONTENT_CHARS = 200_000
+
+
+def transition_allowed(from_status: str, to_status: str) -> bool:
+    return from_status == to_status or to_status in ALLOWED_TRANSITIONS[from_status]
+
+
+def truncate_preview(text: str | None) -> str | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+
+
+def parse_public_id(value: str, prefix: str, *, domain: str, code: str, noun: str) -> int:
+    if isinstance(value, str) and value.startswith(prefix + "-"):
+        digits = value[len(prefix) + 1:]
+        if digits.isdigit() and len(digits) < 19:
+            return int(digits)
+    raise NotFound(f"unknown {noun} {value}", domain=domain, code=code)
+
+
+def get_run(run_id: str, *, queryset=None) -> Run:
+    pk = parse_public_id(run_id, "run", domain="runs", code="run_not_found", noun="run")
+    qs = queryset if queryset is not None else Run.objects.all()
+    run = qs.select_related("session").filter(pk=pk).first()
+    if run is None:
+        raise NotFound(f"unknown run {run_id}", domain="runs", code="run_not_found")
+    return run
+
+
+# --------------------------------------------------------------------------------------------------------
+# Opening a run
+
+
+@dataclass(frozen=True)
+class RunInput:
+    content: str
+    attachments: list
+    metadata: dict
+
+
+def request_fingerprint(run_input: RunInput, kind: str) -> str:
+    blob = json.dumps({"input": run_input.__dict__, "kind": kind}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def canonical_input(run_input: RunInput) -> dict:
+    """The input as the journal keeps it: derived memory sections are never part of it (spec §0)."""
+    metadata = run_input.metadata
+    if not isinstance(metadata, dict):
+        metadata = {"user_metadata": metadata}
+    metadata = {k: v for k, v in metadata.items() if k not in ("recovered_memory", "learned_context")}
+    data = {"content": run_input.content, "attachments": list(run_input.attachments)}
+    if metadata:
+        data["metadata"] = metadata
+    return data
+
+
+@transaction.atomic
+def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT,
+             idempotency_key: str | None = None, model: dict | None = None,
+             actor: object = None) -> tuple[Run, bool]:
+    """Queue a run for the session. Returns (run, created); a repeated idempotency key returns the first run."""
+    if kind not in RunKind.values:
+        raise ValidationFailed(f"kind must be one of: {', '.join(RunKind.values)}", field="kind")
+    fingerprint = request_fingerprint(run_input, kind)
+    # Lock the session row: serialises concurrent opens so "session busy" is decided once.
+    Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
+    if idempotency_key is not None:
+        existing = Run.objects.filter(session=session, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            if existing.request_fingerprint != fingerprint:
+                raise Conflict(
+                    "idempotency key was already used for a different request",
+                    field="idempotency_key", domain="runs", code="idempotency_key_reused",
+                )
+            return existing, False
+    busy = Run.objects.filter(session=session, status__in=ACTIVE_STATUSES).values_list("pk", flat=True).first()
+    if busy is not None:
+        raise Conflict(f"session {session.public_id} already has run run-{busy} in flight",
+                       domain="sessions", code="session_busy")
+    ts = now_ms()
+    request = {
+        "source_plugin": "daemon",
+        "source_kind": "api",
+        "actor_id": "api-user",
+        "text_preview": truncate_preview(run_input.content),
+    }
+    if model and model.get("name"):
+        request["model"] = model["name"]
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                session=session, kind=kind, status=RunStatus.QUEUED, submitted_at_ms=ts, updated_at_ms=ts,
+                request=request, input=canonical_input(run_input), idempotency_key=idempotency_key,
+                request_fingerprint=fingerprint, model=model or None,
+            )
+    except IntegrityError as exc:  # a concurrent open won the race
+        raise Conflict(f"session {session.public_id} already has a run in flight",
+                       domain="sessions", code="session_busy") from exc
+    append_event(session_id=session.pk, run=run, event={"type": "input_received", "input": run.input})
+    append_event(session_id=session.pk, run=run,
+                 event={"type": "run_lifecycle", "run_event": {"type": "accepted"}, "to_status": run.status})
+    record_audit(subject_type="run", subject_id=run.public_id, action="open", actor=actor,
+                 to_state=RunStatus.QUEUED)
+    return run, True
+
+
+# --------------------------------------------------------------------------------------------------------
+# Transitions
+
+
+@transaction.atomic
+def run_transition(*, run: Run, to_status: str, actor: object = None, run_event: dict | None = None,
+                   changes: dict | None = None, reason: str = "") -> Run:
+    """Move a run to `to_status` if the status machine allows it from its current status (CAS update)."""
+    current = Run.objects.select_for_update().get(pk=run.pk)
+    from_status = current.status
+    if not transition_allowed(from_status, to_status):
+        raise Conflict(f"run {current.public_id} cannot transition from {from_status} to {to_status}",
+                       domain="runs", code="invalid_transition")
+    ts = now_ms()
+    fields = {"status": to_status, "updated_at_ms": ts, **(changes or {})}
+    if to_status == RunStatus.RUNNING and current.started_at_ms is None:
+        fields["started_at_ms"] = ts
+    if to_status in TERMINAL_STATUSES:
+        fields["finished_at_ms"] = ts
+        fields["pending_approval_ids"] = []
+        fields["pending_question_ids"] = []
+    updated = Run.objects.filter(pk=current.pk, status=from_status).update(**fields)
+    if updated != 1:
+        raise Conflict(f"run {current.public_id} changed concurrently; retry", domain="runs",
+                       code="invalid_transition")
+    current.refresh_from_db()
+    lifecycle = dict(run_event or {"type": to_status})
+    append_event(session_id=current.session_id, run=current,
+                 event={"type": "run_lifecycle", "run_event": lifecycle, "from_status": from_status,
+                        "to_status": to_status})
+    record_audit(subject_type="run", subject_id=current.public_id, action="transition", actor=actor,
+                 from_state=from_status, to_state=to_status, reason=reason)
+    if to_status in TERMINAL_STATUSES and from_status != to_status:
+        hooks.fire("terminal_run", current)
+    return current
+
+
+def _require_active(run: Run, action: str) -> Run:
+    current = Run.objects.select_for_update().get(pk=run.pk)
+    if current.status in TERMINAL_STATUSES:
+        raise Conflict(f"run {current.public_id} is {current.status}; {action} needs a run in flight",
+                       domain="runs", code="invalid_transition")
+    return current
+
+
+def _clean_text(value: object, field: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise ValidationFailed(f"{field} must be a string", field=field)
+    if required and not value.strip():
+        raise ValidationFailed(f"{field} is required", field=field)
+    if len(value) > MAX_CONTENT_CHARS:
+        raise ValidationFailed(f"{field} exceeds the {MAX_CONTENT_CHARS} character limit", field=field)
+    return value
+
+
+@transaction.atomic
+def run_start(*, run: Run, actor: object = None) -> Run:
+    return run_transition(run=run, to_status=RunStatus.RUNNING, actor=actor, run_event={"type": "started"})
+
+
+@transaction.atomic
+def run_record_output(*, run: Run, content: str, artifacts: list | None = None, actor: object = None) -> Run:
+    current = _require_active(run, "recording an output")
+    if current.status != RunStatus.RUNNING:
+        raise Conflict(f"run {current.public_id} is {current.status}; outputs need a running run",
+                       domain="runs", code="invalid_transition")
+    output = {"session_id": current.session.public_id, "run_id": current.public_id, "content": content,
+              "parts": [], "artifacts": list(artifacts or []), "source_kind": "assistant"}
+    Run.objects.filter(pk=current.pk).update(outputs=[*current.outputs, output], updated_at_ms=now_ms())
+    append_event(session_id=current.session_id, run=current,
+                 event={"type": "message_appended",
+                        "message": {"role": "assistant", "content": content,
+                                    "artifacts": list(artifacts or [])}})
+    current.refresh_from_db()
+    return current
+
+
+@transaction.atomic
+def run_tool_call_started(*, run: Run, call_id: str, name: str, tool_input: object = None,
+                          actor: object = None) -> Run:
+    current = _require_active(run, "starting a tool call")
+    if current.status != RunStatus.RUNNING:
+        raise Conflict(f"run {current.public_id} is {current.status}; tool calls need a running run",
+                       domain="runs", code="invalid_transition")
+    if call_id in current.open_tool_calls:
+        raise Conflict(f"tool call {call_id} is already open", field="call_id", domain="runs",
+                       code="tool_call_open")
+    call = {"call_id": call_id, "name": name, "input": tool_input}
+    Run.objects.filter(pk=current.pk).update(open_tool_calls={**current.open_tool_calls, call_id: call},
+                                             updated_at_ms=now_ms())
+    append_event(session_id=current.session_id, run=current, event={"type": "tool_call_started", "call": call})
+    current.refresh_from_db()
+    return current
+
+
+@transaction.atomic
+def run_tool_call_finished(*, run: Run, call_id: str, output: object = None, is_error: bool = False,
+                           actor: object = None) -> Run:
+    current = _require_active(run, "finishing a tool call")
+    if call_id not in current.open_tool_calls:
+        raise Conflict(f"tool call {call_id} is not open on run {current.public_id}", field="call_id",
+                       domain="runs", code="tool_call_not_open")
+    open_calls = dict(current.open_tool_calls)
+    call = open_calls.pop(call_id)
+    result = {"call_id": call_id, "name": call.get("name"), "output": output, "is_error": bool(is_error)}
+    Run.objects.filter(pk=current.pk).update(open_tool_calls=open_calls, updated_at_ms=now_ms())
+    append_event(session_id=current.session_id, run=current, event={"type": "tool_call_finished", "result": result})
+    current.refresh_from_db()
+    return current
+
+
+@transaction.atomic
+def run_wait_for_approval(*, run: Run, request_ids: list[str], actor: object = None) -> Run:
+    return run_transition(run=run, to_status=RunStatus.WAITING_FOR_APPROVAL, actor=actor,
+                          run_event={"type": "waiting_for_approval", "request_ids": request_ids},
+                          changes={"pending_approval_ids": request_ids})
+
+
+@transaction.atomic
+def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: str = "",
+                               actor: object = None) -> Run:
+    updated = run_transition(run=run, to_status=RunStatus.WAITING_FOR_USER_QUESTION, actor=actor,
+                             run_event={"type": "waiting_for_user_question", "request_ids": request_ids},
+                             changes={"pending_question_ids": request_ids})
+    append_event(session_id=updated.session_id, run=updated,
+                 event={"type": "user_question_requested",
+                        "request": {"request_ids": request_ids, "question": question}})
+    return updated
+
+
+@transaction.atomic
+def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None) -> Run:
+    current = Run.objects.select_for_update().get(pk=run.pk)
+    if current.status not in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.WAITING_FOR_USER_QUESTION):
+        raise Conflict(f"run {current.public_id} cannot transition from {current.status} to running",
+                       domain="runs", code="invalid_transition")
+    was_question = current.status == RunStatus.WAITING_FOR_USER_QUESTION
+    pending = current.pending_question_ids if was_question else current.pending_approval_ids
+    event_type = "user_question_resolved" if was_question else "approval_resolved"
+    updated = run_transition(run=current, to_status=RunStatus.RUNNING, actor=actor,
+                             run_event={"type": event_type, "request_ids": pending},
+                             changes={"pending_approval_ids": [], "pending_question_ids": []})
+    if was_question:
+        append_event(session_id=updated.session_id, run=updated,
+                     event={"type": "user_question_resolved",
+                            "resolution": {"request_ids": pending, **(resolution or {})}})
+    return updated
+
+
+@transaction.atomic
+def run_complete(*, run: Run, output: str | None = None, actor: object = None) -> Run:
+    if output is not None:
+        run = run_record_output(run=run, content=output, actor=actor)
+    return run_transition(run=run, to_status=RunStatus.COMPLETED, actor=actor, run_event={"type": "completed"})
+
+
+@transaction.atomic
+def run_fail(*, run: Run, error: str, actor: object = None) -> Run:
+    return run_transition(run=run, to_status=RunStatus.FAILED, actor=actor,
+                          run_event={"type": "failed", "error": error}, changes={"error": error})
+
+
+@transaction.atomic
+def run_interrupt(*, run: Run, actor: object = None) -> Run:
+    return run_transition(run=run, to_status=RunStatus.INTERRUPTED, actor=actor, run_event={"type": "interrupted"})
+
+
+@transaction.atomic
+def run_cancel(*, run: Run, actor: object = None) -> Run:
+    return run_transition(run=run, to_status=RunStatus.CANCELLED, actor=actor, run_event={"type": "cancelled"})

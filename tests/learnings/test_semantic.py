@@ -1,0 +1,313 @@
+"""Semantic keys (§4.13), evidence support (§4.12), prompt scoring/selection and search ranking (§4.7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from learnings.semantic import (
+    SemanticKeys,
+    evidence_terms,
+    is_explicit_memory_request,
+    normalise_content,
+    normalise_query,
+    query_terms,
+    rank_for_search,
+    run_memory_supports_content,
+    score_for_prompt,
+    scope_priority,
+    select_for_prompt,
+    semantic_keys,
+)
+
+# --- §4.13 semantic keys ------------------------------------------------------------------------------
+
+
+def test_normalise_content_collapses_trims_strips_punctuation_and_lowercases():
+    assert normalise_content("  The  Project\tcodename is Atlas. ") == "the project codename is atlas"
+    assert normalise_content("Atlas;,.") == "atlas"
+    assert normalise_content("") == ""
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ("The project codename is Atlas.", "project codename: atlas"),
+        ("Preferred editor = Helix", "preferred editor is Helix."),
+        ("Le projet est Atlas", "projet: atlas"),
+        ("The  project   codename is   ATLAS", "the project codename = atlas;"),
+    ],
+)
+def test_semantic_keys_are_equal_for_subject_value_variants(left, right):
+    assert semantic_keys(left) == semantic_keys(right)
+
+
+def test_semantic_keys_of_a_subject_value_statement():
+    assert semantic_keys("The project codename is Atlas.") == SemanticKeys(
+        content_key="project codename=atlas", subject_key="project codename"
+    )
+
+
+def test_french_est_gives_subject_without_article():
+    assert semantic_keys("Le projet est Atlas").subject_key == "projet"
+    assert semantic_keys("La couleur est rouge").subject_key == "couleur"
+    assert semantic_keys("Les couleurs sont rouge et bleu").subject_key == "couleurs"
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ("Project codename is Atlas.", "Project codename is Borealis."),
+        ("Preferred editor is Helix.", "Preferred editor is Vim."),
+    ],
+)
+def test_conflicting_values_share_subject_but_not_content_key(left, right):
+    assert semantic_keys(left).subject_key == semantic_keys(right).subject_key
+    assert semantic_keys(left).content_key != semantic_keys(right).content_key
+
+
+def test_content_without_usable_delimiter_is_keyed_by_all_tokens():
+    assert semantic_keys("Always answer in French!") == SemanticKeys("always answer in french", None)
+    # Subject too short / a pronoun, value too short: no subject.
+    assert semantic_keys("It is raining.").subject_key is None
+    assert semantic_keys("This is fine").subject_key is None
+    assert semantic_keys("Go is x").subject_key is None
+    assert semantic_keys("Project codename is A").subject_key is None
+    assert semantic_keys("").content_key == ""
+
+
+def test_delimiters_are_tried_in_order_is_before_colon():
+    keys = semantic_keys("Note: the editor is Helix")
+    assert keys.subject_key == "note the editor"
+    assert keys.content_key == "note the editor=helix"
+
+
+def test_later_delimiter_used_when_earlier_one_is_unusable():
+    # " is " gives the unusable subject "it"; "=" then qualifies.
+    assert semantic_keys("it is set: timeout=30").subject_key == "it is set timeout"
+
+
+# --- §4.12 evidence support ---------------------------------------------------------------------------
+
+
+def test_evidence_terms_drop_stop_words():
+    terms = evidence_terms("Fact: the project codename is Atlas.")
+    assert {"fact", "project", "codename", "atlas"} == terms
+    assert "the" not in terms and "is" not in terms
+
+
+RECORD_FIELDS = [
+    "Preference: Preferred editor is Helix",
+    "Remembered Preferred editor is Helix",
+    "Result: Preferred editor is Helix",
+    "marker",
+]
+
+
+def test_support_check_exact_containment():
+    assert run_memory_supports_content(RECORD_FIELDS, "Preferred editor is Helix")
+
+
+def test_support_check_through_evidence_terms():
+    assert run_memory_supports_content(RECORD_FIELDS, "The preferred editor: Helix")
+
+
+def test_support_check_rejects_unrelated_content():
+    assert not run_memory_supports_content(RECORD_FIELDS, "Atlas")
+
+
+def test_support_check_edge_cases():
+    assert not run_memory_supports_content(RECORD_FIELDS, "   ")
+    # Needle is trimmed before the containment check.
+    assert run_memory_supports_content(RECORD_FIELDS, "  Preferred editor is Helix  ")
+    # Missing fields are skipped.
+    assert run_memory_supports_content([None, "Fact: Project codename is Atlas"], "Project codename is Atlas")
+    # Containment is case-sensitive; a single-term needle needs exact containment.
+    assert not run_memory_supports_content(["helix everywhere"], "Helix")
+    # Two or more terms: all must be terms of one field.
+    assert not run_memory_supports_content(["preferred editor", "Helix"], "preferred editor Helix")
+    assert not run_memory_supports_content([], "Preferred editor is Helix")
+
+
+# --- §4.7 query terms ---------------------------------------------------------------------------------
+
+
+def test_query_terms_drop_stop_words_and_split_on_non_alphanumerics():
+    assert query_terms("What color is Atlas?") == ["color", "atlas"]
+    assert query_terms("Quelle est la couleur d'Atlas ?") == ["couleur", "d", "atlas"]
+    assert query_terms("the the") == []
+    assert query_terms("東京 office") == ["東京", "office"]
+
+
+def test_normalise_query():
+    assert normalise_query("  Hello WORLD ") == "hello world"
+    assert normalise_query("   ") is None
+    assert normalise_query(None) is None
+    assert normalise_query("ÉTÉ") == "été"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Use durable learning if it exists.", True),
+        ("use durable memory", True),
+        ("Do you remember my editor?", True),
+        ("Qu'as-tu appris ?", True),
+        ("Montre ta mémoire", True),
+        ("show the learned context", True),
+        ("What is the deployment status?", False),
+        ("memorise this", False),
+        ("", False),
+    ],
+)
+def test_explicit_memory_requests(query, expected):
+    assert is_explicit_memory_request(query) is expected
+
+
+# --- §4.7 prompt scoring ------------------------------------------------------------------------------
+
+
+def test_prompt_score_counts_terms_and_whole_query():
+    content = "Atlas project color is vermilion."
+    assert score_for_prompt(content, "What color is Atlas?") == 80
+    assert score_for_prompt(content, "atlas project") == 400 + 2 * 40
+    assert score_for_prompt("Default snack preference is banana.", "What color is Atlas?") == 0
+
+
+def test_prompt_score_is_zero_without_query_or_terms():
+    assert score_for_prompt("Atlas", None) == 0
+    assert score_for_prompt("Atlas", "   ") == 0
+    # Only stop-words left: no terms, no score, even though the content contains the query.
+    assert score_for_prompt("what is the plan", "what is the") == 0
+
+
+def test_prompt_score_counts_repeated_query_terms_each_time():
+    assert score_for_prompt("atlas", "atlas, atlas") == 2 * 40
+
+
+def test_whole_query_is_a_substring_match_but_terms_are_whole_words():
+    assert score_for_prompt("Atlases are maps.", "atlas") == 400
+    assert score_for_prompt("Atlases are maps.", "atlas maps") == 40
+
+
+def test_kind_and_scope_terms_do_not_count_for_prompt_but_do_for_search():
+    assert score_for_prompt("Default editor is vim.", "workspace fact") == 0
+    score, fields = rank_for_search("Default editor is vim.", "fact", "workspace", "workspace fact")
+    assert score == 20
+    assert fields == ["kind", "scope"]
+
+
+# --- §4.7 search ranking ------------------------------------------------------------------------------
+
+
+def test_search_ranking_matches_unicode_content():
+    assert rank_for_search("東京 office color is vermilion.", "fact", "workspace", "東京") == (440, ["content"])
+    assert rank_for_search("Default snack preference is banana.", "fact", "session", "東京") == (0, [])
+
+
+def test_search_ranking_weights_and_labels():
+    score, fields = rank_for_search("Atlas project color is vermilion.", "run_summary", "project", "project summary")
+    # content: "project" term (+40); kind label "run summary": "summary" term (+10); scope "project": +10.
+    assert score == 60
+    assert fields == ["content", "kind", "scope"]
+    # Whole query contained in the kind label: +100 on top of the term.
+    assert rank_for_search("x", "run_summary", "session", "run summary") == (100 + 2 * 10, ["kind"])
+
+
+def test_search_ranking_without_query():
+    assert rank_for_search("Atlas", "fact", "session", None) == (0, [])
+    assert rank_for_search("Atlas", "fact", "session", "the") == (0, [])
+
+
+# --- §4.7 selection for the prompt --------------------------------------------------------------------
+
+
+@dataclass
+class Rec:
+    learning_id: str
+    content: str
+    scope_kind: str = "session"
+    published_at_ms: int = 1
+    kind: str = "fact"
+
+
+def ids(records):
+    return [record.learning_id for record in records]
+
+
+def test_scope_priority():
+    assert [scope_priority(k) for k in ("session", "persona", "project", "workspace")] == [0, 1, 2, 3]
+    assert scope_priority("unknown") == 4
+
+
+def test_without_query_orders_by_scope_then_recency_then_id_and_skips_ineligible_kinds():
+    records = [
+        Rec("learning-workspace", "w", "workspace", 3),
+        Rec("learning-procedure", "p", "session", 9, kind="procedure"),
+        Rec("learning-summary", "s", "session", 9, kind="run_summary"),
+        Rec("learning-project", "p", "project", 4),
+        Rec("learning-b", "b", "session", 5),
+        Rec("learning-a", "a", "session", 5),
+        Rec("learning-old", "o", "session", 1),
+        Rec("learning-persona", "x", "persona", 1, kind="preference"),
+    ]
+    assert ids(select_for_prompt(records, None)) == [
+        "learning-a",
+        "learning-b",
+        "learning-old",
+        "learning-persona",
+        "learning-project",
+        "learning-workspace",
+    ]
+    assert ids(select_for_prompt(records, "  ")) == ids(select_for_prompt(records, None))
+
+
+SESSION_IRRELEVANT = Rec("learning-session-irrelevant", "Default snack preference is banana.", "session", 30)
+
+
+def test_query_keeps_only_relevant_records():
+    relevant = Rec("learning-workspace-relevant", "Atlas project color is vermilion.", "workspace", 10)
+    records = [SESSION_IRRELEVANT, relevant]
+    assert ids(select_for_prompt(records, None)) == ["learning-session-irrelevant", "learning-workspace-relevant"]
+    assert ids(select_for_prompt(records, "What color is Atlas?")) == ["learning-workspace-relevant"]
+
+
+def test_unicode_query():
+    unicode = Rec("learning-workspace-unicode", "東京 office color is vermilion.", "workspace", 10)
+    assert ids(select_for_prompt([SESSION_IRRELEVANT, unicode], "東京")) == ["learning-workspace-unicode"]
+
+
+def test_explicit_memory_request_keeps_recency_fallback():
+    workspace = Rec("learning-workspace", "Default editor is vim.", "workspace", 10)
+    selected = select_for_prompt([workspace, SESSION_IRRELEVANT], "Use durable learning if it exists.")
+    assert ids(selected) == ["learning-session-irrelevant", "learning-workspace"]
+
+
+def test_unrelated_query_selects_nothing():
+    workspace = Rec("learning-workspace", "Default editor is vim.", "workspace", 10)
+    assert select_for_prompt([SESSION_IRRELEVANT, workspace], "What is the deployment status?") == []
+
+
+def test_kind_and_scope_words_do_not_select_a_learning():
+    workspace_fact = Rec("learning-workspace", "Default editor is vim.", "workspace", 10)
+    assert select_for_prompt([workspace_fact], "workspace fact") == []
+
+
+def test_query_sort_is_score_then_scope_then_recency_then_id():
+    records = [
+        Rec("learning-ws", "editor helix", "workspace", 50),
+        Rec("learning-best", "the editor is helix", "project", 1),
+        Rec("learning-s2", "editor", "session", 20),
+        Rec("learning-s1", "editor", "session", 20),
+        Rec("learning-s0", "editor", "session", 30),
+        Rec("learning-none", "banana", "session", 99),
+    ]
+    selected = select_for_prompt(records, "editor is helix")
+    # best: whole query (+400) and two terms; ws: two terms; the three sessions: one term each.
+    assert ids(selected) == ["learning-best", "learning-ws", "learning-s0", "learning-s1", "learning-s2"]
+
+
+def test_selection_excludes_ineligible_kinds_even_when_they_score():
+    records = [Rec("learning-proc", "Deploy Atlas with make", kind="procedure"), Rec("learning-f", "Atlas")]
+    assert ids(select_for_prompt(records, "atlas")) == ["learning-f"]
