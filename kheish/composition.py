@@ -5,58 +5,44 @@ packs the sections within one budget: learned_context first, then recovered_memo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
 
 from django.db import transaction
 
 from memory import compaction, metrics, run_memory
 from memory.models import Run, Session
-from memory.recall import estimate_tokens, memory_budget, pack_section, render_learned_context, \
-    render_recovered_memory
+from memory.recall import estimate_tokens, memory_budget, pack_section, render_learned_context, render_recovered_memory
 from memory.runs import RunInput, run_open
 from memory.sessions import effective_capability_scope, learning_scope_keys
 
 
-@dataclass(frozen=True)
-class LearnedSource:
-    """How the learning plane plugs in: bundle(session, scope_keys, query, usage) -> (entries, truncated)."""
-
-    bundle: Callable[..., tuple[list[dict], bool]]
-
-
-_learned_source: LearnedSource | None = None
-_skill_source: Callable[..., list[dict]] | None = None
-_learning_search: Callable[..., list[dict]] | None = None
-_skill_search: Callable[..., list[dict]] | None = None
-
-
-def install(*, learned: LearnedSource | None = None, skills: Callable[..., list[dict]] | None = None,
-            learning_search: Callable[..., list[dict]] | None = None,
-            skill_search: Callable[..., list[dict]] | None = None) -> None:
-    global _learned_source, _skill_source, _learning_search, _skill_search
-    _learned_source = learned or _learned_source
-    _skill_source = skills or _skill_source
-    _learning_search = learning_search or _learning_search
-    _skill_search = skill_search or _skill_search
-
-
-def _load_plugins() -> None:
-    """Import the higher planes' composition hooks if they exist (they call install())."""
-    for module in ("learnings.composition", "skills.composition"):
-        try:
-            __import__(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-
-
-_load_plugins()
+def _optional(module: str, name: str) -> Callable[..., Any] | None:
+    """A higher plane's function when that plane is installed (learnings, skills); None otherwise."""
+    try:
+        return getattr(import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
 
 
 def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
-    if _learned_source is None:
+    """learnings.retrieval.learned_bundle(session=, scope_keys=, query=, usage=) -> (entries, truncated)."""
+    bundle = _optional("learnings.retrieval", "learned_bundle")
+    if bundle is None:
         return [], False
-    return _learned_source.bundle(session=session, scope_keys=scope_keys, query=query, usage=usage)
+    return bundle(session=session, scope_keys=scope_keys, query=query, usage=usage)
+
+
+def visible_skills(session: Session, scope_keys: list[str]) -> list[dict]:
+    func = _optional("skills.selectors", "session_visible_skills")
+    return func(session=session, scope_keys=scope_keys, query=None) if func else []
+
+
+def _search_hits(module: str, session: Session, scope_keys: list[str], query: str | None) -> list[dict]:
+    func = _optional(module, "search_hits")
+    return func(session=session, scope_keys=scope_keys, query=query) if func else []
 
 
 def assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str = "prompt") -> dict:
@@ -108,7 +94,7 @@ def memory_context(session: Session, query: str | None) -> dict:
     scope_keys = learning_scope_keys(session)
     learned, learned_truncated = learned_entries(session, scope_keys, query, "preview")
     bundle = run_memory.recovered_bundle(session, query, usage="preview")
-    skills = _skill_source(session=session, scope_keys=scope_keys) if _skill_source else []
+    skills = visible_skills(session, scope_keys)
     return {
         "session_id": session.public_id,
         "effective_capability_scope": effective_capability_scope(session),
@@ -129,8 +115,7 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
     normalized = (query or "").strip().lower() or None
     scope_keys = learning_scope_keys(session)
     results: list[dict] = []
-    if _learning_search:
-        results += _learning_search(session=session, scope_keys=scope_keys, query=normalized)
+    results += _search_hits("learnings.retrieval", session, scope_keys, normalized)
     eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview").entries}
     for record in run_memory.search_records(session, scope_keys):
         entry = run_memory.entry_of(record)
@@ -156,8 +141,8 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
             "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
             "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
         })
-    if normalized and _skill_search:
-        results += _skill_search(session=session, scope_keys=scope_keys, query=normalized)
+    if normalized:
+        results += _search_hits("skills.selectors", session, scope_keys, normalized)
     results.sort(key=lambda r: (-r["score"], -r["timestamp_ms"], r["source_id"]))
     return {
         "session_id": session.public_id,

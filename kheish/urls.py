@@ -5,9 +5,9 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from kheish.api import runtime
+from kheish.api.errors import JsonErrorsMixin
 from kheish.api.runs import RunViewSet, SessionRunsViewSet
 from kheish.api.sessions import PersonaViewSet, ProjectViewSet, SessionViewSet
-from kheish.api.errors import JsonErrorsMixin
 from memory.errors import NotFound
 
 
@@ -24,10 +24,10 @@ router.register("projects", ProjectViewSet, basename="project")
 router.register("sessions", SessionViewSet, basename="session")
 router.register("runs", RunViewSet, basename="run")
 
-extra_routers = []
-for _module in ("kheish.api.learnings", "kheish.api.skills"):  # higher planes add routes when present
+extra_urls = []
+for _module in ("kheish.api.learnings", "kheish.api.skills"):  # higher planes add their routes when present
     try:
-        extra_routers.append(__import__(_module, fromlist=["router"]).router)
+        extra_urls += __import__(_module, fromlist=["urlpatterns"]).urlpatterns
     except ModuleNotFoundError as exc:  # pragma: no cover
         if exc.name != _module:
             raise
@@ -52,7 +52,7 @@ v1 = [
     path("runtime/redaction-preview", runtime.RedactionPreviewView.as_view(), name="redaction-preview"),
     path("status", runtime.StatusView.as_view(), name="status"),
     *router.urls,
-    *[u for r in extra_routers for u in r.urls],
+    *extra_urls,
 ]
 
 urlpatterns = [

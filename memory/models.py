@@ -320,6 +320,9 @@ class RunMemoryScope(models.Model):
         constraints = [models.UniqueConstraint(fields=["record", "scope_key"], name="runmem_scope_unique")]
         indexes = [models.Index(fields=["scope_key", "-recorded_at_ms"], name="runmem_scope_idx")]
 
+    def __str__(self) -> str:
+        return f"{self.scope_key} → record {self.record_id}"
+
 
 class MaintenanceReport(models.Model):
     """The last bounded run-memory maintenance report (≤32 diagnostics)."""
@@ -331,3 +334,6 @@ class MaintenanceReport(models.Model):
     class Meta:
         ordering = ["-id"]
         get_latest_by = "id"
+
+    def __str__(self) -> str:
+        return f"maintenance report ({self.source})"

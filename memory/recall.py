@@ -49,7 +49,7 @@ MIN_TERM_CHARS = 3
 
 def estimate_tokens(text: str) -> int:
     """Spec §4.17 / ``C/tokens.rs``: ceil(UTF-8 bytes × 0.285)."""
-    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     return math.ceil(size * TOKENS_PER_BYTE)
 
 
@@ -350,20 +350,20 @@ def build_record(facts: RunFacts, *, redact_pii: bool) -> BuiltRecord | None:
 # --------------------------------------------------------------------------------------------------- order
 
 
-_NUMERIC_SUFFIX = re.compile(r"(.*?)(\d+)")
+_DIGITS = "0123456789"
 
 
 @lru_cache(maxsize=4096)
 def run_id_sort_key(run_id: str) -> tuple[str, int, str, str]:
     """Orders ``run-9`` before ``run-10``: by prefix, then the numeric suffix as a number, then the raw id.
 
-    The number is compared by (length, digits) so a hostile id with thousands of digits costs nothing.
+    The number is compared by (length, digits), so a hostile id with thousands of digits costs nothing.
     """
-    match = _NUMERIC_SUFFIX.fullmatch(run_id)
-    if match is None:
+    prefix = run_id.rstrip(_DIGITS)
+    if len(prefix) == len(run_id):
         return (run_id, -1, "", run_id)
-    digits = match.group(2).lstrip("0")
-    return (match.group(1), len(digits), digits, run_id)
+    digits = run_id[len(prefix) :].lstrip("0")
+    return (prefix, len(digits), digits, run_id)
 
 
 def _newest_first_key(pair: tuple[str, int]) -> tuple[int, tuple[str, int, str, str]]:
@@ -409,7 +409,7 @@ def partition_for_retention(
 # as the boundary); bytes >= 128 pass through untouched, so UTF-8 stays valid, and the few distinct non-ASCII
 # separators (dashes, ideographic punctuation, …) are then replaced one by one. Each piece comes out
 # "spaced": normalised except that runs of spaces are not yet collapsed, with a space at both ends, which is
-# all a token search (" term " in piece) needs; a piece is collapsed only to test a multi-word query.
+# all a token search (" term " in piece) needs; the whole query is found with its words joined by " +".
 _FIELD_SEPARATOR = "\x00"
 _SPACED_SEPARATOR = " \x00 "
 _ASCII_WORD_BYTES = bytes(c if chr(c).isalnum() or c == 0 else 0x20 for c in range(128)) + bytes(
@@ -431,7 +431,9 @@ def _spaced_pieces(texts: Sequence[str]) -> list[str]:
     if joined.isascii():
         joined = joined.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii")
     else:
-        joined = joined.encode("utf-8").translate(_ASCII_WORD_BYTES).decode("utf-8")
+        joined = (
+            joined.encode(errors="surrogatepass").translate(_ASCII_WORD_BYTES).decode(errors="surrogatepass")
+        )
         for char in {char for char in set(joined) if not char.isascii() and not _is_word_char(char)}:
             joined = joined.replace(char, " ")
     pieces = joined.split(_FIELD_SEPARATOR)
@@ -465,8 +467,7 @@ def query_terms(query: str) -> frozenset[str]:
 
 class _Query(NamedTuple):
     text: str  # the normalised query, never empty
-    probe: str  # its longest word: a field without it cannot contain the whole query
-    single_word: bool
+    probe: str  # the query's longest word: a piece without it cannot contain the whole query
     terms: frozenset[str]
     spaced_terms: tuple[str, ...]  # " term ", to search in a spaced piece
 
@@ -477,9 +478,14 @@ def _prepare_query(query: str | None) -> _Query | None:
     text = normalise_text(query)
     if not text:
         return None
-    terms = _terms(text)
     words = text.split(" ")
-    return _Query(text, max(words, key=len), len(words) == 1, terms, tuple(f" {term} " for term in terms))
+    terms = _terms(text)
+    return _Query(
+        text=text,
+        probe=max(words, key=len),
+        terms=terms,
+        spaced_terms=tuple(f" {term} " for term in terms),
+    )
 
 
 def _entry_fields(entry: RecoveredEntry) -> tuple[str, str, str, str]:
@@ -492,31 +498,54 @@ def _entry_fields(entry: RecoveredEntry) -> tuple[str, str, str, str]:
     )
 
 
-def _score_pieces(pieces: Sequence[str], query: _Query) -> int:
-    text, probe, single_word, terms, spaced_terms = query
+@lru_cache(maxsize=64)
+def _query_pattern(text: str) -> re.Pattern[str]:
+    """The normalised query as found in a spaced piece: its words separated by runs of spaces."""
+    return re.compile(" +".join(map(re.escape, text.split(" "))))
+
+
+def _score_pieces(
+    pieces: Sequence[str], query: _Query, pattern: re.Pattern[str] | None, spaced_terms: Sequence[str]
+) -> int:
+    """Score the spaced pieces of one entry; ``spaced_terms`` are the query terms that may occur in them."""
+    probe, terms = query.probe, query.terms
     term_count = len(terms)
+    search_terms = len(spaced_terms) <= _TERM_SEARCH_LIMIT
     score = 0
-    for piece, weight in zip(pieces, _FIELD_WEIGHTS, strict=True):
-        if probe in piece and text in (piece if single_word else _collapse(piece)):
+    for piece, weight in zip(pieces, _FIELD_WEIGHTS):  # noqa: B905 - both have one item per ranked field
+        if pattern is not None and probe in piece and pattern.search(piece):
             score += 100 * weight
-        if term_count:
-            if term_count <= _TERM_SEARCH_LIMIT:
+        if spaced_terms:
+            if search_terms:
                 matched = len([term for term in spaced_terms if term in piece])
             else:
                 matched = len(terms.intersection(piece.split(" ")))
             if matched:
-                score += 15 * weight * matched
-                if matched == term_count:
-                    score += 40 * weight
+                score += 15 * weight * matched + (40 * weight if matched == term_count else 0)
     return score
 
 
 def _scores(entries: Sequence[RecoveredEntry], query: _Query | None) -> list[int]:
+    """Score entries in one batch; terms absent from the batch, then from an entry, are not searched again."""
     if query is None or not entries:
         return [0] * len(entries)
     pieces = _spaced_pieces([text for entry in entries for text in _entry_fields(entry)])
     width = len(_FIELD_WEIGHTS)
-    return [_score_pieces(pieces[index : index + width], query) for index in range(0, len(pieces), width)]
+    batch = "".join(pieces)
+    batch_terms = [term for term in query.spaced_terms if term in batch]
+    # A query longer than every field cannot be contained in one (and a huge input is never compiled).
+    pattern = _query_pattern(query.text) if len(query.text) <= max(map(len, pieces)) else None
+    probe = query.probe if pattern is not None else None
+    scores = []
+    for index in range(0, len(pieces), width):
+        entry_pieces = pieces[index : index + width]
+        blob = "".join(entry_pieces)
+        entry_terms = [term for term in batch_terms if term in blob]
+        if entry_terms or (probe is not None and probe in blob):
+            scores.append(_score_pieces(entry_pieces, query, pattern, entry_terms))
+        else:
+            scores.append(0)
+    return scores
 
 
 def score_entry(entry: RecoveredEntry, query: str | None) -> int:

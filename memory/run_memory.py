@@ -110,7 +110,9 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
     built = build_record(run_facts(run), redact_pii=policy.redact_pii)
     if built is None:
         return None
-    session = Session.objects.select_related("persona").get(pk=run.session_id)
+    # Lock the session row: concurrent terminal runs of one session record and prune one at a time, so the
+    # per-session bound holds exactly.
+    session = Session.objects.select_for_update(of=("self",)).select_related("persona").get(pk=run.session_id)
     if scope_keys is None:
         from memory.sessions import learning_scope_keys
 
@@ -206,7 +208,7 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
                                                                                        "run__session_id")
                       if r.session_id != r.run.session_id]
         orphan_ids = set(orphans.values_list("pk", flat=True)) | set(mismatched)
-        for pk, run_id in RunMemoryRecord.objects.filter(pk__in=orphan_ids).values_list("pk", "run_id"):
+        for run_id in RunMemoryRecord.objects.filter(pk__in=orphan_ids).values_list("run_id", flat=True):
             diag("delete_run_memory", "orphan_record", f"run-{run_id}",
                  "run-memory record without a matching terminal run deleted")
         counts["orphan"] = len(orphan_ids)

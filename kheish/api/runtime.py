@@ -8,12 +8,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish import composition
-from kheish.api.fields import StrictSerializer
+from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
 from memory import run_memory
 from memory.errors import ValidationFailed
-
 
 POLICY_RESPONSE = inline_serializer("RuntimeSettingsView", fields={
     "run_memory_policy": serializers.JSONField(), "learning_policy": serializers.JSONField(),
@@ -68,7 +67,7 @@ class RunMemoryPolicyView(APIView):
 
 
 class RedactionPreviewRequest(StrictSerializer):
-    text = serializers.CharField(max_length=500_000, allow_blank=True, trim_whitespace=False)
+    text = StrictCharField(max_length=500_000, allow_blank=True, trim_whitespace=False)
     redact_pii = serializers.BooleanField(required=False, default=True)
 
 

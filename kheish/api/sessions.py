@@ -14,9 +14,7 @@ from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
 from memory import compaction, sessions
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
-from memory.models import JournalEvent, Persona, Project, Run, Session
-from memory.models import ACTIVE_STATUSES
-
+from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Run, Session
 
 # ---- personas & projects ---------------------------------------------------------------------------------
 

@@ -1,0 +1,74 @@
+"""`make bench`: build data at the stated sizes in a throw-away database, measure, print a table and write
+benchmarks/results.json. Not a test: figures are printed, never asserted.
+
+    python -m benchmarks [--quick] [--only plane1,plane2,learnings,skills]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kheish.settings")
+os.environ.setdefault("SECRET_KEY", "benchmark-only-secret-key")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+os.environ.setdefault("LOG_JSON", "0")
+os.environ.setdefault("CELERY_BROKER_URL", "memory://")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="10x smaller data, for a smoke run")
+    parser.add_argument("--only", default="plane1,plane2,learnings,skills")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import setup_test_environment
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.ALLOWED_HOSTS = ["*"]  # the in-process test client's host; this database is throw-away
+    setup_test_environment()
+    from benchmarks.harness import Results, peak_rss_mib
+
+    results = Results()
+    old_name = connection.settings_dict["NAME"]
+    print(f"benchmark database engine: {connection.vendor}", flush=True)
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    started = time.perf_counter()
+    try:
+        scale = 10 if args.quick else 1
+        wanted = set(args.only.split(","))
+        if "plane1" in wanted:
+            from benchmarks import plane1
+
+            plane1.run(results, scale=scale)
+        if "plane2" in wanted:
+            from benchmarks import plane2
+
+            plane2.run(results, scale=scale)
+        for name in ("learnings", "skills"):
+            if name in wanted:
+                try:
+                    module = __import__(f"benchmarks.{name}", fromlist=["run"])
+                except ModuleNotFoundError:
+                    continue
+                module.run(results, scale=scale)
+        results.add("bench.peak_rss", peak_rss_mib(), "MiB", "whole run")
+        results.add("bench.wall_time", time.perf_counter() - started, "s", "whole run")
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    print()
+    print(results.table())
+    results.write()
+    print(f"\nwritten to {os.path.relpath(__import__('benchmarks.harness').harness.RESULTS_PATH)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Measurement helpers: percentiles, a timer, peak memory, the results table and results.json."""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+RESULTS_PATH = Path(__file__).resolve().parent / "results.json"
+
+
+def percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def time_calls(func: Callable[[int], object], count: int, *, warmup: int = 5) -> list[float]:
+    for i in range(warmup):
+        func(i)
+    samples = []
+    for i in range(count):
+        start = time.perf_counter()
+        func(i)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Results:
+    def __init__(self) -> None:
+        self.rows: dict[str, dict] = {}
+
+    def add(self, name: str, value: float, unit: str, size: str) -> None:
+        self.rows[name] = {"value": round(value, 3), "unit": unit, "size": size}
+        print(f"  {name:<48} {value:>12.3f} {unit:<6} ({size})", flush=True)
+
+    def latency(self, name: str, samples: list[float], size: str) -> None:
+        self.add(f"{name}.p50", percentile(samples, 50), "ms", size)
+        self.add(f"{name}.p95", percentile(samples, 95), "ms", size)
+
+    def write(self, path: Path = RESULTS_PATH) -> None:
+        existing = {}
+        if path.exists():
+            try:
+                existing = json.loads(path.read_text())
+            except ValueError:
+                existing = {}
+        existing.update(self.rows)
+        path.write_text(json.dumps(existing, indent=2, sort_keys=True) + "\n")
+
+    def table(self) -> str:
+        lines = [f"{'benchmark':<48} {'value':>12} unit   size", "-" * 100]
+        lines += [f"{k:<48} {v['value']:>12.3f} {v['unit']:<6} {v['size']}" for k, v in self.rows.items()]
+        return "\n".join(lines)
+
+
+_ = statistics

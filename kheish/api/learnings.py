@@ -1,0 +1,455 @@
+"""/v1 learning plane: candidates (§2.3), learnings (§2.4) and the learning policy (§2.1).
+
+Agents create candidates and read candidates/learnings only within the scopes of the sessions they own
+(others are 404); publish, reject, revoke, revoke-matching, supersede and the policy are operator-only.
+Every write goes through ``learnings.services`` / ``learnings.policy_store``.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from django.urls import path
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
+
+from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.permissions import IsOperator, caller_is_operator
+from kheish.api.runtime import POLICY_RESPONSE
+from learnings import policy_store, selectors, services
+from learnings.models import Learning, LearningCandidate, LearningKind, PublishTier, ScopeKind, Sensitivity
+from learnings.validation import LearningScope
+from memory import run_memory
+from memory.errors import Forbidden
+from memory.models import Session
+
+MAX_INPUT_CONTENT = 100_000  # the 1600-character rule is the service's, with its literal message
+
+
+# ---- serializers ------------------------------------------------------------------------------------------
+
+
+class LearningScopeSerializer(StrictSerializer):
+    kind = serializers.ChoiceField(choices=ScopeKind.choices)
+    id = StrictCharField(
+        required=False, allow_blank=True, allow_null=True, trim_whitespace=False, max_length=200
+    )
+
+
+class LearningSourceRefSerializer(serializers.Serializer):
+    run_id = serializers.CharField(required=False, allow_null=True)
+    session_id = serializers.CharField(required=False, allow_null=True)
+    agent_id = serializers.CharField(required=False, allow_null=True)
+    input_event_offset = serializers.IntegerField(required=False, allow_null=True)
+    observation_id = serializers.CharField(required=False, allow_null=True)
+    derivation_id = serializers.CharField(required=False, allow_null=True)
+
+
+class LearningEvidenceRefSerializer(serializers.Serializer):
+    run_id = serializers.CharField(required=False, allow_null=True)
+    artifact_id = serializers.CharField(required=False, allow_null=True)
+    note = serializers.CharField(required=False, allow_null=True)
+
+
+class LearningCandidateViewSerializer(serializers.Serializer):
+    """``LearningCandidateView`` (§1.5)."""
+
+    candidate_id = serializers.CharField()
+    origin = serializers.CharField()
+    scope = LearningScopeSerializer()
+    kind = serializers.CharField()
+    sensitivity = serializers.CharField()
+    content = serializers.CharField()
+    confidence = serializers.IntegerField()
+    source = LearningSourceRefSerializer()
+    evidence_refs = LearningEvidenceRefSerializer(many=True)
+    created_at_ms = serializers.IntegerField()
+    expires_at_ms = serializers.IntegerField(allow_null=True)
+    state = serializers.CharField()
+    automation_review = serializers.JSONField(allow_null=True)
+    published_learning_id = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance):
+        return selectors.candidate_view(instance)
+
+
+class LearningViewSerializer(serializers.Serializer):
+    """``LearningView`` (§1.6)."""
+
+    learning_id = serializers.CharField()
+    scope = LearningScopeSerializer()
+    kind = serializers.CharField()
+    sensitivity = serializers.CharField()
+    content = serializers.CharField()
+    confidence = serializers.IntegerField()
+    source = LearningSourceRefSerializer()
+    evidence_refs = LearningEvidenceRefSerializer(many=True)
+    source_candidate_id = serializers.CharField(allow_null=True)
+    created_at_ms = serializers.IntegerField()
+    published_at_ms = serializers.IntegerField()
+    expires_at_ms = serializers.IntegerField(allow_null=True)
+    status = serializers.CharField()
+    publish_tier = serializers.CharField()
+    policy_decision = serializers.CharField(allow_null=True)
+    policy_actor = serializers.CharField(allow_null=True)
+    verification_status = serializers.CharField()
+    supersedes = serializers.CharField(allow_null=True)
+    superseded_by = serializers.CharField(allow_null=True)
+    revoked_at_ms = serializers.IntegerField(allow_null=True)
+    revoked_reason = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance):
+        return selectors.learning_view(instance)
+
+
+def _content_field(**kwargs) -> StrictCharField:
+    return StrictCharField(allow_blank=True, trim_whitespace=False, max_length=MAX_INPUT_CONTENT, **kwargs)
+
+
+def _expiry_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=2**62
+    )
+
+
+class CreateLearningCandidateRequest(StrictSerializer):
+    scope = LearningScopeSerializer()
+    kind = serializers.ChoiceField(choices=LearningKind.choices)
+    sensitivity = serializers.ChoiceField(
+        choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED
+    )
+    content = _content_field()
+    confidence = serializers.IntegerField(required=False, default=80)
+    source = serializers.JSONField(required=False, default=dict)
+    evidence_refs = serializers.JSONField(required=False, default=list)
+    expires_at_ms = _expiry_field()
+
+
+class PublishLearningCandidateRequest(StrictSerializer):
+    scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
+    kind = serializers.ChoiceField(
+        choices=LearningKind.choices, required=False, allow_null=True, default=None
+    )
+    sensitivity = serializers.ChoiceField(
+        choices=Sensitivity.choices, required=False, allow_null=True, default=None
+    )
+    content = _content_field(required=False, allow_null=True, default=None)
+    confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
+    expires_at_ms = _expiry_field()
+    publish_tier = serializers.ChoiceField(
+        choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE
+    )
+    evidence_refs = serializers.JSONField(required=False, default=None, allow_null=True)
+    supersedes = StrictCharField(required=False, allow_null=True, default=None, max_length=100)
+
+
+class EmptyRequest(StrictSerializer):
+    pass
+
+
+class RevokeLearningRequest(StrictSerializer):
+    reason = StrictCharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        max_length=2000,
+        trim_whitespace=False,
+    )
+
+
+def _filter_text(max_length: int = 200) -> StrictCharField:
+    return StrictCharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        max_length=max_length,
+        trim_whitespace=False,
+    )
+
+
+class RevokeMatchingLearningsRequest(StrictSerializer):
+    query = _filter_text(1000)
+    scope_kind = _filter_text(20)
+    scope_id = _filter_text()
+    kind = _filter_text(20)
+    status = _filter_text(20)
+    policy_decision = _filter_text(20)
+    policy_actor = _filter_text(150)
+    matched_rule_name = _filter_text()
+    reason = _filter_text(2000)
+
+
+class SupersedeLearningRequest(StrictSerializer):
+    scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
+    kind = serializers.ChoiceField(
+        choices=LearningKind.choices, required=False, allow_null=True, default=None
+    )
+    sensitivity = serializers.ChoiceField(
+        choices=Sensitivity.choices, required=False, allow_null=True, default=None
+    )
+    content = _content_field()
+    confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
+    expires_at_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
+
+
+def _scope(data: dict | None) -> LearningScope | None:
+    if data is None:
+        return None
+    return services.normalise_scope(data["kind"], data.get("id"))
+
+
+# ---- scope access -----------------------------------------------------------------------------------------
+
+
+def caller_can_use_scope(request, scope: LearningScope) -> bool:
+    """Operators may use any scope; an agent only the scopes of the sessions it owns."""
+    if caller_is_operator(request):
+        return True
+    if scope.kind == ScopeKind.WORKSPACE:
+        return True
+    owned = Session.objects.filter(owner=request.user)
+    if scope.kind == ScopeKind.SESSION:
+        prefix, _, digits = scope.id.rpartition("-")
+        return (
+            prefix == "session"
+            and digits.isdigit()
+            and len(digits) < 19
+            and owned.filter(pk=int(digits)).exists()
+        )
+    if scope.kind == ScopeKind.PERSONA:
+        return owned.filter(persona__persona_id=scope.id).exists()
+    return owned.filter(Q(projects__project_id=scope.id)).exists()
+
+
+def _require_scope(request, scope: LearningScope) -> None:
+    if not caller_can_use_scope(request, scope):
+        raise Forbidden(
+            f"learning scope {scope.scope_key} is not visible to the caller",
+            field="scope",
+            domain="learnings",
+            code="scope_forbidden",
+        )
+
+
+# ---- views ------------------------------------------------------------------------------------------------
+
+
+class _LearningPlaneViewSet(viewsets.GenericViewSet):
+    lookup_value_regex = "[^/]+"
+    operator_actions: tuple[str, ...] = ()
+
+    def get_permissions(self):
+        if self.action in self.operator_actions:
+            return [IsOperator()]
+        return [IsAuthenticated()]
+
+    def _operator(self) -> bool:
+        return caller_is_operator(self.request)
+
+    def _page(self, queryset, serializer_class):
+        page = self.paginate_queryset(self.filter_queryset(queryset))
+        return self.get_paginated_response(serializer_class(page, many=True).data)
+
+
+_CANDIDATE_FILTERS = [
+    OpenApiParameter(name, str) for name in ("query", "scope_kind", "scope_id", "kind", "state", "origin")
+]
+_LEARNING_FILTERS = [
+    OpenApiParameter(name, str)
+    for name in (
+        "query",
+        "scope_kind",
+        "scope_id",
+        "kind",
+        "status",
+        "policy_decision",
+        "policy_actor",
+        "matched_rule_name",
+    )
+]
+
+
+class LearningCandidateViewSet(_LearningPlaneViewSet):
+    serializer_class = LearningCandidateViewSerializer
+    filterset_class = selectors.LearningCandidateFilter
+    lookup_field = "candidate_id"
+    operator_actions = ("publish", "reject")
+
+    def get_queryset(self):
+        return LearningCandidate.objects.visible_to(self.request.user, operator=self._operator()).order_by(
+            "-id"
+        )
+
+    @extend_schema(parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
+    def list(self, request):
+        return self._page(self.get_queryset(), LearningCandidateViewSerializer)
+
+    @extend_schema(request=CreateLearningCandidateRequest, responses=LearningCandidateViewSerializer)
+    def create(self, request):
+        data = CreateLearningCandidateRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        scope = _scope(body["scope"])
+        _require_scope(request, scope)
+        candidate = services.candidate_create(
+            actor=request.user,
+            scope=scope,
+            kind=body["kind"],
+            content=body["content"],
+            sensitivity=body["sensitivity"],
+            confidence=body["confidence"],
+            source=body["source"],
+            evidence_refs=body["evidence_refs"],
+            expires_at_ms=body["expires_at_ms"],
+        )
+        return Response(LearningCandidateViewSerializer(candidate).data)
+
+    def retrieve(self, request, candidate_id: str):
+        candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
+        return Response(LearningCandidateViewSerializer(candidate).data)
+
+    @extend_schema(request=PublishLearningCandidateRequest, responses=LearningViewSerializer)
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def publish(self, request, candidate_id: str):
+        candidate = selectors.get_candidate(candidate_id)
+        data = PublishLearningCandidateRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        learning = services.candidate_publish(
+            candidate=candidate,
+            actor=request.user,
+            publish_tier=body["publish_tier"],
+            supersedes=body["supersedes"],
+            scope=_scope(body["scope"]),
+            kind=body["kind"],
+            sensitivity=body["sensitivity"],
+            content=body["content"],
+            confidence=body["confidence"],
+            expires_at_ms=body["expires_at_ms"],
+            evidence_refs=body["evidence_refs"],
+        )
+        return Response(LearningViewSerializer(learning).data)
+
+    @extend_schema(request=EmptyRequest, responses=LearningCandidateViewSerializer)
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def reject(self, request, candidate_id: str):
+        candidate = selectors.get_candidate(candidate_id)
+        EmptyRequest(data=request.data if request.data else {}).is_valid(raise_exception=True)
+        candidate = services.candidate_reject(candidate=candidate, actor=request.user)
+        return Response(LearningCandidateViewSerializer(candidate).data)
+
+
+class LearningViewSet(_LearningPlaneViewSet):
+    serializer_class = LearningViewSerializer
+    filterset_class = selectors.LearningFilter
+    lookup_field = "learning_id"
+    operator_actions = ("revoke", "revoke_matching", "supersede")
+
+    def get_queryset(self):
+        return Learning.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
+
+    @extend_schema(parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
+    def list(self, request):
+        return self._page(self.get_queryset(), LearningViewSerializer)
+
+    def retrieve(self, request, learning_id: str):
+        learning = selectors.get_learning(learning_id, queryset=self.get_queryset())
+        return Response(LearningViewSerializer(learning).data)
+
+    @extend_schema(request=RevokeLearningRequest, responses=LearningViewSerializer)
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def revoke(self, request, learning_id: str):
+        learning = selectors.get_learning(learning_id)
+        data = RevokeLearningRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        learning = services.learning_revoke(
+            learning=learning, actor=request.user, reason=data.validated_data["reason"]
+        )
+        return Response(LearningViewSerializer(learning).data)
+
+    @extend_schema(request=RevokeMatchingLearningsRequest, responses=LearningViewSerializer(many=True))
+    @action(detail=False, methods=["post"], url_path="revoke-matching", filterset_class=None)
+    def revoke_matching(self, request):
+        data = RevokeMatchingLearningsRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = {k: v for k, v in data.validated_data.items() if v is not None}
+        reason = body.pop("reason", None)
+        matching = selectors.filter_learnings(body)
+        revoked = services.learnings_revoke_matching(queryset=matching, actor=request.user, reason=reason)
+        return Response(LearningViewSerializer(revoked, many=True).data)
+
+    @extend_schema(request=SupersedeLearningRequest, responses=LearningViewSerializer)
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def supersede(self, request, learning_id: str):
+        learning = selectors.get_learning(learning_id)
+        data = SupersedeLearningRequest(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        extra = {"expires_at_ms": body["expires_at_ms"]} if "expires_at_ms" in body else {}
+        replacement = services.learning_supersede(
+            learning=learning,
+            actor=request.user,
+            content=body["content"],
+            scope=_scope(body["scope"]),
+            kind=body["kind"],
+            sensitivity=body["sensitivity"],
+            confidence=body["confidence"],
+            **extra,
+        )
+        return Response(LearningViewSerializer(replacement).data)
+
+
+class LearningPolicyView(APIView):
+    """``GET`` the learning policy in force; ``POST {policy, expected_revision?}`` replaces it whole."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        responses=inline_serializer(
+            "LearningAutomationPolicyConfig",
+            fields={
+                "mode": serializers.CharField(),
+                "capture": serializers.JSONField(),
+                "publication": serializers.JSONField(),
+                "judge": serializers.JSONField(),
+            },
+        )
+    )
+    def get(self, request):
+        return Response(policy_store.current_policy().to_dict())
+
+    @extend_schema(
+        request=inline_serializer(
+            "SetLearningPolicyRequest",
+            fields={
+                "policy": serializers.JSONField(),
+                "expected_revision": serializers.IntegerField(required=False),
+            },
+        ),
+        responses=POLICY_RESPONSE,
+    )
+    def post(self, request):
+        policy, revision = policy_store.set_policy(request.data, actor=request.user)
+        return Response(
+            {
+                "run_memory_policy": run_memory.current_policy().to_dict(),
+                "learning_policy": policy.to_dict(),
+                "revision": revision,
+            }
+        )
+
+
+router = SimpleRouter(trailing_slash=False)
+router.register("learning-candidates", LearningCandidateViewSet, basename="learning-candidate")
+router.register("learnings", LearningViewSet, basename="learning")
+
+urlpatterns = [
+    path("runtime/learning-policy", LearningPolicyView.as_view(), name="learning-policy"),
+    *router.urls,
+]

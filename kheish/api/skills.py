@@ -1,0 +1,333 @@
+"""/v1 skills (spec §2.5): the runtime catalog and the promoted-skill governance surface.
+
+* ``GET /v1/skills?query``, ``GET /v1/skills/{name}`` — catalog skills plus **active** promoted skills;
+* ``GET /v1/sessions/{id}/skills?query`` — what that session may see (its own sessions only for agents);
+* ``POST /v1/learnings/{id}/promote-skill`` — promotion, and status changes by promoting again (operators);
+* ``GET /v1/learning-skills?source_learning_id&status``, ``GET /v1/learning-skills/{name}`` — every record;
+* ``POST /v1/learning-skills/{name}/rollout-result | revoke | rollback`` (operators).
+
+Every write goes through ``skills.services``. Names in paths go through the same name rules as promotion,
+so a hostile name (``..%2F..%2Fetc``, a Cyrillic look-alike, 300 characters) is a 400, never a path.
+"""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.pagination import LimitOffsetPagination
+from kheish.api.permissions import IsOperator
+from kheish.api.sessions import SessionScopedMixin
+from memory.errors import ValidationFailed
+from memory.sessions import learning_scope_keys
+from skills import selectors, services
+from skills.models import RolloutKind, SkillStatus
+
+MAX_QUERY_CHARS = 10_000
+NAME_PARAMETER = OpenApiParameter("name", str, OpenApiParameter.PATH, description="skill name")
+
+
+# ---- serializers ------------------------------------------------------------------------------------------
+
+
+class SkillRuntimeConfigSerializer(serializers.Serializer):
+    allowed_tools = serializers.ListField(child=serializers.CharField())
+    blocked_tools = serializers.ListField(child=serializers.CharField())
+    context = serializers.ChoiceField(choices=["inline", "fork"])
+    agent_profile = serializers.CharField(allow_null=True)
+    provider = serializers.CharField(allow_null=True)
+    model = serializers.CharField(allow_null=True)
+    fallback_model = serializers.CharField(allow_null=True)
+
+
+class SkillSummarySerializer(serializers.Serializer):
+    """An item of the runtime catalog."""
+
+    name = serializers.CharField()
+    description = serializers.CharField()
+    when_to_use = serializers.CharField(allow_null=True)
+    version = serializers.CharField(allow_null=True)
+    source = serializers.ChoiceField(choices=[selectors.SOURCE_CATALOG, selectors.SOURCE_PROMOTED])
+    source_learning_id = serializers.CharField(allow_null=True)
+    scope = serializers.CharField(allow_null=True, help_text="source scope key of a promoted skill")
+    skill_path = serializers.CharField()
+    skill_root = serializers.CharField()
+    digest = serializers.CharField()
+    runtime = SkillRuntimeConfigSerializer()
+
+
+class SkillDetailSerializer(SkillSummarySerializer):
+    instructions = serializers.CharField()
+
+
+class LearningSkillLifecycleEventSerializer(serializers.Serializer):
+    event = serializers.ChoiceField(choices=["promote", "rollout_result", "revoke", "rollback"])
+    recorded_at_ms = serializers.IntegerField()
+    from_status = serializers.ChoiceField(choices=SkillStatus.choices, required=False)
+    to_status = serializers.ChoiceField(choices=SkillStatus.choices)
+    rollout_kind = serializers.ChoiceField(choices=RolloutKind.choices, required=False)
+    run_id = serializers.CharField(required=False)
+    session_id = serializers.CharField(required=False)
+    success = serializers.BooleanField(required=False)
+    definition_fingerprint = serializers.CharField(required=False)
+    reason = serializers.CharField(required=False)
+
+
+class LearningSkillViewSerializer(serializers.Serializer):
+    """``LearningSkillView`` (spec §1.8)."""
+
+    skill_name = serializers.CharField()
+    source_learning_id = serializers.CharField()
+    source_scope = inline_serializer(
+        "LearningSkillSourceScope", fields={"kind": serializers.CharField(), "id": serializers.CharField()}
+    )
+    status = serializers.ChoiceField(choices=SkillStatus.choices)
+    description = serializers.CharField()
+    when_to_use = serializers.CharField(allow_null=True)
+    version = serializers.CharField(allow_null=True)
+    instructions = serializers.CharField()
+    skill_path = serializers.CharField()
+    skill_root = serializers.CharField()
+    digest = serializers.CharField()
+    definition_fingerprint = serializers.CharField()
+    runtime = SkillRuntimeConfigSerializer()
+    evidence_refs = serializers.ListField(child=serializers.DictField())
+    lifecycle_events = LearningSkillLifecycleEventSerializer(many=True)
+    verification_status = serializers.CharField()
+    successful_run_count = serializers.IntegerField()
+    distinct_session_count = serializers.IntegerField()
+    verifier_run_ids = serializers.ListField(child=serializers.CharField())
+    real_daemon_verified = serializers.BooleanField()
+    last_verified_workspace_digest = serializers.CharField(allow_null=True)
+    canary_success_count = serializers.IntegerField()
+    canary_failure_count = serializers.IntegerField()
+    promoted_at_ms = serializers.IntegerField()
+    revoked_at_ms = serializers.IntegerField(allow_null=True)
+    revoked_reason = serializers.CharField(allow_null=True)
+
+
+def _text(max_length: int, **kwargs) -> StrictCharField:
+    """Lenient at the edge (the service owns the rules and their literal messages), bounded in size."""
+    return StrictCharField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False, max_length=max_length, **kwargs
+    )
+
+
+class CreateLearningSkillRequest(StrictSerializer):
+    skill_name = _text(1000)
+    description = _text(10_000)
+    when_to_use = _text(10_000)
+    version = _text(1000)
+    instructions = _text(100_000)
+    allowed_tools = serializers.ListField(child=_text(1000), required=False, default=list, max_length=200)
+    blocked_tools = serializers.ListField(child=_text(1000), required=False, default=list, max_length=200)
+    context = _text(100)
+    agent_profile = _text(1000)
+    provider = _text(1000)
+    model = _text(1000)
+    fallback_model = _text(1000)
+    status = _text(100)
+
+
+class RolloutResultRequest(StrictSerializer):
+    kind = serializers.ChoiceField(choices=RolloutKind.choices)
+    run_id = StrictCharField(max_length=40)
+    expected_output_contains = _text(10_000)
+    definition_fingerprint = _text(200)
+
+
+class SkillReasonRequest(StrictSerializer):
+    reason = _text(10_000)
+
+
+# ---- helpers ----------------------------------------------------------------------------------------------
+
+
+def _query(request) -> str | None:
+    query = request.query_params.get("query")
+    if query is not None and len(query) > MAX_QUERY_CHARS:
+        raise ValidationFailed(f"query exceeds the {MAX_QUERY_CHARS} character limit", field="query")
+    return query
+
+
+def _paginated(view: APIView, request, items):
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(items, request, view=view)
+    return paginator.get_paginated_response(page)
+
+
+def _validated(serializer_class, request) -> dict:
+    data = request.data if request.data not in (None, "") else {}
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+# ---- the runtime catalog ----------------------------------------------------------------------------------
+
+
+class SkillListView(APIView):
+    @extend_schema(
+        operation_id="skills_list",
+        parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses=SkillSummarySerializer(many=True),
+    )
+    def get(self, request):
+        return _paginated(self, request, selectors.catalog_skills(_query(request)))
+
+
+class SkillDetailView(APIView):
+    @extend_schema(operation_id="skills_retrieve", parameters=[NAME_PARAMETER], responses=SkillDetailSerializer)
+    def get(self, request, name: str):
+        return Response(selectors.catalog_skill(name))
+
+
+class SessionSkillsView(SessionScopedMixin, APIView):
+    @extend_schema(
+        operation_id="sessions_skills_list",
+        parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses=SkillSummarySerializer(many=True),
+    )
+    def get(self, request, session_id: str):
+        session = self.get_visible_session(session_id)
+        skills = selectors.session_visible_skills(
+            session=session, scope_keys=learning_scope_keys(session), query=_query(request)
+        )
+        return _paginated(self, request, skills)
+
+
+# ---- promotion and governance -----------------------------------------------------------------------------
+
+
+class PromoteSkillView(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="learnings_promote_skill",
+        request=CreateLearningSkillRequest,
+        responses=LearningSkillViewSerializer,
+    )
+    def post(self, request, learning_id: str):
+        data = _validated(CreateLearningSkillRequest, request)
+        from learnings.selectors import get_learning
+
+        learning = get_learning(learning_id)
+        promotion = services.PromotionRequest(
+            skill_name=data.get("skill_name") or "",
+            instructions=data.get("instructions") or "",
+            description=data.get("description"),
+            when_to_use=data.get("when_to_use"),
+            version=data.get("version"),
+            allowed_tools=tuple(data.get("allowed_tools") or ()),
+            blocked_tools=tuple(data.get("blocked_tools") or ()),
+            context=data.get("context") or "fork",
+            agent_profile=data.get("agent_profile"),
+            provider=data.get("provider"),
+            model=data.get("model"),
+            fallback_model=data.get("fallback_model"),
+            status=data.get("status") or SkillStatus.DRAFT,
+        )
+        skill = services.skill_promote(learning=learning, request=promotion, actor=request.user)
+        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+
+
+class LearningSkillListView(APIView):
+    @extend_schema(
+        operation_id="learning_skills_list",
+        parameters=[
+            OpenApiParameter("source_learning_id", str),
+            OpenApiParameter("status", str, enum=SkillStatus.values),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+        ],
+        responses=LearningSkillViewSerializer(many=True),
+    )
+    def get(self, request):
+        qs = selectors.learning_skills(
+            source_learning_id=request.query_params.get("source_learning_id"),
+            status=request.query_params.get("status"),
+        )
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response([selectors.learning_skill_view(skill) for skill in page])
+
+
+class LearningSkillDetailView(APIView):
+    @extend_schema(
+        operation_id="learning_skills_retrieve", parameters=[NAME_PARAMETER], responses=LearningSkillViewSerializer
+    )
+    def get(self, request, name: str):
+        return Response(selectors.learning_skill_view(selectors.get_learning_skill(name)))
+
+
+class RolloutResultView(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="learning_skills_rollout_result",
+        parameters=[NAME_PARAMETER],
+        request=RolloutResultRequest,
+        responses=LearningSkillViewSerializer,
+    )
+    def post(self, request, name: str):
+        data = _validated(RolloutResultRequest, request)
+        skill = services.skill_record_rollout(
+            skill_name=name,
+            kind=data["kind"],
+            run_id=data["run_id"],
+            expected_output_contains=data.get("expected_output_contains"),
+            definition_fingerprint=data.get("definition_fingerprint"),
+            actor=request.user,
+        )
+        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+
+
+class RevokeSkillView(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="learning_skills_revoke",
+        parameters=[NAME_PARAMETER],
+        request=SkillReasonRequest,
+        responses=LearningSkillViewSerializer,
+    )
+    def post(self, request, name: str):
+        data = _validated(SkillReasonRequest, request)
+        skill = services.skill_revoke(skill_name=name, reason=data.get("reason"), actor=request.user)
+        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+
+
+class RollbackSkillView(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="learning_skills_rollback",
+        parameters=[NAME_PARAMETER],
+        request=SkillReasonRequest,
+        responses=LearningSkillViewSerializer,
+    )
+    def post(self, request, name: str):
+        data = _validated(SkillReasonRequest, request)
+        skill = services.skill_rollback(skill_name=name, reason=data.get("reason"), actor=request.user)
+        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+
+
+# Names are matched with ``.+`` (not ``[^/]+``) so that an encoded ``/`` in a hostile name reaches the name
+# rules and gets a 400 instead of falling through to "unknown route".
+urlpatterns = [
+    path("skills", SkillListView.as_view(), name="skills"),
+    re_path(r"^skills/(?P<name>.+)$", SkillDetailView.as_view(), name="skill-detail"),
+    path("sessions/<str:session_id>/skills", SessionSkillsView.as_view(), name="session-skills"),
+    path("learnings/<str:learning_id>/promote-skill", PromoteSkillView.as_view(), name="learning-promote-skill"),
+    path("learning-skills", LearningSkillListView.as_view(), name="learning-skills"),
+    re_path(
+        r"^learning-skills/(?P<name>.+)/rollout-result$", RolloutResultView.as_view(), name="learning-skill-rollout"
+    ),
+    re_path(r"^learning-skills/(?P<name>.+)/revoke$", RevokeSkillView.as_view(), name="learning-skill-revoke"),
+    re_path(r"^learning-skills/(?P<name>.+)/rollback$", RollbackSkillView.as_view(), name="learning-skill-rollback"),
+    re_path(r"^learning-skills/(?P<name>.+)$", LearningSkillDetailView.as_view(), name="learning-skill-detail"),
+]
