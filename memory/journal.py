@@ -17,13 +17,18 @@ def append_event(*, session_id: int, event: dict, run: Run | None = None) -> Jou
     event_type = event.get("type")
     if event_type not in EventType.values:
         raise ValueError(f"unknown journal event type {event_type!r}")
-    locked = Session.objects.select_for_update().filter(pk=session_id).values_list("last_offset", flat=True)
-    last = locked.first()
-    if last is None:
-        raise NotFound(f"unknown session session-{session_id}", domain="sessions", code="session_not_found")
-    offset = last + 1
     ts = now_ms()
-    Session.objects.filter(pk=session_id).update(last_offset=offset, updated_at_ms=ts)
+    # One statement takes the row lock and the next offset (PostgreSQL and SQLite ≥ 3.35 support RETURNING).
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Session._meta.db_table} SET last_offset = last_offset + 1, updated_at_ms = %s "
+            "WHERE id = %s RETURNING last_offset",
+            [ts, session_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound(f"unknown session session-{session_id}", domain="sessions", code="session_not_found")
+    offset = row[0]
     return JournalEvent.objects.create(
         session_id=session_id, offset=offset, timestamp_ms=ts, run=run, type=event_type, event=event
     )

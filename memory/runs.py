@@ -208,14 +208,15 @@ def run_record_output(*, run: Run, content: str, artifacts: list | None = None, 
     if current.status != RunStatus.RUNNING:
         raise Conflict(f"run {current.public_id} is {current.status}; outputs need a running run",
                        domain="runs", code="invalid_transition")
-    output = {"session_id": current.session.public_id, "run_id": current.public_id, "content": content,
+    output = {"session_id": f"session-{current.session_id}", "run_id": current.public_id, "content": content,
               "parts": [], "artifacts": list(artifacts or []), "source_kind": "assistant"}
-    Run.objects.filter(pk=current.pk).update(outputs=[*current.outputs, output], updated_at_ms=now_ms())
+    current.outputs = [*current.outputs, output]
+    current.updated_at_ms = now_ms()
+    Run.objects.filter(pk=current.pk).update(outputs=current.outputs, updated_at_ms=current.updated_at_ms)
     append_event(session_id=current.session_id, run=current,
                  event={"type": "message_appended",
                         "message": {"role": "assistant", "content": content,
                                     "artifacts": list(artifacts or [])}})
-    current.refresh_from_db()
     return current
 
 

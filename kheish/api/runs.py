@@ -205,7 +205,8 @@ def _action_view(name: str):
         data = serializer_class(data=request.data if request.data else {})
         data.is_valid(raise_exception=True)
         updated = call(run, data.validated_data, request.user)
-        return Response(RunViewSerializer(self.get_visible_run(updated.public_id)).data)
+        updated.session = run.session  # same session; keeps the owner loaded for the view
+        return Response(RunViewSerializer(updated).data)
 
     view.__name__ = name.replace("-", "_")
     return action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
