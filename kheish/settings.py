@@ -144,6 +144,7 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_in": str(_celery_dir / "queue"),
         "data_folder_out": str(_celery_dir / "queue"),
         "processed_folder": str(_celery_dir / "processed"),
+        "control_folder": str(_celery_dir / "control"),
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True

@@ -8,6 +8,7 @@ from kheish.api import runtime
 from kheish.api.errors import JsonErrorsMixin
 from kheish.api.runs import RunViewSet, SessionRunsViewSet
 from kheish.api.sessions import PersonaViewSet, ProjectViewSet, SessionViewSet
+from kheish.console import console_urls
 from memory.errors import NotFound
 
 
@@ -56,6 +57,7 @@ v1 = [
 ]
 
 urlpatterns = [
+    path("admin/memory/", include(console_urls())),  # the Memory console (before the admin: /admin/memory/)
     path("admin/", admin.site.urls),
     path("v1/", include(v1)),
     re_path(r"^v1/.*$", UnknownRoute.as_view()),

@@ -167,8 +167,9 @@ Allowed kinds: fact, preference, decision.
 Prefer information the user stated explicitly, and stable decisions made during the run.
 Statements that say remember, preferred, preference, always or codename are strong signals.
 Never extract summaries, procedures, one-off task instructions, ephemeral outputs, secrets or guesses.
-When unsure, return fewer candidates; when nothing should be remembered, return an empty JSON object.
-Return only one JSON object whose optional fields are candidate_1, candidate_2, and so on."""
+When unsure, return fewer candidates; when nothing should be remembered, return no candidates.
+Return only one JSON object with the fields candidate_1, candidate_2, and so on; leave unused ones out or
+set them to null."""
 
 EXTRACTION_INSTRUCTIONS = (
     "Extract only conservative durable memory that should help future turns in the same session.",
@@ -178,7 +179,7 @@ EXTRACTION_INSTRUCTIONS = (
     "Prefer the user's explicit statements over the assistant's reply wording.",
     "Do not extract one-off task instructions, ephemeral outputs, summaries, procedures, secrets, or "
     "speculative inferences.",
-    "When nothing should be remembered, return an empty JSON object.",
+    "When nothing should be remembered, return an empty JSON object (or every candidate set to null).",
     "Return only JSON matching the requested schema.",
 )
 
@@ -217,9 +218,35 @@ def build_extraction_messages(run: Mapping[str, Any], max_candidates: int) -> li
     ]
 
 
-def extraction_json_schema(max_candidates: int) -> dict[str, Any]:
-    """JSON schema of the extractor output: an object whose optional ``candidate_1`` …
-    ``candidate_<max_candidates>`` fields are ``{kind: string, content: string, confidence?: number}``."""
+def extraction_json_schema(max_candidates: int, *, strict: bool = True) -> dict[str, Any]:
+    """JSON schema of the extractor output: an object with fields ``candidate_1`` …
+    ``candidate_<max_candidates>``, each ``{kind: string, content: string, confidence?: number}``.
+
+    The reference makes the candidates (and ``confidence``) optional. Structured outputs in strict mode
+    (``memory.llm.chat_json``'s default) require every property to be listed as required, so with
+    ``strict=True`` the optional fields are required but nullable instead; :func:`normalise_model_candidates`
+    treats a null candidate as absent and a null confidence as 80. Pass the same ``strict`` to the model
+    call.
+    """
+    count = max(max_candidates, 0)
+    names = [f"candidate_{index}" for index in range(1, count + 1)]
+    if strict:
+        item = {
+            "type": "object",
+            "properties": {
+                "kind": {"type": "string"},
+                "content": {"type": "string"},
+                "confidence": {"type": ["number", "null"]},
+            },
+            "required": ["kind", "content", "confidence"],
+            "additionalProperties": False,
+        }
+        return {
+            "type": "object",
+            "properties": {name: {"anyOf": [item, {"type": "null"}]} for name in names},
+            "required": names,
+            "additionalProperties": False,
+        }
     item = {
         "type": "object",
         "properties": {
@@ -232,7 +259,7 @@ def extraction_json_schema(max_candidates: int) -> dict[str, Any]:
     }
     return {
         "type": "object",
-        "properties": {f"candidate_{index}": dict(item) for index in range(1, max(max_candidates, 0) + 1)},
+        "properties": {name: dict(item) for name in names},
         "additionalProperties": False,
     }
 

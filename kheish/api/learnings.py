@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 from django.urls import path
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
@@ -33,11 +33,18 @@ MAX_INPUT_CONTENT = 100_000  # the 1600-character rule is the service's, with it
 # ---- serializers ------------------------------------------------------------------------------------------
 
 
+@extend_schema_field({"type": "string", "description": "learning kind: " + " | ".join(LearningKind.values)})
+class LearningKindField(serializers.ChoiceField):
+    """A learning kind. Documented as a string (values in the description): an enum component named after
+    ``kind`` would collide with the other ``kind`` enums of the API (runs, scopes)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=LearningKind.choices, **kwargs)
+
+
 class LearningScopeSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=ScopeKind.choices)
-    id = StrictCharField(
-        required=False, allow_blank=True, allow_null=True, trim_whitespace=False, max_length=200
-    )
+    id = StrictCharField(required=False, allow_blank=True, allow_null=True, trim_whitespace=False, max_length=200)
 
 
 class LearningSourceRefSerializer(serializers.Serializer):
@@ -111,17 +118,13 @@ def _content_field(**kwargs) -> StrictCharField:
 
 
 def _expiry_field() -> serializers.IntegerField:
-    return serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=2**62
-    )
+    return serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0, max_value=2**62)
 
 
 class CreateLearningCandidateRequest(StrictSerializer):
     scope = LearningScopeSerializer()
-    kind = serializers.ChoiceField(choices=LearningKind.choices)
-    sensitivity = serializers.ChoiceField(
-        choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED
-    )
+    kind = LearningKindField()
+    sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED)
     content = _content_field()
     confidence = serializers.IntegerField(required=False, default=80)
     source = serializers.JSONField(required=False, default=dict)
@@ -131,18 +134,12 @@ class CreateLearningCandidateRequest(StrictSerializer):
 
 class PublishLearningCandidateRequest(StrictSerializer):
     scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
-    kind = serializers.ChoiceField(
-        choices=LearningKind.choices, required=False, allow_null=True, default=None
-    )
-    sensitivity = serializers.ChoiceField(
-        choices=Sensitivity.choices, required=False, allow_null=True, default=None
-    )
+    kind = LearningKindField(required=False, allow_null=True, default=None)
+    sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
     content = _content_field(required=False, allow_null=True, default=None)
     confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
     expires_at_ms = _expiry_field()
-    publish_tier = serializers.ChoiceField(
-        choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE
-    )
+    publish_tier = serializers.ChoiceField(choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE)
     evidence_refs = serializers.JSONField(required=False, default=None, allow_null=True)
     supersedes = StrictCharField(required=False, allow_null=True, default=None, max_length=100)
 
@@ -187,12 +184,8 @@ class RevokeMatchingLearningsRequest(StrictSerializer):
 
 class SupersedeLearningRequest(StrictSerializer):
     scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
-    kind = serializers.ChoiceField(
-        choices=LearningKind.choices, required=False, allow_null=True, default=None
-    )
-    sensitivity = serializers.ChoiceField(
-        choices=Sensitivity.choices, required=False, allow_null=True, default=None
-    )
+    kind = LearningKindField(required=False, allow_null=True, default=None)
+    sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
     content = _content_field()
     confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
     expires_at_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
@@ -216,12 +209,7 @@ def caller_can_use_scope(request, scope: LearningScope) -> bool:
     owned = Session.objects.filter(owner=request.user)
     if scope.kind == ScopeKind.SESSION:
         prefix, _, digits = scope.id.rpartition("-")
-        return (
-            prefix == "session"
-            and digits.isdigit()
-            and len(digits) < 19
-            and owned.filter(pk=int(digits)).exists()
-        )
+        return prefix == "session" and digits.isdigit() and len(digits) < 19 and owned.filter(pk=int(digits)).exists()
     if scope.kind == ScopeKind.PERSONA:
         return owned.filter(persona__persona_id=scope.id).exists()
     return owned.filter(Q(projects__project_id=scope.id)).exists()
@@ -282,9 +270,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
     operator_actions = ("publish", "reject")
 
     def get_queryset(self):
-        return LearningCandidate.objects.visible_to(self.request.user, operator=self._operator()).order_by(
-            "-id"
-        )
+        return LearningCandidate.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
 
     @extend_schema(parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
     def list(self, request):
@@ -368,9 +354,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         learning = selectors.get_learning(learning_id)
         data = RevokeLearningRequest(data=request.data)
         data.is_valid(raise_exception=True)
-        learning = services.learning_revoke(
-            learning=learning, actor=request.user, reason=data.validated_data["reason"]
-        )
+        learning = services.learning_revoke(learning=learning, actor=request.user, reason=data.validated_data["reason"])
         return Response(LearningViewSerializer(learning).data)
 
     @extend_schema(request=RevokeMatchingLearningsRequest, responses=LearningViewSerializer(many=True))

@@ -25,9 +25,10 @@ from kheish.api.sessions import SessionScopedMixin
 from memory.errors import ValidationFailed
 from memory.sessions import learning_scope_keys
 from skills import selectors, services
-from skills.models import RolloutKind, SkillStatus
+from skills.models import SkillStatus
 
 MAX_QUERY_CHARS = 10_000
+STATUS_HELP = "draft | verified | canary | active | revoked"
 NAME_PARAMETER = OpenApiParameter("name", str, OpenApiParameter.PATH, description="skill name")
 
 
@@ -37,7 +38,7 @@ NAME_PARAMETER = OpenApiParameter("name", str, OpenApiParameter.PATH, descriptio
 class SkillRuntimeConfigSerializer(serializers.Serializer):
     allowed_tools = serializers.ListField(child=serializers.CharField())
     blocked_tools = serializers.ListField(child=serializers.CharField())
-    context = serializers.ChoiceField(choices=["inline", "fork"])
+    context = serializers.CharField(help_text="inline | fork")
     agent_profile = serializers.CharField(allow_null=True)
     provider = serializers.CharField(allow_null=True)
     model = serializers.CharField(allow_null=True)
@@ -51,7 +52,7 @@ class SkillSummarySerializer(serializers.Serializer):
     description = serializers.CharField()
     when_to_use = serializers.CharField(allow_null=True)
     version = serializers.CharField(allow_null=True)
-    source = serializers.ChoiceField(choices=[selectors.SOURCE_CATALOG, selectors.SOURCE_PROMOTED])
+    source = serializers.CharField(help_text="catalog | promoted")
     source_learning_id = serializers.CharField(allow_null=True)
     scope = serializers.CharField(allow_null=True, help_text="source scope key of a promoted skill")
     skill_path = serializers.CharField()
@@ -65,11 +66,11 @@ class SkillDetailSerializer(SkillSummarySerializer):
 
 
 class LearningSkillLifecycleEventSerializer(serializers.Serializer):
-    event = serializers.ChoiceField(choices=["promote", "rollout_result", "revoke", "rollback"])
+    event = serializers.CharField(help_text="promote | rollout_result | revoke | rollback")
     recorded_at_ms = serializers.IntegerField()
-    from_status = serializers.ChoiceField(choices=SkillStatus.choices, required=False)
-    to_status = serializers.ChoiceField(choices=SkillStatus.choices)
-    rollout_kind = serializers.ChoiceField(choices=RolloutKind.choices, required=False)
+    from_status = serializers.CharField(required=False, help_text=STATUS_HELP)
+    to_status = serializers.CharField(help_text=STATUS_HELP)
+    rollout_kind = serializers.CharField(required=False, help_text="verification | canary")
     run_id = serializers.CharField(required=False)
     session_id = serializers.CharField(required=False)
     success = serializers.BooleanField(required=False)
@@ -85,7 +86,7 @@ class LearningSkillViewSerializer(serializers.Serializer):
     source_scope = inline_serializer(
         "LearningSkillSourceScope", fields={"kind": serializers.CharField(), "id": serializers.CharField()}
     )
-    status = serializers.ChoiceField(choices=SkillStatus.choices)
+    status = serializers.CharField(help_text=STATUS_HELP)
     description = serializers.CharField()
     when_to_use = serializers.CharField(allow_null=True)
     version = serializers.CharField(allow_null=True)
@@ -134,7 +135,7 @@ class CreateLearningSkillRequest(StrictSerializer):
 
 
 class RolloutResultRequest(StrictSerializer):
-    kind = serializers.ChoiceField(choices=RolloutKind.choices)
+    kind = StrictCharField(max_length=40, help_text="verification | canary")
     run_id = StrictCharField(max_length=40)
     expected_output_contains = _text(10_000)
     definition_fingerprint = _text(200)

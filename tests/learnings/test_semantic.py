@@ -15,8 +15,8 @@ from learnings.semantic import (
     query_terms,
     rank_for_search,
     run_memory_supports_content,
-    score_for_prompt,
     scope_priority,
+    score_for_prompt,
     select_for_prompt,
     semantic_keys,
 )
@@ -202,12 +202,17 @@ def test_kind_and_scope_terms_do_not_count_for_prompt_but_do_for_search():
 
 
 def test_search_ranking_matches_unicode_content():
-    assert rank_for_search("東京 office color is vermilion.", "fact", "workspace", "東京") == (440, ["content"])
+    assert rank_for_search("東京 office color is vermilion.", "fact", "workspace", "東京") == (
+        440,
+        ["content"],
+    )
     assert rank_for_search("Default snack preference is banana.", "fact", "session", "東京") == (0, [])
 
 
 def test_search_ranking_weights_and_labels():
-    score, fields = rank_for_search("Atlas project color is vermilion.", "run_summary", "project", "project summary")
+    score, fields = rank_for_search(
+        "Atlas project color is vermilion.", "run_summary", "project", "project summary"
+    )
     # content: "project" term (+40); kind label "run summary": "summary" term (+10); scope "project": +10.
     assert score == 60
     assert fields == ["content", "kind", "scope"]
@@ -269,7 +274,10 @@ SESSION_IRRELEVANT = Rec("learning-session-irrelevant", "Default snack preferenc
 def test_query_keeps_only_relevant_records():
     relevant = Rec("learning-workspace-relevant", "Atlas project color is vermilion.", "workspace", 10)
     records = [SESSION_IRRELEVANT, relevant]
-    assert ids(select_for_prompt(records, None)) == ["learning-session-irrelevant", "learning-workspace-relevant"]
+    assert ids(select_for_prompt(records, None)) == [
+        "learning-session-irrelevant",
+        "learning-workspace-relevant",
+    ]
     assert ids(select_for_prompt(records, "What color is Atlas?")) == ["learning-workspace-relevant"]
 
 

@@ -1,0 +1,259 @@
+"""Forms of the Memory console (kheish.console).
+
+The forms only parse what the operator typed into the shapes the services take. They deliberately carry no
+range checks of their own: bounds are enforced by the same code as the API (``LearningPolicy.validate``,
+``RunMemoryPolicy.validate``, the learning and skills services), so the operator reads the same literal
+messages an API client gets. Only type coercion (a number field holding letters) is Django's.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.forms import formset_factory
+
+from learnings.models import LearningKind, PublishTier, ScopeKind, Sensitivity
+from learnings.policy import ACTIONS, MODES
+from memory.run_memory_policy import SEARCH_VISIBILITIES
+from skills.models import RolloutKind
+
+DRY_RUN_SIZES = (10, 20, 50, 100)
+BLANK = [("", "—")]
+
+
+def _choices(values) -> list[tuple[str, str]]:
+    return [(value, value) for value in values]
+
+
+def split_lines(value: str) -> list[str]:
+    """One item per line; lines that are completely empty are ignored (whitespace-only lines are kept, so the
+    policy's own "must not be empty" message can speak)."""
+    return [line for line in (value or "").splitlines() if line != ""]
+
+
+def split_tools(value: str) -> list[str]:
+    return [item.strip() for item in (value or "").replace("\n", ",").split(",") if item.strip()]
+
+
+# ---- review queue -----------------------------------------------------------------------------------------
+
+
+class PublishForm(forms.Form):
+    publish_tier = forms.ChoiceField(
+        choices=PublishTier.choices, initial=PublishTier.ACTIVE, label="Publish tier",
+        help_text="active: eligible for prompts · provisional: kept, never injected.",
+    )
+    supersedes = forms.CharField(
+        required=False, max_length=40, label="Supersedes (optional)",
+        help_text="A learning id such as learning-12: publish as its replacement (needs the active tier).",
+    )
+
+
+class ReasonForm(forms.Form):
+    """The second step of a destructive action: an optional reason and an explicit confirmation."""
+
+    reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3}),
+                             label="Reason (optional, kept in the audit trail)")
+    confirm = forms.CharField(widget=forms.HiddenInput, initial="yes")
+
+    def clean_confirm(self):
+        if self.cleaned_data["confirm"] != "yes":
+            raise forms.ValidationError("Confirm the action to proceed.")
+        return "yes"
+
+
+# ---- learnings --------------------------------------------------------------------------------------------
+
+
+class SupersedeForm(forms.Form):
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), max_length=100_000, strip=False,
+                              label="Corrected content")
+    confidence = forms.IntegerField(required=False, label="Confidence (blank keeps the current one)")
+
+
+class PromoteForm(forms.Form):
+    skill_name = forms.CharField(
+        max_length=200, help_text="ASCII letters, digits, ':', '_' and '-'; at most 64 characters.",
+    )
+    description = forms.CharField(max_length=1024, required=False, help_text="One line; blank uses the default.")
+    when_to_use = forms.CharField(max_length=1024, required=False)
+    version = forms.CharField(max_length=64, required=False)
+    instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 8}), max_length=20_000)
+    allowed_tools = forms.CharField(max_length=4000, required=False, help_text="Comma-separated.")
+    blocked_tools = forms.CharField(max_length=4000, required=False, help_text="Comma-separated.")
+
+
+# ---- skills -----------------------------------------------------------------------------------------------
+
+
+class RolloutForm(forms.Form):
+    kind = forms.ChoiceField(choices=RolloutKind.choices, label="Check")
+    run_id = forms.CharField(max_length=40, label="Run id", help_text="A completed run, e.g. run-12.")
+    expected_output_contains = forms.CharField(
+        max_length=2000, label="Expected output marker", help_text="The run's latest output must contain it.",
+    )
+    definition_fingerprint = forms.CharField(
+        max_length=64, required=False, label="Definition fingerprint",
+        help_text="The definition this evidence is for; refused if the skill changed since.",
+    )
+
+
+class SkillStatusForm(forms.Form):
+    status = forms.ChoiceField(choices=[], label="Move to")
+
+    def __init__(self, *args, allowed: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = _choices(allowed)
+
+
+# ---- policies ---------------------------------------------------------------------------------------------
+
+
+class RuleForm(forms.Form):
+    """One publication rule. Every field is optional here; a row left entirely blank is ignored, and the
+    policy parser reports the rest (``publication.rules[0].action is required`` and the §3.2 messages)."""
+
+    name = forms.CharField(required=False, max_length=200)
+    scope_kind = forms.ChoiceField(required=False, choices=BLANK + list(ScopeKind.choices), label="Scope kind")
+    scope_id = forms.CharField(required=False, max_length=200, strip=False, label="Scope id")
+    kind = forms.ChoiceField(required=False, choices=BLANK + list(LearningKind.choices))
+    sensitivity = forms.ChoiceField(required=False, choices=BLANK + list(Sensitivity.choices))
+    min_confidence = forms.IntegerField(required=False, label="Min confidence")
+    require_evidence = forms.BooleanField(required=False, label="Evidence")
+    require_source_run = forms.BooleanField(required=False, label="Source run")
+    require_source_session = forms.BooleanField(required=False, label="Source session")
+    action = forms.ChoiceField(required=False, choices=BLANK + _choices(ACTIONS))
+    expires_after_ms = forms.IntegerField(required=False, label="Expires after (ms)")
+
+    TEXT = ("name", "scope_kind", "scope_id", "kind", "sensitivity", "action")
+    NUMBERS = ("min_confidence", "expires_after_ms")
+    FLAGS = ("require_evidence", "require_source_run", "require_source_session")
+
+    @classmethod
+    def initial_for(cls, rule: dict) -> dict:
+        return {name: ("" if rule.get(name) is None else rule.get(name)) for name in cls.base_fields}
+
+    def is_blank(self) -> bool:
+        data = self.cleaned_data
+        return (not any(data.get(name) not in (None, "") for name in (*self.TEXT, *self.NUMBERS))
+                and not any(data.get(name) for name in self.FLAGS))
+
+    def rule(self) -> dict:
+        """The rule as the API takes it: blank optional fields are left out."""
+        data = self.cleaned_data
+        rule: dict = {}
+        for name in self.TEXT:
+            if data.get(name) not in (None, ""):
+                rule[name] = data[name]
+        for name in self.NUMBERS:
+            if data.get(name) is not None:
+                rule[name] = data[name]
+        for name in self.FLAGS:
+            rule[name] = bool(data.get(name))
+        return rule
+
+
+RuleFormSet = formset_factory(RuleForm, extra=0, can_delete=True)
+
+
+class LearningPolicyForm(forms.Form):
+    mode = forms.ChoiceField(choices=_choices(MODES), help_text=(
+        "manual_only: automation evaluates nothing · shadow: rules and judge run and their proposal is shown "
+        "in the review queue, nothing is published · enabled: automation acts on its decision."))
+    run_summary_candidates = forms.BooleanField(required=False, label="Run-summary capture",
+                                                help_text="One sensitive run_summary candidate per terminal run.")
+    semantic_enabled = forms.BooleanField(required=False, label="Semantic capture",
+                                          help_text="Facts, preferences and decisions from completed runs.")
+    max_candidates_per_run = forms.IntegerField(label="Max candidates per run", help_text="1 to 8.")
+    semantic_timeout_ms = forms.IntegerField(required=False, label="Extractor timeout (ms)",
+                                             help_text="Blank: 15000.")
+    judge_enabled = forms.BooleanField(required=False, label="Model judge")
+    judge_timeout_ms = forms.IntegerField(required=False, label="Judge timeout (ms)", help_text="Blank: 15000.")
+    default_action = forms.ChoiceField(choices=_choices(ACTIONS), label="Default action",
+                                       help_text="When no rule matches (publish_active is not allowed here).")
+    allow_api_origin_active_publication = forms.BooleanField(
+        required=False, label="API-origin gate open",
+        help_text="Let API-origin candidates be auto-published at the active tier (off: they stay provisional).")
+    quarantined_rule_names = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), strip=False, label="Quarantined rules",
+        help_text="One rule name per line; a quarantined rule is skipped during evaluation.")
+    expected_revision = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    dry_run_size = forms.TypedChoiceField(choices=[(n, n) for n in DRY_RUN_SIZES], coerce=int, initial=20,
+                                          label="Dry run over the last")
+
+    @classmethod
+    def initial_for(cls, policy: dict, revision: int) -> dict:
+        semantic = policy["capture"]["semantic_candidates"]
+        publication = policy["publication"]
+        return {
+            "mode": policy["mode"],
+            "run_summary_candidates": policy["capture"]["run_summary_candidates"],
+            "semantic_enabled": semantic["enabled"],
+            "max_candidates_per_run": semantic["max_candidates_per_run"],
+            "semantic_timeout_ms": semantic["timeout_ms"],
+            "judge_enabled": policy["judge"]["enabled"],
+            "judge_timeout_ms": policy["judge"]["timeout_ms"],
+            "default_action": publication["default_action"],
+            "allow_api_origin_active_publication": publication["allow_api_origin_active_publication"],
+            "quarantined_rule_names": "\n".join(publication["quarantined_rule_names"]),
+            "expected_revision": revision,
+            "dry_run_size": 20,
+        }
+
+    def policy(self, rules: list[dict], base: dict) -> dict:
+        """The whole policy object; model overrides the console does not edit are kept from ``base``."""
+        data = self.cleaned_data
+        return {
+            "mode": data["mode"],
+            "capture": {
+                "run_summary_candidates": data["run_summary_candidates"],
+                "semantic_candidates": {
+                    **base["capture"]["semantic_candidates"],
+                    "enabled": data["semantic_enabled"],
+                    "max_candidates_per_run": data["max_candidates_per_run"],
+                    "timeout_ms": data["semantic_timeout_ms"],
+                },
+            },
+            "publication": {
+                "default_action": data["default_action"],
+                "allow_api_origin_active_publication": data["allow_api_origin_active_publication"],
+                "quarantined_rule_names": split_lines(data["quarantined_rule_names"]),
+                "rules": rules,
+            },
+            "judge": {**base["judge"], "enabled": data["judge_enabled"], "timeout_ms": data["judge_timeout_ms"]},
+        }
+
+
+class RunMemoryPolicyForm(forms.Form):
+    enabled = forms.BooleanField(required=False, label="Recovered run memory",
+                                 help_text="Off: no records are kept and existing ones are pruned on save.")
+    retention_ms = forms.IntegerField(label="Retention (ms)", help_text="30 days = 2592000000.")
+    max_tracked_per_session = forms.IntegerField(label="Records kept per session")
+    max_prompt_entries = forms.IntegerField(label="Entries per prompt",
+                                            help_text="At most the number of records kept per session.")
+    redact_pii = forms.BooleanField(required=False, label="Redact PII",
+                                    help_text="Emails, phones, cards, SSNs are scrubbed from the records.")
+    search_visibility = forms.ChoiceField(
+        choices=_choices(SEARCH_VISIBILITIES), label="Search visibility",
+        help_text="session_only: a session searches its own runs · learning_scopes: runs of every session "
+                  "sharing a scope (injection stays session-only either way).")
+    expected_revision = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+
+    FIELDS = ("enabled", "retention_ms", "max_tracked_per_session", "max_prompt_entries", "redact_pii",
+              "search_visibility")
+
+    def policy(self) -> dict:
+        return {name: self.cleaned_data[name] for name in self.FIELDS}
+
+
+# ---- search -----------------------------------------------------------------------------------------------
+
+
+class SearchForm(forms.Form):
+    session = forms.ChoiceField(choices=[], label="Session")
+    q = forms.CharField(required=False, max_length=1000, label="Query",
+                        help_text="Blank: browse what this session can see, most recent first.")
+    limit = forms.IntegerField(required=False, min_value=1, max_value=50, initial=12, label="Hits")
+
+    def __init__(self, *args, sessions: list[tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["session"].choices = sessions

@@ -1,0 +1,158 @@
+"""Capture from a terminal run (spec §4.3 tail, §4.8, §4.9): the run_summary candidate and, for completed
+runs, semantic candidates (heuristic labels first, else the model-backed extractor).
+
+Exactly once per run: the run-memory record row is locked and its ``semantic_capture`` receipt checked; the
+unique constraints on candidates back this up. An extraction failure leaves the receipt ``pending`` (the beat
+job replays it); a disabled capture, or a run that did not complete, marks it ``skipped``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+
+from learnings import extraction, policy_store, services
+from learnings.models import CandidateOrigin, LearningCandidate, LearningKind
+from learnings.policy import SemanticCaptureConfig
+from memory import llm, metrics
+from memory.errors import AppError
+from memory.models import TERMINAL_STATUSES, Run, RunMemoryRecord, RunStatus, SemanticCapture
+
+logger = logging.getLogger(__name__)
+
+REPLAY_BATCH = 100
+
+
+@dataclass
+class CaptureOutcome:
+    run_id: str
+    receipt: str
+    run_summary_candidate_id: str | None = None
+    created: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def _run_view(run: Run, record: RunMemoryRecord) -> dict:
+    return {
+        "run_id": run.public_id,
+        "session_id": run.session.public_id,
+        "agent_id": run.session.owner.get_username(),
+        "kind": run.kind,
+        "status": run.status,
+        "request_preview": record.request_preview,
+        "outcome_preview": record.outcome_preview,
+        "summary": record.summary,
+        "failure_markers": list(record.failure_markers or []),
+    }
+
+
+def _model_drafts(config: SemanticCaptureConfig, run: Run, record: RunMemoryRecord) -> list[extraction.Draft]:
+    """The model-backed extractor; no model configured → no drafts. Raises ModelError on failure."""
+    model = config.model.generation.model if config.model and config.model.generation else None
+    model_config = llm.model_config(model=model, timeout_ms=config.effective_timeout_ms)
+    if model_config is None:
+        return []
+    limit = config.max_candidates_per_run
+    payload = llm.chat_json(
+        model_config,
+        extraction.build_extraction_messages(_run_view(run, record), limit),
+        schema=extraction.extraction_json_schema(limit, strict=False),
+        schema_name="learning_extraction",
+        strict=False,
+    )
+    return extraction.normalise_model_candidates(payload, limit)
+
+
+def _set_receipt(record: RunMemoryRecord, receipt: str) -> None:
+    RunMemoryRecord.objects.filter(pk=record.pk, semantic_capture=SemanticCapture.PENDING).update(
+        semantic_capture=receipt
+    )
+
+
+def capture_run(run_pk: int) -> CaptureOutcome | None:
+    """Capture everything a terminal run yields. Idempotent: a second delivery finds the receipt done and
+    the run_summary candidate present, and creates nothing."""
+    policy = policy_store.current_policy()
+    with transaction.atomic():
+        record = RunMemoryRecord.objects.select_for_update().filter(run_id=run_pk).first()
+        if record is None:  # run memory disabled, or nothing to summarise: nothing to capture from
+            return None
+        run = Run.objects.select_related("session__owner", "session__persona").filter(pk=run_pk).first()
+        if run is None or run.status not in TERMINAL_STATUSES:
+            return None
+        outcome = CaptureOutcome(run_id=run.public_id, receipt=record.semantic_capture)
+        if policy.capture.run_summary_candidates:
+            summary, created = services.run_summary_candidate_ensure(run=run, record=record)
+            if summary is not None:
+                outcome.run_summary_candidate_id = summary.public_id
+                if created:
+                    outcome.created.append(summary.public_id)
+        if record.semantic_capture != SemanticCapture.PENDING:
+            return outcome
+        semantic = policy.capture.semantic_candidates
+        if not semantic.enabled or run.status != RunStatus.COMPLETED:
+            _set_receipt(record, SemanticCapture.SKIPPED)
+            outcome.receipt = SemanticCapture.SKIPPED
+            return outcome
+        already = (
+            LearningCandidate.objects.filter(source_run=run, origin=CandidateOrigin.DAEMON)
+            .exclude(kind=LearningKind.RUN_SUMMARY)
+            .exists()
+        )
+        if not already:
+            drafts = extraction.heuristic_candidates(record.request_preview, semantic.max_candidates_per_run)
+            if not drafts:
+                try:
+                    drafts = _model_drafts(semantic, run, record)
+                except llm.ModelError as exc:
+                    logger.warning("semantic capture of %s failed: %s", run.public_id, exc)
+                    outcome.error = str(exc)
+                    return outcome  # receipt stays pending; the replay job retries
+            evidence = extraction.evidence_refs_for_run(run.public_id, list(record.artifact_ids or []))
+            semantic_created = 0
+            for draft in drafts[: semantic.max_candidates_per_run]:
+                try:
+                    candidate, created = services.daemon_candidate_create(
+                        run=run,
+                        kind=draft.kind,
+                        content=draft.content,
+                        confidence=draft.confidence,
+                        evidence_refs=evidence,
+                        created_at_ms=record.recorded_at_ms,
+                    )
+                except AppError as exc:  # e.g. an over-long model draft: dropped, the others still count
+                    logger.info("semantic draft of %s dropped: %s", run.public_id, exc.detail)
+                    continue
+                if created:
+                    outcome.created.append(candidate.public_id)
+                    semantic_created += 1
+            metrics.increment("learning.capture.semantic_candidates_total", semantic_created)
+        _set_receipt(record, SemanticCapture.COMPLETED)
+        outcome.receipt = SemanticCapture.COMPLETED
+        return outcome
+
+
+def pending_capture_run_ids(limit: int = REPLAY_BATCH) -> list[int]:
+    """Terminal runs whose capture is unfinished: a ``pending`` receipt, or (when run_summary capture is on)
+    a record without its run_summary candidate."""
+    terminal = RunMemoryRecord.objects.filter(run__status__in=TERMINAL_STATUSES)
+    ids = list(
+        terminal.filter(semantic_capture=SemanticCapture.PENDING)
+        .order_by("recorded_at_ms")
+        .values_list("run_id", flat=True)[:limit]
+    )
+    if policy_store.current_policy().capture.run_summary_candidates and len(ids) < limit:
+        summaries = LearningCandidate.objects.filter(
+            source_run=OuterRef("run_id"), kind=LearningKind.RUN_SUMMARY
+        )
+        ids += list(
+            terminal.exclude(run_id__in=ids)
+            .filter(~Exists(summaries))
+            .exclude(summary="")
+            .order_by("recorded_at_ms")
+            .values_list("run_id", flat=True)[: limit - len(ids)]
+        )
+    return ids

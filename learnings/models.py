@@ -1,0 +1,335 @@
+"""Plane 3 records: learning candidates (proposals) and learnings (published, governed knowledge).
+
+Spec §1.4–§1.6. Public ids keep the reference formats (``learning-candidate-N``, ``learning-N``). The
+consistency rules of §1.6 are database constraints; every write goes through ``learnings.services``.
+
+``content_key`` / ``subject_key`` are SHA-256 digests of the §4.13 semantic keys (the keys themselves can be
+as long as the content, too long for a B-tree entry); equal digests mean equal keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
+
+from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
+from memory.clock import now_ms
+
+MAX_CONTENT_CHARS = 1600
+CANDIDATE_PREFIX = "learning-candidate"
+LEARNING_PREFIX = "learning"
+
+
+class ScopeKind(models.TextChoices):
+    SESSION = "session"
+    PERSONA = "persona"
+    PROJECT = "project"
+    WORKSPACE = "workspace"
+
+
+class LearningKind(models.TextChoices):
+    RUN_SUMMARY = "run_summary", "Run summary"
+    FACT = "fact"
+    PREFERENCE = "preference"
+    DECISION = "decision"
+    PROCEDURE = "procedure"
+
+
+PROMPT_ELIGIBLE_KINDS = (LearningKind.FACT, LearningKind.PREFERENCE, LearningKind.DECISION)
+
+
+class Sensitivity(models.TextChoices):
+    SCOPED = "scoped"
+    SENSITIVE = "sensitive"
+
+
+class CandidateOrigin(models.TextChoices):
+    API = "api"
+    DAEMON = "daemon"
+
+
+class CandidateState(models.TextChoices):
+    PENDING = "pending"
+    ESCALATED = "escalated"
+    PUBLISHED = "published"
+    REJECTED = "rejected"
+
+
+class LearningStatus(models.TextChoices):
+    PROVISIONAL = "provisional"
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    REVOKED = "revoked"
+
+
+LIVE_STATUSES = (LearningStatus.ACTIVE, LearningStatus.PROVISIONAL)
+
+
+class PublishTier(models.TextChoices):
+    PROVISIONAL = "provisional"
+    ACTIVE = "active"
+
+
+class PolicyDecision(models.TextChoices):
+    MANUAL = "manual"
+    AUTOMATIC = "automatic"
+    ESCALATED = "escalated"
+
+
+class VerificationStatus(models.TextChoices):
+    UNVERIFIED = "unverified"
+    PENDING = "pending"
+    VERIFIED = "verified"
+    FAILED = "failed"
+
+
+def key_digest(key: str | None) -> str:
+    """The stored form of a semantic key ("" for no key)."""
+    if not key:
+        return ""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _choices_check(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
+
+
+class ScopedRecord(models.Model):
+    """Fields shared by candidates and learnings."""
+
+    scope_kind = models.CharField(max_length=16, choices=ScopeKind.choices)
+    scope_id = models.CharField(max_length=200)
+    scope_key = models.CharField(max_length=220, editable=False)
+    kind = models.CharField(max_length=16, choices=LearningKind.choices)
+    sensitivity = models.CharField(max_length=16, choices=Sensitivity.choices, default=Sensitivity.SCOPED)
+    content = models.TextField()
+    confidence = models.PositiveSmallIntegerField(default=80)
+    source = models.JSONField(default=dict, blank=True, help_text="LearningSourceRef")
+    source_run = models.ForeignKey(
+        "memory.Run",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The daemon-known source run.",
+    )
+    evidence_refs = models.JSONField(default=list, blank=True)
+    content_key = models.CharField(max_length=64, blank=True, default="", editable=False)
+    subject_key = models.CharField(max_length=64, blank=True, default="", editable=False)
+    created_at_ms = models.BigIntegerField(default=now_ms)
+    expires_at_ms = models.BigIntegerField(null=True, blank=True)
+    updated_at_ms = models.BigIntegerField(default=now_ms, editable=False)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def scope(self) -> dict:
+        return {"kind": self.scope_kind, "id": self.scope_id}
+
+    def is_expired(self, at_ms: int | None = None) -> bool:
+        return self.expires_at_ms is not None and self.expires_at_ms <= (now_ms() if at_ms is None else at_ms)
+
+    @property
+    def source_run_id_text(self) -> str | None:
+        value = (self.source or {}).get("run_id")
+        return value if isinstance(value, str) else None
+
+
+def _scoped_constraints(prefix: str) -> list[models.BaseConstraint]:
+    return [
+        _choices_check("scope_kind", ScopeKind, f"{prefix}_scope_kind_valid"),
+        _choices_check("kind", LearningKind, f"{prefix}_kind_valid"),
+        _choices_check("sensitivity", Sensitivity, f"{prefix}_sensitivity_valid"),
+        models.CheckConstraint(
+            condition=~Q(scope_kind=ScopeKind.WORKSPACE) | Q(scope_id="default"),
+            name=f"{prefix}_workspace_id_default",
+        ),
+        models.CheckConstraint(condition=~Q(scope_id=""), name=f"{prefix}_scope_id_required"),
+        models.CheckConstraint(
+            condition=Q(confidence__gte=0) & Q(confidence__lte=100), name=f"{prefix}_confidence_range"
+        ),
+        models.CheckConstraint(
+            condition=LessThanOrEqual(Length("content"), MAX_CONTENT_CHARS), name=f"{prefix}_content_length"
+        ),
+        models.CheckConstraint(condition=~Q(content=""), name=f"{prefix}_content_required"),
+    ]
+
+
+class LearningCandidate(ScopedRecord):
+    """A proposed learning, waiting for review (spec §1.5)."""
+
+    origin = models.CharField(max_length=8, choices=CandidateOrigin.choices, default=CandidateOrigin.API)
+    state = models.CharField(max_length=16, choices=CandidateState.choices, default=CandidateState.PENDING)
+    automation_review = models.JSONField(null=True, blank=True)
+    matched_rule_name = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="automation_review.matched_rule_name, for filtering",
+    )
+    published_learning = models.ForeignKey(
+        "Learning", on_delete=models.PROTECT, null=True, blank=True, related_name="published_candidates"
+    )
+    reviewed_policy_revision = models.IntegerField(
+        null=True, blank=True, editable=False, help_text="Learning-policy revision of the last review"
+    )
+    review_lease_until_ms = models.BigIntegerField(null=True, blank=True, editable=False)
+
+    objects = LearningCandidateQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "learning candidate"
+        constraints = [
+            *_scoped_constraints("candidate"),
+            _choices_check("origin", CandidateOrigin, "candidate_origin_valid"),
+            _choices_check("state", CandidateState, "candidate_state_valid"),
+            models.CheckConstraint(
+                condition=~Q(kind=LearningKind.RUN_SUMMARY) | Q(origin=CandidateOrigin.DAEMON),
+                name="candidate_run_summary_daemon_owned",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=CandidateState.PUBLISHED) | Q(published_learning__isnull=False),
+                name="candidate_published_has_learning",
+            ),
+            models.UniqueConstraint(
+                fields=["source_run"],
+                condition=Q(kind=LearningKind.RUN_SUMMARY),
+                name="candidate_one_run_summary_per_run",
+            ),
+            models.UniqueConstraint(
+                fields=["source_run", "scope_key", "kind", "content_key"],
+                condition=Q(origin=CandidateOrigin.DAEMON) & Q(source_run__isnull=False),
+                name="candidate_daemon_dedup",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["state", "-id"], name="candidate_state_idx"),
+            models.Index(fields=["scope_key", "state"], name="candidate_scope_idx"),
+            models.Index(fields=["matched_rule_name"], name="candidate_rule_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def public_id(self) -> str:
+        return f"{CANDIDATE_PREFIX}-{self.pk}"
+
+    @property
+    def review_reason(self) -> str:
+        """What the review queue shows: the judge's reason when a judge ran, else the rule-level reason."""
+        review = self.automation_review or {}
+        judge = review.get("judge") or {}
+        if judge.get("reason"):
+            return f"Judge: {judge['reason']}"
+        return review.get("reason") or ""
+
+
+class Learning(ScopedRecord):
+    """A published learning (spec §1.6)."""
+
+    source_candidate = models.OneToOneField(
+        LearningCandidate, on_delete=models.PROTECT, null=True, blank=True, related_name="source_of"
+    )
+    published_at_ms = models.BigIntegerField(default=now_ms)
+    status = models.CharField(max_length=16, choices=LearningStatus.choices, default=LearningStatus.ACTIVE)
+    publish_tier = models.CharField(max_length=16, choices=PublishTier.choices, default=PublishTier.ACTIVE)
+    policy_decision = models.CharField(max_length=16, choices=PolicyDecision.choices, null=True, blank=True)
+    policy_actor = models.CharField(max_length=150, null=True, blank=True)
+    verification_status = models.CharField(
+        max_length=16, choices=VerificationStatus.choices, default=VerificationStatus.UNVERIFIED
+    )
+    supersedes = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="replacements"
+    )
+    superseded_by = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    revoked_at_ms = models.BigIntegerField(null=True, blank=True)
+    revoked_reason = models.TextField(null=True, blank=True)
+
+    objects = LearningQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            *_scoped_constraints("learning"),
+            _choices_check("status", LearningStatus, "learning_status_valid"),
+            _choices_check("publish_tier", PublishTier, "learning_tier_valid"),
+            _choices_check("verification_status", VerificationStatus, "learning_verification_valid"),
+            models.CheckConstraint(
+                condition=Q(policy_decision__isnull=True) | Q(policy_decision__in=PolicyDecision.values),
+                name="learning_decision_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=LearningStatus.PROVISIONAL) | Q(publish_tier=PublishTier.PROVISIONAL),
+                name="learning_provisional_tier",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=LearningStatus.ACTIVE) | Q(publish_tier=PublishTier.ACTIVE),
+                name="learning_active_tier",
+            ),
+            models.CheckConstraint(
+                condition=~(
+                    Q(status=LearningStatus.ACTIVE) & Q(verification_status=VerificationStatus.FAILED)
+                ),
+                name="learning_active_not_failed",
+            ),
+            models.CheckConstraint(
+                condition=Q(policy_decision__isnull=True)
+                | (Q(policy_actor__isnull=False) & ~Q(policy_actor="")),
+                name="learning_policy_actor_required",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=LearningStatus.REVOKED) | Q(revoked_at_ms__isnull=False),
+                name="learning_revoked_has_time",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=LearningStatus.SUPERSEDED) | Q(superseded_by__isnull=False),
+                name="learning_superseded_has_replacement",
+            ),
+            models.CheckConstraint(
+                condition=~Q(supersedes=models.F("id")), name="learning_not_self_superseding"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["scope_key", "-published_at_ms"],
+                condition=Q(status__in=LIVE_STATUSES),
+                name="learning_live_scope_idx",
+            ),
+            models.Index(fields=["scope_key", "kind", "content_key"], name="learning_content_key_idx"),
+            models.Index(fields=["scope_key", "kind", "subject_key"], name="learning_subject_key_idx"),
+            models.Index(fields=["status", "-id"], name="learning_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def public_id(self) -> str:
+        return f"{LEARNING_PREFIX}-{self.pk}"
+
+    @property
+    def is_prompt_visible(self) -> bool:
+        """§4.7 ``learning_is_prompt_visible`` (kind eligibility and expiry are separate gates)."""
+        if self.status != LearningStatus.ACTIVE or self.publish_tier != PublishTier.ACTIVE:
+            return False
+        if self.sensitivity == Sensitivity.SENSITIVE or self.verification_status == VerificationStatus.FAILED:
+            return False
+        if self.policy_decision == PolicyDecision.ESCALATED:
+            return False
+        if self.policy_decision == PolicyDecision.AUTOMATIC:
+            return self.verification_status == VerificationStatus.VERIFIED
+        return True
+
+    @property
+    def is_prompt_eligible(self) -> bool:
+        return self.kind in PROMPT_ELIGIBLE_KINDS and self.is_prompt_visible and not self.is_expired()

@@ -1,0 +1,123 @@
+"""Chainable reads of the learning plane: visibility to a caller, review queue, prompt gates, list query."""
+
+from __future__ import annotations
+
+from django.db.models import CharField, Exists, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Cast, Concat
+
+from memory.clock import now_ms
+
+# Plain strings (not the TextChoices of learnings.models, which imports this module).
+LIVE = ("active", "provisional")
+KINDS = ("run_summary", "fact", "preference", "decision", "procedure")
+PROMPT_KINDS = ("fact", "preference", "decision")
+
+
+def _unexpired(at_ms: int) -> Q:
+    return Q(expires_at_ms__isnull=True) | Q(expires_at_ms__gt=at_ms)
+
+
+def caller_scope_q(user: object) -> Q:
+    """The scopes an agent can see: those of the sessions it owns (session, persona, projects) and the
+    workspace. Built as subqueries so an agent with many sessions costs one query, not a key list."""
+    from memory.models import Session
+
+    owned = Session.objects.filter(owner=user)
+    session_ids = owned.annotate(
+        public=Concat(Value("session-"), Cast("pk", CharField()), output_field=CharField())
+    ).values("public")
+    persona_ids = owned.filter(persona__isnull=False).values("persona__persona_id")
+    project_ids = owned.filter(projects__isnull=False).values("projects__project_id")
+    return (
+        Q(scope_kind="workspace")
+        | Q(scope_kind="session", scope_id__in=session_ids)
+        | Q(scope_kind="persona", scope_id__in=persona_ids)
+        | Q(scope_kind="project", scope_id__in=project_ids)
+    )
+
+
+class _ScopedQuerySet(QuerySet):
+    id_prefix = ""
+
+    def visible_to(self, user: object, *, operator: bool) -> QuerySet:
+        """Operators see everything; an agent only what lies in the scopes of the sessions it owns."""
+        if operator:
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(caller_scope_q(user))
+
+    def in_scopes(self, scope_keys: list[str]) -> QuerySet:
+        return self.filter(scope_key__in=list(scope_keys))
+
+    def matching_query(self, query: str | None) -> QuerySet:
+        """§2.4 list ``query``: case-insensitive substring of the id, the scope key, the compact kind name
+        (``runsummary``), the content or the source run id."""
+        needle = (query or "").strip().lower()
+        if not needle:
+            return self
+        kinds = [kind for kind in KINDS if needle in kind.replace("_", "")]
+        annotated = self.annotate(
+            _public_id=Concat(Value(f"{self.id_prefix}-"), Cast("pk", CharField()), output_field=CharField())
+        )
+        return annotated.filter(
+            Q(_public_id__icontains=needle)
+            | Q(scope_key__icontains=needle)
+            | Q(kind__in=kinds)
+            | Q(content__icontains=needle)
+            | Q(source__run_id__icontains=needle)
+        )
+
+
+class LearningCandidateQuerySet(_ScopedQuerySet):
+    id_prefix = "learning-candidate"
+
+    def pending_review(self) -> QuerySet:
+        """The review queue: pending and escalated candidates."""
+        return self.filter(state__in=("pending", "escalated"))
+
+    def needing_review(self, revision: int, at_ms: int | None = None) -> QuerySet:
+        """Pending candidates whose last automation review predates the current policy revision and that
+        no sweep currently holds a lease on."""
+        at_ms = now_ms() if at_ms is None else at_ms
+        return (
+            self.filter(state="pending")
+            .filter(Q(reviewed_policy_revision__isnull=True) | ~Q(reviewed_policy_revision=revision))
+            .filter(Q(review_lease_until_ms__isnull=True) | Q(review_lease_until_ms__lt=at_ms))
+        )
+
+
+class LearningQuerySet(_ScopedQuerySet):
+    id_prefix = "learning"
+
+    def live(self, at_ms: int | None = None) -> QuerySet:
+        """§4.7 visibility: active or provisional, verification not failed, not expired."""
+        at_ms = now_ms() if at_ms is None else at_ms
+        return self.filter(status__in=LIVE).exclude(verification_status="failed").filter(_unexpired(at_ms))
+
+    def unshadowed(self, at_ms: int | None = None) -> QuerySet:
+        """Drop records that a live record names in ``supersedes``."""
+        at_ms = now_ms() if at_ms is None else at_ms
+        shadowing = self.model.objects.filter(supersedes=OuterRef("pk")).live(at_ms)
+        return self.filter(~Exists(shadowing))
+
+    def prompt_visible(self) -> QuerySet:
+        """§4.7 ``learning_is_prompt_visible``: active status and tier, not sensitive, verification not
+        failed; automatic decisions must be verified, escalated ones never show."""
+        return (
+            self.filter(status="active", publish_tier="active", sensitivity="scoped")
+            .exclude(verification_status="failed")
+            .filter(
+                Q(policy_decision__isnull=True)
+                | Q(policy_decision="manual")
+                | Q(policy_decision="automatic", verification_status="verified")
+            )
+        )
+
+    def prompt_kinds(self) -> QuerySet:
+        return self.filter(kind__in=PROMPT_KINDS)
+
+    def for_prompt(self, scope_keys: list[str], at_ms: int | None = None) -> QuerySet:
+        """Everything that may enter ``learned_context`` for these scopes (scoring aside)."""
+        at_ms = now_ms() if at_ms is None else at_ms
+        return self.in_scopes(scope_keys).live(at_ms).prompt_visible().prompt_kinds().unshadowed(at_ms)

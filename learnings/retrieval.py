@@ -1,0 +1,143 @@
+"""Reading learnings for a session: the ``learned_context`` bundle (spec §4.7) and memory-search hits
+(§4.21). One indexed query by ``scope_key`` and status, then scoring in Python (``learnings.semantic``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from learnings import semantic
+from learnings.models import Learning, LearningKind, Sensitivity
+from memory.clock import now_ms
+
+EXCERPT_CHARS = 180
+BROWSE_LIMIT = 200
+KIND_TITLES = {value: label for value, label in LearningKind.choices}
+
+
+@dataclass(slots=True)
+class _Row:
+    """What scoring reads (the ``PromptRecord`` protocol of ``learnings.semantic``)."""
+
+    pk: int
+    learning_id: str
+    kind: str
+    content: str
+    scope_kind: str
+    scope_id: str
+    scope_key: str
+    published_at_ms: int
+
+
+_ROW_FIELDS = ("pk", "kind", "content", "scope_kind", "scope_id", "scope_key", "published_at_ms")
+
+
+def _rows(queryset) -> list[_Row]:
+    return [
+        _Row(pk, f"learning-{pk}", kind, content, scope_kind, scope_id, scope_key, published)
+        for pk, kind, content, scope_kind, scope_id, scope_key, published in queryset.values_list(
+            *_ROW_FIELDS
+        )
+    ]
+
+
+def learned_bundle(
+    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt"
+) -> tuple[list[dict], bool]:
+    """The learnings that may enter ``learned_context`` for this input, best first.
+
+    Visibility (scopes, live, unexpired, unshadowed) and every prompt gate (kind, active tier, not sensitive,
+    not failed, automatic ⇒ verified, never escalated) are applied in SQL; scoring, the zero-score omission
+    and the explicit-memory fallback in Python. Never truncated here: the prompt packer applies the budget.
+    """
+    rows = _rows(Learning.objects.for_prompt(scope_keys, now_ms()))
+    selected = semantic.select_for_prompt(rows, query)
+    entries = [
+        {
+            "learning_id": row.learning_id,
+            "kind": row.kind,
+            "published_at_ms": row.published_at_ms,
+            "content": row.content,
+            "scope": {"kind": row.scope_kind, "id": row.scope_id},
+        }
+        for row in selected
+    ]
+    return entries, False
+
+
+def _excerpt(content: str) -> str:
+    return content if len(content) <= EXCERPT_CHARS else content[:EXCERPT_CHARS] + "…"
+
+
+def _prompt_eligible(
+    kind: str, status: str, tier: str, verification: str, decision: str | None, sensitivity: str
+) -> bool:
+    """The prompt gates of §4.7 for a live, unexpired, unshadowed record (mirrors ``prompt_visible()``)."""
+    if kind not in semantic.PROMPT_ELIGIBLE_KINDS or status != "active" or tier != "active":
+        return False
+    if sensitivity == Sensitivity.SENSITIVE or verification == "failed" or decision == "escalated":
+        return False
+    return decision != "automatic" or verification == "verified"
+
+
+def search_hits(*, session: object, scope_keys: list[str], query: str | None) -> list[dict]:
+    """Memory-search hits for learnings (§4.21): the session's visible learnings (not the prompt gates),
+    never sensitive ones, scored on content, kind and scope; with a query zero scores are dropped.
+    ``prompt_eligible`` says whether the learning passes every prompt gate."""
+    at = now_ms()
+    visible = (
+        Learning.objects.in_scopes(scope_keys)
+        .live(at)
+        .unshadowed(at)
+        .exclude(sensitivity=Sensitivity.SENSITIVE)
+    )
+    if not query:
+        visible = visible.order_by("-published_at_ms", "id")[:BROWSE_LIMIT]
+    fields = (
+        "pk",
+        "kind",
+        "content",
+        "scope_kind",
+        "scope_key",
+        "published_at_ms",
+        "status",
+        "publish_tier",
+        "verification_status",
+        "policy_decision",
+        "sensitivity",
+        "expires_at_ms",
+    )
+    hits = []
+    for (
+        pk,
+        kind,
+        content,
+        scope_kind,
+        scope_key,
+        published,
+        status,
+        tier,
+        verification,
+        decision,
+        sensitivity,
+        _expires,
+    ) in visible.values_list(*fields):
+        score, matched = semantic.rank_for_search(content, kind, scope_kind, query)
+        if query and score == 0:
+            continue
+        hits.append(
+            {
+                "kind": "learning",
+                "source_id": f"learning-{pk}",
+                "title": f"{KIND_TITLES.get(kind, kind)} learning",
+                "excerpt": _excerpt(content),
+                "score": score,
+                "timestamp_ms": published,
+                "scope": scope_key,
+                "prompt_eligible": _prompt_eligible(kind, status, tier, verification, decision, sensitivity),
+                "learning_status": status,
+                "publish_tier": tier,
+                "verification_status": verification,
+                "matched_fields": matched,
+            }
+        )
+    return hits

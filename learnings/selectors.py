@@ -1,0 +1,258 @@
+"""Reads shared by the API, the admin, the review worker and commands: lookups by public id, the list
+filters of spec §2.3/§2.4 (django-filter), the record views, and the §4.13 equivalence/conflict lookups."""
+
+from __future__ import annotations
+
+import django_filters
+from django.db.models import QuerySet
+
+from learnings import semantic
+from learnings.models import (
+    CandidateOrigin,
+    CandidateState,
+    Learning,
+    LearningCandidate,
+    LearningKind,
+    LearningStatus,
+    PolicyDecision,
+    ScopeKind,
+)
+from learnings.validation import LearningValidationError, parse_scope_query
+from memory.clock import now_ms
+from memory.errors import NotFound, ValidationFailed
+from memory.runs import parse_public_id
+
+DOMAIN = "learnings"
+
+
+# ---- lookups ----------------------------------------------------------------------------------------------
+
+
+def candidate_not_found(candidate_id: object) -> NotFound:
+    return NotFound(
+        f"unknown learning candidate {candidate_id}", domain=DOMAIN, code="learning_candidate_not_found"
+    )
+
+
+def learning_not_found(learning_id: object) -> NotFound:
+    return NotFound(f"unknown learning {learning_id}", domain=DOMAIN, code="learning_not_found")
+
+
+def parse_candidate_id(candidate_id: str) -> int:
+    return parse_public_id(
+        candidate_id,
+        "learning-candidate",
+        domain=DOMAIN,
+        code="learning_candidate_not_found",
+        noun="learning candidate",
+    )
+
+
+def parse_learning_id(learning_id: str) -> int:
+    if isinstance(learning_id, str) and learning_id.startswith("learning-candidate-"):
+        raise learning_not_found(learning_id)
+    return parse_public_id(learning_id, "learning", domain=DOMAIN, code="learning_not_found", noun="learning")
+
+
+def get_candidate(candidate_id: str, *, queryset: QuerySet | None = None) -> LearningCandidate:
+    pk = parse_candidate_id(candidate_id)
+    qs = queryset if queryset is not None else LearningCandidate.objects.all()
+    candidate = qs.select_related("published_learning").filter(pk=pk).first()
+    if candidate is None:
+        raise candidate_not_found(candidate_id)
+    return candidate
+
+
+def get_learning(learning_id: str, *, queryset: QuerySet | None = None) -> Learning:
+    pk = parse_learning_id(learning_id)
+    qs = queryset if queryset is not None else Learning.objects.all()
+    learning = qs.filter(pk=pk).first()
+    if learning is None:
+        raise learning_not_found(learning_id)
+    return learning
+
+
+# ---- views (the JSON shapes of §1.5 / §1.6) ---------------------------------------------------------------
+
+
+def candidate_view(candidate: LearningCandidate) -> dict:
+    return {
+        "candidate_id": candidate.public_id,
+        "origin": candidate.origin,
+        "scope": candidate.scope,
+        "kind": candidate.kind,
+        "sensitivity": candidate.sensitivity,
+        "content": candidate.content,
+        "confidence": candidate.confidence,
+        "source": candidate.source or {},
+        "evidence_refs": candidate.evidence_refs or [],
+        "created_at_ms": candidate.created_at_ms,
+        "expires_at_ms": candidate.expires_at_ms,
+        "state": candidate.state,
+        "automation_review": candidate.automation_review,
+        "published_learning_id": (
+            f"learning-{candidate.published_learning_id}" if candidate.published_learning_id else None
+        ),
+    }
+
+
+def learning_view(learning: Learning) -> dict:
+    return {
+        "learning_id": learning.public_id,
+        "scope": learning.scope,
+        "kind": learning.kind,
+        "sensitivity": learning.sensitivity,
+        "content": learning.content,
+        "confidence": learning.confidence,
+        "source": learning.source or {},
+        "evidence_refs": learning.evidence_refs or [],
+        "source_candidate_id": (
+            f"learning-candidate-{learning.source_candidate_id}" if learning.source_candidate_id else None
+        ),
+        "created_at_ms": learning.created_at_ms,
+        "published_at_ms": learning.published_at_ms,
+        "expires_at_ms": learning.expires_at_ms,
+        "status": learning.status,
+        "publish_tier": learning.publish_tier,
+        "policy_decision": learning.policy_decision,
+        "policy_actor": learning.policy_actor,
+        "verification_status": learning.verification_status,
+        "supersedes": f"learning-{learning.supersedes_id}" if learning.supersedes_id else None,
+        "superseded_by": f"learning-{learning.superseded_by_id}" if learning.superseded_by_id else None,
+        "revoked_at_ms": learning.revoked_at_ms,
+        "revoked_reason": learning.revoked_reason,
+    }
+
+
+# ---- §4.13 equivalence and conflicts ----------------------------------------------------------------------
+
+
+def find_equivalent(
+    *,
+    scope_key: str,
+    kind: str,
+    content_key: str,
+    at_ms: int | None = None,
+    exclude_ids: tuple[int, ...] = (),
+) -> Learning | None:
+    """A prompt-visible, unexpired learning of the same scope and kind with the same content key."""
+    at_ms = now_ms() if at_ms is None else at_ms
+    return (
+        Learning.objects.filter(scope_key=scope_key, kind=kind, content_key=content_key)
+        .live(at_ms)
+        .prompt_visible()
+        .exclude(pk__in=exclude_ids)
+        .order_by("id")
+        .first()
+    )
+
+
+def find_conflict(
+    *,
+    scope_key: str,
+    kind: str,
+    subject_key: str,
+    content_key: str,
+    at_ms: int | None = None,
+    exclude_ids: tuple[int, ...] = (),
+) -> Learning | None:
+    """A prompt-visible, unexpired fact/preference/decision of the same scope and kind about the same
+    subject with a different value."""
+    if kind not in semantic.PROMPT_ELIGIBLE_KINDS or not subject_key:
+        return None
+    at_ms = now_ms() if at_ms is None else at_ms
+    return (
+        Learning.objects.filter(scope_key=scope_key, kind=kind, subject_key=subject_key)
+        .exclude(content_key=content_key)
+        .live(at_ms)
+        .prompt_visible()
+        .exclude(pk__in=exclude_ids)
+        .order_by("id")
+        .first()
+    )
+
+
+# ---- list filters (§2.3, §2.4) ----------------------------------------------------------------------------
+
+
+def scope_filter_error(exc: LearningValidationError) -> ValidationFailed:
+    return ValidationFailed(exc.message, field=exc.field, domain=DOMAIN, code="invalid_learning_scope")
+
+
+class _ScopedFilter(django_filters.FilterSet):
+    """``query`` (substring), ``scope_kind`` + ``scope_id`` (parsed with the literal messages of §2.3)."""
+
+    query = django_filters.CharFilter(method="filter_query", max_length=1000)
+    scope_kind = django_filters.CharFilter(method="filter_noop", max_length=20)
+    scope_id = django_filters.CharFilter(method="filter_noop", max_length=200)
+    kind = django_filters.ChoiceFilter(choices=LearningKind.choices)
+
+    def filter_query(self, queryset, name, value):
+        return queryset.matching_query(value)
+
+    def filter_noop(self, queryset, name, value):
+        return queryset
+
+    def filter_queryset(self, queryset):
+        data = self.form.cleaned_data
+        try:
+            scope = parse_scope_query(data.get("scope_kind"), data.get("scope_id"))
+        except LearningValidationError as exc:
+            raise scope_filter_error(exc) from exc
+        queryset = super().filter_queryset(queryset)
+        if scope is not None:
+            queryset = queryset.filter(scope_key=scope.scope_key)
+        return queryset
+
+
+class LearningCandidateFilter(_ScopedFilter):
+    state = django_filters.ChoiceFilter(choices=CandidateState.choices)
+    origin = django_filters.ChoiceFilter(choices=CandidateOrigin.choices)
+
+    class Meta:
+        model = LearningCandidate
+        fields = ["query", "scope_kind", "scope_id", "kind", "state", "origin"]
+
+
+class LearningFilter(_ScopedFilter):
+    status = django_filters.ChoiceFilter(choices=LearningStatus.choices)
+    policy_decision = django_filters.ChoiceFilter(choices=PolicyDecision.choices)
+    policy_actor = django_filters.CharFilter(field_name="policy_actor", lookup_expr="iexact", max_length=150)
+    matched_rule_name = django_filters.CharFilter(
+        field_name="source_candidate__matched_rule_name", lookup_expr="iexact", max_length=200
+    )
+
+    class Meta:
+        model = Learning
+        fields = [
+            "query",
+            "scope_kind",
+            "scope_id",
+            "kind",
+            "status",
+            "policy_decision",
+            "policy_actor",
+            "matched_rule_name",
+        ]
+
+
+def filter_errors(filterset: django_filters.FilterSet) -> ValidationFailed | None:
+    """The first form error of a filterset as a 400 problem (None when valid)."""
+    if filterset.is_valid():
+        return None
+    field, messages = next(iter(filterset.errors.items()))
+    return ValidationFailed(f"{field}: {messages[0]}", field=field)
+
+
+def filter_learnings(params: dict, queryset: QuerySet | None = None) -> QuerySet:
+    """Learnings matching the §2.4 filters given as strings (API query, revoke-matching body, admin)."""
+    filterset = LearningFilter(
+        data=params, queryset=queryset if queryset is not None else Learning.objects.all()
+    )
+    error = filter_errors(filterset)
+    if error is not None:
+        raise error
+    return filterset.qs
+
+
+SCOPE_KIND_CHOICES = ScopeKind.choices

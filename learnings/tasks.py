@@ -1,0 +1,120 @@
+"""Celery tasks of the learning plane. Tasks take ids, are idempotent and ``acks_late``.
+
+* ``learnings.tasks.capture_run`` — capture from a terminal run (queued on commit of the transition);
+* ``learnings.tasks.review_candidate`` — automation review of one candidate (queued on commit of creation);
+* ``learnings.tasks.shadow_review_sweep`` (beat) — re-review pending candidates the policy in force has not
+  reviewed yet, in leased batches claimed with ``select_for_update(skip_locked=True)``;
+* ``learnings.tasks.replay_pending_captures`` (beat) — re-queue captures left ``pending``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.signals import worker_ready
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+SWEEP_BATCH = 100
+SWEEP_LEASE_MS = 10 * 60 * 1000
+
+
+@shared_task(name="learnings.tasks.capture_run", acks_late=True)
+def capture_run(run_pk: int) -> dict | None:
+    from learnings import capture
+
+    outcome = capture.capture_run(int(run_pk))
+    return (
+        None
+        if outcome is None
+        else {
+            "run_id": outcome.run_id,
+            "receipt": outcome.receipt,
+            "created": outcome.created,
+            "error": outcome.error,
+        }
+    )
+
+
+@shared_task(name="learnings.tasks.review_candidate", acks_late=True)
+def review_candidate(candidate_pk: int) -> dict | None:
+    from learnings import review
+
+    outcome = review.review_candidate(int(candidate_pk))
+    return (
+        None
+        if outcome is None
+        else {
+            "candidate_id": outcome.candidate_id,
+            "mode": outcome.mode,
+            "action": outcome.action,
+            "state": outcome.state,
+            "learning_id": outcome.learning_id,
+        }
+    )
+
+
+def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[int]:
+    """Lease up to ``batch`` pending candidates that need a review under the current policy revision.
+    Rows another sweep holds are skipped (``skip_locked``); the lease keeps them out of the next claim."""
+    from learnings import policy_store
+    from learnings.models import LearningCandidate
+    from memory.clock import now_ms
+
+    revision = policy_store.policy_revision()
+    now = now_ms()
+    with transaction.atomic():
+        ids = list(
+            LearningCandidate.objects.needing_review(revision, now)
+            .filter(pk__gt=after_pk)
+            .order_by("pk")
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)[:batch]
+        )
+        if ids:
+            LearningCandidate.objects.filter(pk__in=ids).update(review_lease_until_ms=now + SWEEP_LEASE_MS)
+    return ids
+
+
+@shared_task(name="learnings.tasks.shadow_review_sweep", acks_late=True)
+def shadow_review_sweep(after_pk: int = 0) -> dict:
+    """Review pending candidates in batches; a full batch queues the next one (a cursor, so a candidate
+    that keeps failing cannot loop)."""
+    from learnings import policy_store, review
+
+    if not policy_store.current_policy().reviews_candidates:
+        return {"reviewed": 0, "failed": 0, "mode": "manual_only"}
+    ids = claim_review_batch(after_pk=int(after_pk))
+    reviewed = failed = 0
+    for pk in ids:
+        try:
+            review.review_candidate(pk)
+            reviewed += 1
+        except Exception:  # noqa: BLE001 - one bad candidate must not stop the sweep; the lease expires
+            failed += 1
+            logger.exception("review of learning-candidate-%s failed", pk)
+    if len(ids) == SWEEP_BATCH:
+        shadow_review_sweep.delay(ids[-1])
+    return {"reviewed": reviewed, "failed": failed}
+
+
+@shared_task(name="learnings.tasks.replay_pending_captures", acks_late=True)
+def replay_pending_captures() -> dict:
+    from learnings import capture
+
+    run_ids = capture.pending_capture_run_ids()
+    for run_pk in run_ids:
+        capture_run.delay(run_pk)
+    return {"queued": len(run_ids)}
+
+
+@worker_ready.connect
+def queue_on_worker_start(sender=None, **kwargs) -> None:
+    """At boot, re-queue what a stopped worker may have left: pending reviews and pending captures."""
+    try:
+        shadow_review_sweep.delay()
+        replay_pending_captures.delay()
+    except Exception:  # noqa: BLE001 - the beat schedule retries; a broker hiccup must not kill the worker
+        logger.exception("could not queue the learning plane's start-up work")

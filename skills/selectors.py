@@ -1,0 +1,282 @@
+"""Reads of the skills plane, shared by the API, the admin, the composition layer and commands.
+
+Two surfaces, kept apart (memory-planes.md, "Skills"):
+
+* the **governance** surface — every promoted skill record in any state (``/v1/learning-skills``);
+* the **runtime catalog** — catalog skills on disk plus **active** promoted skills only (``/v1/skills``,
+  session skills, memory-context ``visible_skills``, memory-search skill hits). Draft, verified, canary and
+  revoked skills never appear there.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch, QuerySet
+
+from memory.errors import NotFound, ValidationFailed
+from memory.models import Session
+from memory.sessions import effective_capability_scope
+from skills import catalog
+from skills.fingerprint import validate_skill_name
+from skills.models import LearningSkill, LearningSkillEvent, SkillStatus
+from skills.services import skill_not_found
+
+EXCERPT_CHARS = 180
+SOURCE_CATALOG = "catalog"
+SOURCE_PROMOTED = "promoted"
+
+
+# ---- the governance surface ------------------------------------------------------------------------------
+
+
+def runtime_view(runtime: dict | None) -> dict:
+    """The API form of a stored runtime config (validated when it was written): every field present."""
+    data = runtime if isinstance(runtime, dict) else {}
+    return {
+        "allowed_tools": list(data.get("allowed_tools") or []),
+        "blocked_tools": list(data.get("blocked_tools") or []),
+        "context": data.get("context") or "inline",
+        "agent_profile": data.get("agent_profile"),
+        "provider": data.get("provider"),
+        "model": data.get("model"),
+        "fallback_model": data.get("fallback_model"),
+    }
+
+
+def learning_skill_view(skill: LearningSkill) -> dict:
+    """LearningSkillView (spec §1.8)."""
+    events = getattr(skill, "_prefetched_objects_cache", {}).get("lifecycle_events")
+    if events is None:
+        events = skill.lifecycle_events.order_by("recorded_at_ms", "id")
+    return {
+        "skill_name": skill.skill_name,
+        "source_learning_id": skill.source_learning_public_id,
+        "source_scope": skill.source_scope,
+        "status": skill.status,
+        "description": skill.description,
+        "when_to_use": skill.when_to_use,
+        "version": skill.version,
+        "instructions": skill.instructions,
+        "skill_path": skill.skill_path,
+        "skill_root": skill.skill_root,
+        "digest": skill.digest,
+        "definition_fingerprint": skill.definition_fingerprint,
+        "runtime": runtime_view(skill.runtime),
+        "evidence_refs": skill.evidence_refs,
+        "lifecycle_events": [event.to_view() for event in events],
+        "verification_status": skill.verification_status,
+        "successful_run_count": skill.successful_run_count,
+        "distinct_session_count": skill.distinct_session_count,
+        "verifier_run_ids": skill.verifier_run_ids,
+        "real_daemon_verified": skill.real_daemon_verified,
+        "last_verified_workspace_digest": skill.last_verified_workspace_digest,
+        "canary_success_count": skill.canary_success_count,
+        "canary_failure_count": skill.canary_failure_count,
+        "promoted_at_ms": skill.promoted_at_ms,
+        "revoked_at_ms": skill.revoked_at_ms,
+        "revoked_reason": skill.revoked_reason,
+    }
+
+
+def learning_skills(*, source_learning_id: str | None = None, status: str | None = None) -> QuerySet[LearningSkill]:
+    """``GET /v1/learning-skills?source_learning_id&status``."""
+    qs = LearningSkill.objects.prefetch_related(
+        Prefetch("lifecycle_events", queryset=LearningSkillEvent.objects.order_by("recorded_at_ms", "id"))
+    )
+    if source_learning_id not in (None, ""):
+        digits = source_learning_id.removeprefix("learning-") if source_learning_id.startswith("learning-") else ""
+        if not digits.isdigit() or len(digits) > 18:
+            raise ValidationFailed(
+                "source_learning_id must be a learning id (learning-N)",
+                field="source_learning_id",
+                domain="skills",
+                code="invalid_filter",
+            )
+        qs = qs.filter(source_learning_id=int(digits))
+    if status not in (None, ""):
+        if status not in SkillStatus.values:
+            raise ValidationFailed(
+                f"status must be one of {', '.join(SkillStatus.values)}",
+                field="status",
+                domain="skills",
+                code="invalid_filter",
+            )
+        qs = qs.filter(status=status)
+    return qs.order_by("skill_name")
+
+
+def get_learning_skill(name: str) -> LearningSkill:
+    validate_skill_name(name)
+    skill = learning_skills().filter(skill_name=name).first()
+    if skill is None:
+        raise skill_not_found(name)
+    return skill
+
+
+# ---- the runtime catalog ---------------------------------------------------------------------------------
+
+
+def _catalog_entry(skill: catalog.CatalogSkill, *, with_instructions: bool = False) -> dict:
+    definition = skill.definition
+    entry = {
+        "name": definition.name,
+        "description": definition.description,
+        "when_to_use": definition.when_to_use,
+        "version": definition.version,
+        "source": SOURCE_CATALOG,
+        "source_learning_id": None,
+        "scope": None,
+        "skill_path": skill.skill_path,
+        "skill_root": skill.skill_root,
+        "digest": skill.digest,
+        "runtime": definition.runtime.to_view(),
+    }
+    if with_instructions:
+        entry["instructions"] = definition.instructions
+    return entry
+
+
+_PROMOTED_FIELDS = (
+    "skill_name",
+    "description",
+    "when_to_use",
+    "version",
+    "skill_path",
+    "skill_root",
+    "digest",
+    "runtime",
+    "source_learning_id",
+    "source_scope",
+    "instructions",
+)
+
+
+def _promoted_entry(row: dict, *, with_instructions: bool = False) -> dict:
+    scope = row["source_scope"] or {}
+    entry = {
+        "name": row["skill_name"],
+        "description": row["description"],
+        "when_to_use": row["when_to_use"],
+        "version": row["version"],
+        "source": SOURCE_PROMOTED,
+        "source_learning_id": f"learning-{row['source_learning_id']}",
+        "scope": f"{scope.get('kind', '')}:{str(scope.get('id', '')).strip()}",
+        "skill_path": row["skill_path"],
+        "skill_root": row["skill_root"],
+        "digest": row["digest"],
+        "runtime": runtime_view(row["runtime"]),
+    }
+    if with_instructions:
+        entry["instructions"] = row["instructions"]
+    return entry
+
+
+def _matches(entry: dict, needle: str | None) -> bool:
+    if not needle:
+        return True
+    return any(needle in (entry.get(name) or "").lower() for name in ("name", "description", "when_to_use"))
+
+
+_entries_cache: tuple[object, list[dict]] | None = None
+
+
+def _catalog_entries() -> list[dict]:
+    """Entries of the on-disk catalog, rebuilt only when the catalog changed (``load_catalog`` returns the
+    same object while no file changed). Treat them as read-only."""
+    global _entries_cache
+    loaded = catalog.load_catalog()
+    cached = _entries_cache
+    if cached is not None and cached[0] is loaded:
+        return cached[1]
+    entries = [_catalog_entry(skill) for skill in loaded.skills.values()]
+    _entries_cache = (loaded, entries)
+    return entries
+
+
+def catalog_skills(query: str | None = None) -> list[dict]:
+    """``GET /v1/skills?query``: catalog skills plus active promoted skills, by name. ``query`` is a
+    case-insensitive substring of the name, description or when_to_use. An active promoted skill wins a
+    name clash with a file (the database record is the authority; doctor reports the clash)."""
+    needle = (query or "").strip().lower() or None
+    entries: dict[str, dict] = {}
+    for entry in _catalog_entries():
+        if _matches(entry, needle):
+            entries[entry["name"]] = entry
+    for row in LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values(*_PROMOTED_FIELDS):
+        entry = _promoted_entry(row)
+        if _matches(entry, needle):
+            entries[entry["name"]] = entry
+        else:
+            entries.pop(entry["name"], None)
+    return [entries[name] for name in sorted(entries)]
+
+
+def catalog_skill(name: str) -> dict:
+    """``GET /v1/skills/{name}`` (with instructions). Non-active promoted skills are not found here."""
+    validate_skill_name(name, field_name="name")
+    row = LearningSkill.objects.filter(status=SkillStatus.ACTIVE, skill_name=name).values(*_PROMOTED_FIELDS).first()
+    if row is not None:
+        return _promoted_entry(row, with_instructions=True)
+    skill = catalog.load_catalog().get(name)
+    if skill is None:
+        raise NotFound(f"unknown skill {name}", domain="skills", code="skill_not_found")
+    return _catalog_entry(skill, with_instructions=True)
+
+
+def session_visible_skills(*, session: Session, scope_keys: list[str], query: str | None = None) -> list[dict]:
+    """Skills a session may see (§4.18): allowed by its effective capability scope (None = unrestricted),
+    and — for a promoted skill — whose source scope key is one of the session's learning scope keys."""
+    allowed = effective_capability_scope(session)
+    allowed_set = None if allowed is None else set(allowed)
+    keys = set(scope_keys)
+    visible = []
+    for entry in catalog_skills(query):
+        if allowed_set is not None and entry["name"] not in allowed_set:
+            continue
+        if entry["source"] == SOURCE_PROMOTED and entry["scope"] not in keys:
+            continue
+        visible.append(entry)
+    return visible
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+
+
+def search_hits(*, session: Session, scope_keys: list[str], query: str | None) -> list[dict]:
+    """memory-search skill hits (§4.21), only with a query: +100 per field (name, description, when_to_use)
+    that contains the whole query, +10 per whitespace term it contains; zero scores are dropped."""
+    normalized = (query or "").strip().lower()
+    if not normalized:
+        return []
+    terms = normalized.split()
+    hits = []
+    for entry in session_visible_skills(session=session, scope_keys=scope_keys):
+        score = 0
+        matched = []
+        for name in ("name", "description", "when_to_use"):
+            value = (entry.get(name) or "").lower()
+            if not value:
+                continue
+            field_score = (100 if normalized in value else 0) + sum(10 for term in terms if term in value)
+            if field_score:
+                score += field_score
+                matched.append(name)
+        if score == 0:
+            continue
+        hits.append(
+            {
+                "kind": "skill",
+                "source_id": entry["name"],
+                "title": f"Skill {entry['name']}",
+                "excerpt": _excerpt(entry["description"]),
+                "score": score,
+                "timestamp_ms": 0,
+                "scope": entry["scope"],
+                "prompt_eligible": False,
+                "learning_status": None,
+                "publish_tier": None,
+                "verification_status": None,
+                "matched_fields": matched,
+            }
+        )
+    return hits

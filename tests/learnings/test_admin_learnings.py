@@ -1,0 +1,239 @@
+"""The operator console: review queue, learnings governance, policy editor. Every action posts the real admin
+forms (intermediate page, then confirmation) and goes through the services, leaving audit events."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from learnings import policy_store
+from learnings.models import Learning, LearningCandidate
+from memory.models import AuditEvent, PolicyRevision
+from tests.learnings.test_services_learning import candidate, learning, set_policy
+
+pytestmark = pytest.mark.django_db
+
+CANDIDATES = reverse("admin:learnings_learningcandidate_changelist")
+LEARNINGS = reverse("admin:learnings_learning_changelist")
+POLICY = reverse("admin:learnings_learning_policy")
+
+
+def action(client, url, name, objects, **extra):
+    data = {"action": name, "_selected_action": [str(o.pk) for o in objects], **extra}
+    return client.post(url, data)
+
+
+def confirm(client, url, name, objects, **extra):
+    return action(client, url, name, objects, post="yes", **extra)
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.wsgi_request._messages]
+
+
+# ---- candidates -------------------------------------------------------------------------------------------
+
+def test_review_queue_defaults_to_pending_and_escalated(admin_client):
+    set_policy({"mode": "enabled", "publication": {"rules": [{"name": "decisions", "kind": "decision",
+                                                              "action": "manual_review"}]}})
+    from learnings.review import review_candidate
+
+    pending = candidate("Project codename is Atlas.")
+    escalated = candidate("Deploys happen on Fridays.", kind="decision")
+    review_candidate(escalated.pk)
+    rejected = candidate("Release train is weekly.")
+    from learnings.services import candidate_reject
+
+    candidate_reject(candidate=rejected, actor="ops")
+    page = admin_client.get(CANDIDATES).content.decode()
+    assert pending.public_id in page and escalated.public_id in page and rejected.public_id not in page
+    assert "matched publication rule `decisions`" in page  # the rule reason is shown
+    assert "automation enabled" in page and "Learning policy" in page
+    everything = admin_client.get(CANDIDATES + "?state=all").content.decode()
+    assert rejected.public_id in everything
+    only_rejected = admin_client.get(CANDIDATES + "?state=rejected").content.decode()
+    assert rejected.public_id in only_rejected and pending.public_id not in only_rejected
+    by_kind = admin_client.get(CANDIDATES + "?kind=decision").content.decode()
+    assert escalated.public_id in by_kind and pending.public_id not in by_kind
+    by_rule = admin_client.get(CANDIDATES + "?matched_rule=decisions").content.decode()
+    assert escalated.public_id in by_rule and pending.public_id not in by_rule
+    for query in ("?origin=api", "?scope_kind=workspace", "?matched_rule=-"):
+        assert admin_client.get(CANDIDATES + query).status_code == 200
+
+
+def test_judge_reason_is_shown(admin_client):
+    cand = candidate()
+    LearningCandidate.objects.filter(pk=cand.pk).update(automation_review={
+        "mode": "shadow", "action": "manual_review", "reviewed_at_ms": 1, "matched_rule_name": None,
+        "judge": {"action": "manual_review", "judged_at_ms": 1, "reason": "too vague to keep"},
+        "reason": "rule reason"})
+    assert "Judge: too vague to keep" in admin_client.get(CANDIDATES).content.decode()
+
+
+def test_publish_action_asks_for_a_tier_then_publishes(admin_client):
+    first, second = candidate("Project codename is Atlas."), candidate("Release train is weekly.")
+    page = action(admin_client, CANDIDATES, "publish_selected", [first, second])
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "Publish tier" in body and first.public_id in body and 'name="post"' in body
+    assert not Learning.objects.exists()
+    response = confirm(admin_client, CANDIDATES, "publish_selected", [first, second], publish_tier="provisional")
+    assert response.status_code == 302
+    assert set(Learning.objects.values_list("status", flat=True)) == {"provisional"}
+    audit = AuditEvent.objects.filter(subject_id=first.public_id, action="publish").get()
+    assert (audit.actor, audit.from_state, audit.to_state) == ("admin", "pending", "published")
+    assert any("Published (provisional) 2" in m for m in messages_of(admin_client.get(CANDIDATES)))
+
+
+def test_bulk_publish_reports_successes_and_failures(admin_client):
+    existing = learning("Project codename is Atlas.")
+    conflicting = candidate("Project codename is Borealis.")
+    fine = candidate("Release train is weekly.")
+    response = confirm(admin_client, CANDIDATES, "publish_selected", [conflicting, fine], publish_tier="active")
+    assert response.status_code == 302
+    shown = messages_of(admin_client.get(CANDIDATES))
+    assert any(f"Published (active) 1: {fine.public_id}" in m for m in shown)
+    assert any(f"{conflicting.public_id}: learning conflicts with active learning {existing.public_id}" in m
+               for m in shown)
+    conflicting.refresh_from_db()
+    assert conflicting.state == "pending"
+
+
+def test_reject_action_confirms_then_rejects(admin_client):
+    cand = candidate()
+    page = action(admin_client, CANDIDATES, "reject_selected", [cand])
+    assert page.status_code == 200 and "Yes, reject" in page.content.decode()
+    cand.refresh_from_db()
+    assert cand.state == "pending"
+    confirm(admin_client, CANDIDATES, "reject_selected", [cand], reason="not durable")
+    cand.refresh_from_db()
+    assert cand.state == "rejected"
+    audit = AuditEvent.objects.get(subject_id=cand.public_id, action="reject")
+    assert (audit.actor, audit.reason, audit.to_state) == ("admin", "not durable", "rejected")
+
+
+def test_candidate_detail_is_read_only(admin_client):
+    cand = candidate()
+    page = admin_client.get(f"{CANDIDATES}{cand.pk}/change/")
+    assert page.status_code == 200 and "The project codename is Atlas." in page.content.decode()
+    admin_client.post(f"{CANDIDATES}{cand.pk}/change/", {"state": "published"})
+    cand.refresh_from_db()
+    assert cand.state == "pending"
+    assert admin_client.get(f"{CANDIDATES}add/").status_code == 403
+
+
+# ---- learnings --------------------------------------------------------------------------------------------
+
+def test_learnings_changelist_filters(admin_client):
+    active = learning("Project codename is Atlas.")
+    provisional = learning("Release train is weekly.", tier="provisional")
+    page = admin_client.get(LEARNINGS + "?status=provisional").content.decode()
+    assert provisional.public_id in page and active.public_id not in page
+    page = admin_client.get(LEARNINGS + "?prompt_visible=yes").content.decode()
+    assert active.public_id in page and provisional.public_id not in page
+    for query in ("?publish_tier=active", "?verification_status=unverified", "?policy_decision=manual",
+                  "?kind=fact", "?scope_kind=workspace", "?prompt_visible=no"):
+        assert admin_client.get(LEARNINGS + query).status_code == 200
+    assert "published manually" in admin_client.get(LEARNINGS).content.decode()
+
+
+def test_revoke_action_confirms_with_reason(admin_client):
+    target = learning()
+    page = action(admin_client, LEARNINGS, "revoke_selected", [target])
+    assert page.status_code == 200 and "Yes, revoke" in page.content.decode()
+    target.refresh_from_db()
+    assert target.status == "active"
+    confirm(admin_client, LEARNINGS, "revoke_selected", [target], reason="wrong value")
+    target.refresh_from_db()
+    assert target.status == "revoked" and target.revoked_reason == "wrong value"
+    audit = AuditEvent.objects.get(subject_id=target.public_id, action="revoke")
+    assert (audit.actor, audit.from_state, audit.to_state) == ("admin", "active", "revoked")
+
+
+def test_revoke_with_a_secret_reason_fails_and_changes_nothing(admin_client):
+    target = learning()
+    confirm(admin_client, LEARNINGS, "revoke_selected", [target], reason="password: hunter2hunter2")
+    target.refresh_from_db()
+    assert target.status == "active"
+    shown = messages_of(admin_client.get(LEARNINGS))
+    assert any("learning revocation reason contains secret-like material" in m for m in shown)
+
+
+def test_supersede_action_takes_new_content(admin_client):
+    old = learning("Reports use gigabytes.", kind="preference")
+    page = action(admin_client, LEARNINGS, "supersede_selected", [old])
+    assert page.status_code == 200 and "New content" in page.content.decode()
+    confirm(admin_client, LEARNINGS, "supersede_selected", [old], content="Reports use gibibytes.")
+    old.refresh_from_db()
+    new = Learning.objects.get(supersedes=old)
+    assert old.status == "superseded" and new.content == "Reports use gibibytes."
+    audit = AuditEvent.objects.get(subject_id=old.public_id, action="supersede")
+    assert (audit.actor, audit.to_state) == ("admin", "superseded")
+
+
+def test_supersede_errors_rerender_the_form(admin_client):
+    old = learning("Project codename is Atlas.")
+    blocker = learning("Release train is weekly.")
+    page = confirm(admin_client, LEARNINGS, "supersede_selected", [old], content="Release train is daily.")
+    assert page.status_code == 200
+    assert f"learning conflicts with active learning {blocker.public_id}" in page.content.decode()
+    page = confirm(admin_client, LEARNINGS, "supersede_selected", [old], content="x" * 1601)
+    assert "learning content exceeds the 1600 character limit" in page.content.decode()
+    assert Learning.objects.count() == 2
+    response = confirm(admin_client, LEARNINGS, "supersede_selected", [old, blocker], content="x")
+    assert response.status_code == 302
+    assert any("Select exactly one learning" in m for m in messages_of(admin_client.get(LEARNINGS)))
+
+
+# ---- policy editor ----------------------------------------------------------------------------------------
+
+def policy_form(**overrides) -> dict:
+    data = {"mode": "enabled", "run_summary_candidates": "on", "semantic_enabled": "on",
+            "max_candidates_per_run": "3", "semantic_timeout_ms": "", "judge_timeout_ms": "",
+            "publication": json.dumps({"rules": [{"name": "prefs", "kind": "preference",
+                                                  "action": "publish_active"}]}),
+            "expected_revision": "0"}
+    data.update(overrides)
+    return data
+
+
+def test_policy_editor_saves_through_the_policy_code(admin_client):
+    page = admin_client.get(POLICY)
+    assert page.status_code == 200 and "automation shadow" in page.content.decode()
+    response = admin_client.post(POLICY, policy_form())
+    assert response.status_code == 302
+    policy, revision = policy_store.current_policy_and_revision()
+    assert revision == 1 and policy.mode == "enabled" and policy.capture.semantic_candidates.enabled
+    assert policy.capture.semantic_candidates.max_candidates_per_run == 3
+    assert policy.publication.rules[0].name == "prefs" and policy.judge.enabled is False
+    assert PolicyRevision.objects.get().actor == "admin"
+    assert "1 active publication rule of 1" in admin_client.get(POLICY).content.decode()
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"publication": json.dumps({"default_action": "publish_active"})},
+     "learning publication default_action cannot be publish_active"),
+    ({"max_candidates_per_run": "9"}, "semantic capture max_candidates_per_run must be 8 or lower"),
+    ({"judge_enabled": "on", "judge_timeout_ms": "0"}, "learning judge timeout_ms must be greater than zero"),
+    ({"publication": json.dumps({"rules": [{"action": "publish_active"}]})},
+     "learning publication rule #0 cannot use publish_active without an explicit kind filter"),
+    ({"publication": "{not json"}, "publication is not valid JSON"),
+    ({"publication": json.dumps({"rules": [], "bogus": 1})}, "unknown field `publication.bogus`"),
+    ({"expected_revision": "5"}, "runtime config revision conflict: expected 5, current 0"),
+])
+def test_policy_editor_shows_the_literal_messages(admin_client, overrides, message):
+    page = admin_client.post(POLICY, policy_form(**overrides))
+    assert page.status_code == 200
+    assert message in page.content.decode()
+    assert not PolicyRevision.objects.exists()
+
+
+def test_policy_editor_requires_staff(client, django_user_model):
+    user = django_user_model.objects.create_user(username="agent-x", password="pw-123456789")
+    client.force_login(user)
+    response = client.get(POLICY)
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert client.post(POLICY, policy_form()).status_code == 302
+    assert not PolicyRevision.objects.exists()
