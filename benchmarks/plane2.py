@@ -71,8 +71,11 @@ def corpus(megabytes: float) -> str:
     out = []
     size = 0
     target = int(megabytes * 1024 * 1024)
+    benign = [parts[0], parts[2], parts[5], parts[5], parts[5], parts[6]]
+    sensitive = [parts[1], parts[3], parts[4], parts[7]]
     while size < target:
-        line = rng.choice(parts)
+        # A realistic mix: most lines are logs and prose, about one in six carries a secret or PII.
+        line = rng.choice(sensitive) if rng.random() < 0.17 else rng.choice(benign)
         out.append(line)
         size += len(line) + 1
     return "\n".join(out)

@@ -79,6 +79,7 @@ STATUS_PILLS = ("active", "provisional", "revoked", "superseded", "all")
 SKILL_PILLS = ("all", *SkillStatus.values)
 TABS = (("dashboard", "Overview"), ("review", "Review"), ("learnings", "Learnings"), ("skills", "Skills"),
         ("search", "Search"))
+GOVERNED_SUBJECTS = ("learning_candidate", "learning", "learning_skill", "policy")
 MODE_DOT = {"enabled": "on", "shadow": "shadow", "manual_only": "off"}
 ENABLED_OUTCOME = {
     "manual_review": "escalated to an operator",
@@ -124,12 +125,12 @@ class Stamp:
 
 
 def _render(request: HttpRequest, template: str, title: str, *, tab: str | None = None, http_status: int = 200,
-            **context) -> TemplateResponse:
+            base: dict | None = None, **context) -> TemplateResponse:
     return TemplateResponse(
         request,
         f"admin/console/{template}",
         {
-            **admin.site.each_context(request),
+            **(base if base is not None else admin.site.each_context(request)),
             "is_nav_sidebar_enabled": False,
             "title": title,
             "tab": tab,
@@ -175,16 +176,15 @@ def _digest(policy: dict) -> str:
 
 
 def _flatten(value, prefix: str = "") -> dict[str, object]:
+    """Leaf paths of a policy; each publication rule is one leaf showing only the fields it sets."""
     if isinstance(value, dict):
         out: dict[str, object] = {}
         for key, item in value.items():
             out.update(_flatten(item, f"{prefix}.{key}" if prefix else key))
         return out
-    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-        out = {}
-        for index, item in enumerate(value):
-            out[f"{prefix}[{index}]"] = json.dumps(item, sort_keys=True)
-        return out
+    if prefix.endswith("rules") and isinstance(value, list):
+        return {f"{prefix}[{index}]": json.dumps({k: v for k, v in rule.items() if v not in (None, False)})
+                for index, rule in enumerate(value)}
     return {prefix: json.dumps(value)}
 
 
@@ -253,13 +253,16 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     ]
     status = composition.status_view()
     skills = dict(LearningSkill.objects.values_list("status").annotate(n=Count("id")))
-    events = [{"event": event, "when": Stamp(event.at_ms)} for event in AuditEvent.objects.order_by("-id")[:12]]
+    events = [{"event": event, "when": Stamp(event.at_ms)} for event in AuditEvent.objects.filter(
+        subject_type__in=GOVERNED_SUBJECTS).order_by("-id")[:12]]
     sessions = [{"session": session, "when": Stamp(session.updated_at_ms),
                  "url": reverse("admin:memory_session_change", args=[session.pk]),
                  "search": f"{reverse('console:search')}?session={session.public_id}"}
                 for session in Session.objects.select_related("owner", "persona").order_by("-updated_at_ms")[:8]]
+    context = admin.site.each_context(request)
+    records = next((app["models"] for app in context["available_apps"] if app["app_label"] == "memory"), [])
     return _render(
-        request, "dashboard.html", "Memory", tab="dashboard",
+        request, "dashboard.html", "Memory", tab="dashboard", base=context, records=records,
         subtitle="What your agents learn, remember, and are allowed to keep.",
         stats=stats, automation=learning_status_line(), run_memory_status=status["run_memory"],
         health=status["health"], skill_counts=[(step, skills.get(step, 0)) for step in SkillStatus.values],
@@ -369,6 +372,7 @@ def _learning_row(learning: Learning, skill: LearningSkill | None) -> dict:
     return {
         "learning": learning,
         "published": Stamp(learning.published_at_ms),
+        "expires": Stamp(learning.expires_at_ms) if learning.expires_at_ms else None,
         "decision": {PolicyDecision.AUTOMATIC: "auto-published", PolicyDecision.MANUAL: "published manually"}.get(
             learning.policy_decision or "", learning.policy_decision or ""),
         "provisional_tier": learning.publish_tier == PublishTier.PROVISIONAL,
@@ -438,7 +442,7 @@ def learning_provenance(request: HttpRequest, pk: int) -> HttpResponse:
         session_url=reverse("admin:memory_session_change", args=[run.session_id]) if run else None,
         record=record, record_when=Stamp(record.recorded_at_ms) if record else None,
         journal=[{"event": event, "when": Stamp(event.timestamp_ms),
-                  "text": json.dumps(event.event, indent=1, ensure_ascii=False)[:2000]} for event in events],
+                  "text": json.dumps(event.event, ensure_ascii=False)[:2000]} for event in events],
         lineage=lineage, superseded_by=learning.superseded_by, skills=skills, audit=audit,
         source_json=json.dumps(learning.source or {}, indent=1),
         evidence_json=json.dumps(learning.evidence_refs or [], indent=1),
@@ -569,6 +573,7 @@ def skills_page(request: HttpRequest) -> HttpResponse:
             "steps": _stepper(skill.status),
             "revoked": skill.status == SkillStatus.REVOKED,
             "forward": _forward(skill.status),
+            "can_change": bool(skill_services.ALLOWED_TRANSITIONS.get(skill.status, frozenset()) - {skill.status}),
             "can_rollback": skill.status == SkillStatus.REVOKED and skill.pk in with_snapshot,
             "events": [{"event": event, "when": Stamp(event.recorded_at_ms)} for event in events],
             "promoted": Stamp(skill.promoted_at_ms),

@@ -86,7 +86,7 @@ class PromoteForm(forms.Form):
 
 
 class RolloutForm(forms.Form):
-    kind = forms.ChoiceField(choices=RolloutKind.choices, label="Check")
+    kind = forms.ChoiceField(choices=RolloutKind.choices, label="Kind of check")
     run_id = forms.CharField(max_length=40, label="Run id", help_text="A completed run, e.g. run-12.")
     expected_output_contains = forms.CharField(
         max_length=2000, label="Expected output marker", help_text="The run's latest output must contain it.",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from learnings import semantic
@@ -34,9 +35,7 @@ _ROW_FIELDS = ("pk", "kind", "content", "scope_kind", "scope_id", "scope_key", "
 def _rows(queryset) -> list[_Row]:
     return [
         _Row(pk, f"learning-{pk}", kind, content, scope_kind, scope_id, scope_key, published)
-        for pk, kind, content, scope_kind, scope_id, scope_key, published in queryset.values_list(
-            *_ROW_FIELDS
-        )
+        for pk, kind, content, scope_kind, scope_id, scope_key, published in queryset.values_list(*_ROW_FIELDS)
     ]
 
 
@@ -49,8 +48,8 @@ def learned_bundle(
     not failed, automatic ⇒ verified, never escalated) are applied in SQL; scoring, the zero-score omission
     and the explicit-memory fallback in Python. Never truncated here: the prompt packer applies the budget.
     """
-    rows = _rows(Learning.objects.for_prompt(scope_keys, now_ms()))
-    selected = semantic.select_for_prompt(rows, query)
+    rows = _rows(Learning.objects.for_prompt(scope_keys, now_ms()).order_by())
+    selected = select(rows, query)
     entries = [
         {
             "learning_id": row.learning_id,
@@ -62,6 +61,41 @@ def learned_bundle(
         for row in selected
     ]
     return entries, False
+
+
+def _scorer(query: str, terms: list[str]):
+    """A test for "can this text score against the query" (§4.7): it contains the whole query, or one query
+    term equals one of its tokens. Tokens are runs of ``str.isalnum()`` characters of the lowercased text, as
+    in ``learnings.semantic``; in CPython ``[^\\W_]`` is exactly ``isalnum()``, so "a term bounded by
+    non-alphanumerics" is "a term equal to a token" and records failing the test are exactly the zero scores.
+    One compiled search per record instead of tokenising it."""
+    alternation = "|".join(re.escape(term) for term in sorted(set(terms), key=len, reverse=True))
+    token = re.compile(rf"(?<![^\W_])(?:{alternation})(?![^\W_])")
+
+    def may_score(text: str) -> bool:
+        lowered = text.lower()
+        return query in lowered or token.search(lowered) is not None
+
+    return may_score
+
+
+def select(rows: list[_Row], query: str | None) -> list[_Row]:
+    """``semantic.select_for_prompt`` with a prefilter, so scoring (tokenising every content) runs only on
+    the few records that can score. Same result: records that cannot score would be dropped as zero scores,
+    and when nothing can score the answer is the explicit-memory fallback or nothing."""
+    normalised = semantic.normalise_query(query)
+    if normalised is None:
+        return semantic.select_for_prompt(rows, None)
+    terms = semantic.query_terms(normalised)
+    may_score = _scorer(normalised, terms) if terms else None
+    hopeful = [row for row in rows if may_score(row.content)] if may_score else []
+    if hopeful:
+        selected = semantic.select_for_prompt(hopeful, normalised)
+        if selected and semantic.score_for_prompt(selected[0].content, normalised) > 0:
+            return selected  # the positive scores (those the prefilter dropped all score zero)
+    if semantic.is_explicit_memory_request(normalised):
+        return semantic.select_for_prompt(rows, None)
+    return []
 
 
 def _excerpt(content: str) -> str:
@@ -84,14 +118,16 @@ def search_hits(*, session: object, scope_keys: list[str], query: str | None) ->
     never sensitive ones, scored on content, kind and scope; with a query zero scores are dropped.
     ``prompt_eligible`` says whether the learning passes every prompt gate."""
     at = now_ms()
-    visible = (
-        Learning.objects.in_scopes(scope_keys)
-        .live(at)
-        .unshadowed(at)
-        .exclude(sensitivity=Sensitivity.SENSITIVE)
-    )
-    if not query:
+    visible = Learning.objects.in_scopes(scope_keys).live(at).unshadowed(at).exclude(sensitivity=Sensitivity.SENSITIVE)
+    normalised = semantic.normalise_query(query)
+    terms = semantic.query_terms(normalised) if normalised else []
+    if normalised is None:
         visible = visible.order_by("-published_at_ms", "id")[:BROWSE_LIMIT]
+    elif not terms:
+        return []  # a query of stop-words only scores nothing
+    else:
+        visible = visible.order_by()
+        may_score = _scorer(normalised, terms)
     fields = (
         "pk",
         "kind",
@@ -121,8 +157,12 @@ def search_hits(*, session: object, scope_keys: list[str], query: str | None) ->
         sensitivity,
         _expires,
     ) in visible.values_list(*fields):
-        score, matched = semantic.rank_for_search(content, kind, scope_kind, query)
-        if query and score == 0:
+        if normalised is not None and not (
+            may_score(content) or may_score(semantic.KIND_LABELS.get(kind, kind)) or may_score(scope_kind)
+        ):
+            continue  # cannot score: skip the tokenising
+        score, matched = semantic.rank_for_search(content, kind, scope_kind, normalised)
+        if normalised is not None and score == 0:
             continue
         hits.append(
             {

@@ -8,6 +8,12 @@ from memory.clock import now_ms
 from memory.errors import NotFound
 from memory.models import EventType, JournalEvent, Run, Session
 
+# The table name is a constant of this codebase (not input), so the f-string is not an injection vector.
+_NEXT_OFFSET_SQL = (
+    f"UPDATE {Session._meta.db_table} SET last_offset = last_offset + 1, updated_at_ms = %s "  # noqa: S608
+    "WHERE id = %s RETURNING last_offset"
+)
+
 
 def append_event(*, session_id: int, event: dict, run: Run | None = None) -> JournalEvent:
     """Append one event with the session's next offset. Must run inside a transaction: the session row
@@ -20,11 +26,7 @@ def append_event(*, session_id: int, event: dict, run: Run | None = None) -> Jou
     ts = now_ms()
     # One statement takes the row lock and the next offset (PostgreSQL and SQLite ≥ 3.35 support RETURNING).
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {Session._meta.db_table} SET last_offset = last_offset + 1, updated_at_ms = %s "
-            "WHERE id = %s RETURNING last_offset",
-            [ts, session_id],
-        )
+        cursor.execute(_NEXT_OFFSET_SQL, [ts, session_id])
         row = cursor.fetchone()
     if row is None:
         raise NotFound(f"unknown session session-{session_id}", domain="sessions", code="session_not_found")

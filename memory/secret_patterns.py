@@ -4,8 +4,8 @@ The formats follow gitleaks' public rule set (MIT; facts about token formats, no
 bounded so it does not eat surrounding text: the pattern itself fixes where the token ends (exact lengths
 carry a negative look-ahead), and the character before a match is checked by the scrubber (``left``):
 
-* ``"word"``   - not preceded by an ASCII letter, digit, ``_`` or ``-`` (``token=sk_live_…`` matches,
-  ``mask_live_…`` does not);
+* ``"word"``   - the token starts a run of token characters (ASCII letters, digits, ``_ - .``) at least 20
+  long: ``token=sk_live_…`` and ``"sk_live_…"`` match, ``mask_live_…`` does not;
 * ``"none"``   - the pattern carries its own context (``hooks.slack.com/…``, ``AccountKey=…``).
 
 ``prefixes`` are the literal beginnings of the pattern: the scrubber only tries a shape where the text

@@ -48,9 +48,7 @@ def _database_checks(loaded) -> list:
     from skills.repair import inspect
 
     issues = []
-    active_names = set(
-        LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values_list("skill_name", flat=True)
-    )
+    active_names = set(LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values_list("skill_name", flat=True))
     for name in sorted(active_names & set(loaded.skills))[:MAX_REPORTED]:
         issues.append(
             Warning(

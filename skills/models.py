@@ -53,9 +53,7 @@ class LearningSkill(models.Model):
     """LearningSkillView: one procedure learning promoted into a reusable skill."""
 
     skill_name = models.CharField(max_length=NAME_MAX_CHARS, unique=True)
-    source_learning = models.ForeignKey(
-        "learnings.Learning", on_delete=models.PROTECT, related_name="promoted_skills"
-    )
+    source_learning = models.ForeignKey("learnings.Learning", on_delete=models.PROTECT, related_name="promoted_skills")
     source_scope = models.JSONField(default=dict, help_text="The source learning's scope {kind, id}.")
     status = models.CharField(max_length=16, choices=SkillStatus.choices, default=SkillStatus.DRAFT)
     description = models.TextField()
@@ -93,9 +91,7 @@ class LearningSkill(models.Model):
         verbose_name = "promoted skill"
         constraints = [
             _choices_check("status", SkillStatus, "learningskill_status_valid"),
-            _choices_check(
-                "verification_status", SkillVerificationStatus, "learningskill_verification_valid"
-            ),
+            _choices_check("verification_status", SkillVerificationStatus, "learningskill_verification_valid"),
             # One live (non-revoked) skill per learning.
             models.UniqueConstraint(
                 fields=["source_learning"],
@@ -170,9 +166,7 @@ class LearningSkillEvent(models.Model):
         ordering = ["skill_id", "recorded_at_ms", "id"]
         verbose_name = "lifecycle event"
         constraints = [_choices_check("event", LifecycleEventKind, "learningskillevent_event_valid")]
-        indexes = [
-            models.Index(fields=["skill", "recorded_at_ms", "id"], name="learningskillevent_skill_idx")
-        ]
+        indexes = [models.Index(fields=["skill", "recorded_at_ms", "id"], name="learningskillevent_skill_idx")]
 
     def __str__(self) -> str:
         return f"{self.event} {self.from_status or '∅'}→{self.to_status}"
@@ -196,17 +190,13 @@ class LearningSkillSnapshot(models.Model):
     recorded_at_ms = models.BigIntegerField(default=now_ms)
     status = models.CharField(max_length=16, choices=SkillStatus.choices)
     record = models.JSONField()
-    record_digest = models.CharField(
-        max_length=16, help_text="First 16 hex of the SHA-256 of the record JSON."
-    )
+    record_digest = models.CharField(max_length=16, help_text="First 16 hex of the SHA-256 of the record JSON.")
 
     class Meta:
         ordering = ["skill_id", "-recorded_at_ms", "-id"]
         verbose_name = "history snapshot"
         indexes = [
-            models.Index(
-                fields=["skill", "status", "-recorded_at_ms", "-id"], name="learningskillsnap_skill_idx"
-            )
+            models.Index(fields=["skill", "status", "-recorded_at_ms", "-id"], name="learningskillsnap_skill_idx")
         ]
 
     def __str__(self) -> str:

@@ -91,14 +91,10 @@ MSG_ZERO_CANARY_FAILURES = "active promoted skills require zero canary failures"
 MSG_MARKER_REQUIRED = "expected_output_contains is required"
 MSG_REVOKED_EVIDENCE = "revoked promoted skills cannot accept rollout evidence"
 MSG_CANARY_STATUS = "canary rollout evidence requires promoted skill status canary"
-MSG_FINGERPRINT_GUARD = (
-    "rollout evidence definition_fingerprint does not match current promoted skill definition"
-)
+MSG_FINGERPRINT_GUARD = "rollout evidence definition_fingerprint does not match current promoted skill definition"
 MSG_VERIFICATION_FAILED = "verification rollout evidence requires a completed run with matching output"
 MSG_STALE_FINGERPRINT = "promoted skill definition fingerprint is stale"
-MSG_ROLLBACK_SOURCE = (
-    "cannot rollback promoted skill {name}; source learning {id} is not an active procedure learning"
-)
+MSG_ROLLBACK_SOURCE = "cannot rollback promoted skill {name}; source learning {id} is not an active procedure learning"
 MSG_NO_SNAPSHOT = "no active rollback snapshot exists for learning skill {name}"
 MSG_REASON_SECRET = "promoted skill {context} reason appears to contain secret material"
 
@@ -140,9 +136,7 @@ def _clean_reason(reason: object, context: str) -> str | None:
     if not reason:
         return None
     if len(reason) > MAX_REASON_CHARS:
-        raise _invalid(
-            f"reason must be at most {MAX_REASON_CHARS} characters", "invalid_reason", field_name="reason"
-        )
+        raise _invalid(f"reason must be at most {MAX_REASON_CHARS} characters", "invalid_reason", field_name="reason")
     if _has_secret(reason):
         raise _invalid(MSG_REASON_SECRET.format(context=context), "secret_material", field_name="reason")
     return reason
@@ -271,9 +265,7 @@ def _event(
     )
 
 
-def _update(
-    skill: LearningSkill, *, expected_status: str, expected_fingerprint: str, **changes: object
-) -> None:
+def _update(skill: LearningSkill, *, expected_status: str, expected_fingerprint: str, **changes: object) -> None:
     """Compare-and-swap on (status, fingerprint): zero rows → someone else changed the record."""
     changes.setdefault("updated_at_ms", now_ms())
     updated = LearningSkill.objects.filter(
@@ -337,8 +329,7 @@ def _mount(skill: LearningSkill) -> None:
         problem = mount.mount_problem(learning_id, definition)
         if problem:
             raise mount.MountError(
-                f"promoted skill {skill.skill_name} loaded definition does not match the "
-                f"daemon record: {problem}"
+                f"promoted skill {skill.skill_name} loaded definition does not match the daemon record: {problem}"
             )
         loaded = mount.load_mounted(learning_id)
     except Exception as exc:
@@ -366,9 +357,7 @@ def unmount_if_orphaned(learning_pk: int) -> bool:
     try:
         return mount.remove(f"learning-{learning_pk}")
     except Exception:  # noqa: BLE001 - the files stay as orphans for repair
-        logger.exception(
-            "could not remove mounted files of learning-%s; repair will remove them", learning_pk
-        )
+        logger.exception("could not remove mounted files of learning-%s; repair will remove them", learning_pk)
         return False
 
 
@@ -454,9 +443,7 @@ def _clean_request(request: PromotionRequest) -> _Cleaned:
     for field_name in ("instructions", "description", "when_to_use", "version"):
         value = getattr(request, field_name)
         if value is not None and not isinstance(value, str):
-            raise _invalid(
-                f"{field_name} must be a string", "invalid_skill_definition", field_name=field_name
-            )
+            raise _invalid(f"{field_name} must be a string", "invalid_skill_definition", field_name=field_name)
     if not isinstance(request.instructions, str) or not request.instructions.strip():
         raise _invalid("instructions are required", "invalid_skill_definition", field_name="instructions")
     description = optional_single_line(request.description)
@@ -519,9 +506,7 @@ def _clean_request(request: PromotionRequest) -> _Cleaned:
 
 
 @transaction.atomic
-def skill_promote(
-    *, learning: Learning | int | str, request: PromotionRequest, actor: object
-) -> LearningSkill:
+def skill_promote(*, learning: Learning | int | str, request: PromotionRequest, actor: object) -> LearningSkill:
     """``POST /v1/learnings/{id}/promote-skill``: a new draft skill, or — same learning and name again — the
     merge that changes its definition and/or status along the transition table of §4.18."""
     cleaned = _clean_request(request)
@@ -547,15 +532,11 @@ def skill_promote(
     if cleaned.status != S.DRAFT:
         raise _invalid(MSG_NEW_DRAFT, "invalid_skill_status", field_name="status")
     if catalog.load_catalog().get(cleaned.name) is not None:
-        raise _conflict(
-            MSG_CATALOG_CLASH.format(name=cleaned.name), "catalog_name_clash", field_name="skill_name"
-        )
+        raise _conflict(MSG_CATALOG_CLASH.format(name=cleaned.name), "catalog_name_clash", field_name="skill_name")
     return _create(locked_learning, cleaned, existing=existing, actor=actor)
 
 
-def _create(
-    learning: Learning, cleaned: _Cleaned, *, existing: LearningSkill | None, actor: object
-) -> LearningSkill:
+def _create(learning: Learning, cleaned: _Cleaned, *, existing: LearningSkill | None, actor: object) -> LearningSkill:
     at = now_ms()
     definition = SkillDefinition(
         name=cleaned.name,
@@ -604,9 +585,7 @@ def _create(
                 )
                 skill = existing
     except IntegrityError as exc:
-        raise _conflict(
-            MSG_EXISTS.format(name=cleaned.name), "skill_exists", field_name="skill_name"
-        ) from exc
+        raise _conflict(MSG_EXISTS.format(name=cleaned.name), "skill_exists", field_name="skill_name") from exc
     _event(
         skill,
         event=LifecycleEventKind.PROMOTE,
@@ -894,20 +873,23 @@ def skill_rollback(*, skill_name: str, actor: object, reason: str | None = None)
     """Restore the newest active history snapshot and remount it, if the source learning is still an active,
     active-tier procedure."""
     reason = _clean_reason(reason, "rollback")
+    # Lock order everywhere: the learning first, then the skill (as the learning plane's revoke does).
+    validate_skill_name(skill_name)
+    source_pk = LearningSkill.objects.filter(skill_name=skill_name).values_list("source_learning_id", flat=True).first()
+    if source_pk is None:
+        raise skill_not_found(skill_name)
+    learning = _lock_learning(source_pk)
     skill = _lock_skill(skill_name)
-    learning = _lock_learning(skill.source_learning_id)
+    if skill.source_learning_id != learning.pk:
+        raise _conflict(f"promoted skill {skill_name} changed concurrently; retry", "skill_changed")
     if not (
         learning.kind == LearningKind.PROCEDURE
         and learning.status == LearningStatus.ACTIVE
         and learning.publish_tier == PublishTier.ACTIVE
     ):
-        raise _conflict(
-            MSG_ROLLBACK_SOURCE.format(name=skill.skill_name, id=learning.public_id), "rollback_refused"
-        )
+        raise _conflict(MSG_ROLLBACK_SOURCE.format(name=skill.skill_name, id=learning.public_id), "rollback_refused")
     snapshot = (
-        LearningSkillSnapshot.objects.filter(skill=skill, status=S.ACTIVE)
-        .order_by("-recorded_at_ms", "-id")
-        .first()
+        LearningSkillSnapshot.objects.filter(skill=skill, status=S.ACTIVE).order_by("-recorded_at_ms", "-id").first()
     )
     if snapshot is None:
         raise _conflict(MSG_NO_SNAPSHOT.format(name=skill.skill_name), "no_rollback_snapshot")

@@ -40,8 +40,11 @@ def use_tmp_skill_dirs(settings, tmp_path: Path) -> None:
     catalog.clear_cache()
 
 
-def staff_user(username: str = "operator-console"):
-    return get_user_model().objects.create_user(username=username, password=PASSWORD, is_staff=True)
+def staff_user(username: str = "operator-console", *, superuser: bool = False):
+    """A staff account (the console needs nothing more); ``superuser`` as ``ensure_operator`` creates it, which
+    the admin pages the console links to (session, run, candidate records) also need."""
+    return get_user_model().objects.create_user(username=username, password=PASSWORD, is_staff=True,
+                                                is_superuser=superuser)
 
 
 def plain_user(username: str = "not-staff"):

@@ -161,7 +161,7 @@ def test_learnings_governance(ops, world):
     html = page(ops, "learnings", query="?status=revoked")
     assert world["revoked"].public_id in html and "Revoked: wrong" in html and "Revoke…" not in html
     html = page(ops, "learnings", query="?status=superseded")
-    assert world["old"].public_id in html and f"Superseded by" in html
+    assert world["old"].public_id in html and "Superseded by" in html
     html = page(ops, "learnings", query="?status=all&q=codename")
     assert world["old"].public_id in html and world["new"].public_id in html
     assert world["active"].public_id not in html

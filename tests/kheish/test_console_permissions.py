@@ -97,5 +97,5 @@ def test_staff_reach_every_page(client, objects):
     from tests.e2e.console_data import staff_user
 
     client.force_login(staff_user())
-    for method, path, _ in console_requests(objects):
+    for _, path, _ in console_requests(objects):
         assert client.get(path).status_code == 200, path

@@ -125,7 +125,8 @@ RUN_MEMORY_CASES = [
     ({"max_tracked_per_session": 0, "max_prompt_entries": 0},
      "run memory max_tracked_per_session must be greater than zero when enabled"),
     ({"max_prompt_entries": 0}, "run memory max_prompt_entries must be greater than zero when enabled"),
-    ({"max_prompt_entries": 40}, "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session"),
+    ({"max_prompt_entries": 40},
+     "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session"),
 ]
 
 

@@ -281,3 +281,20 @@ def test_existing_learning_lets_published_candidate_point_at_it(operator_client)
     cand = created(operator_client, "project codename: ATLAS")
     view = operator_client.post(f"{URL}/{cand['candidate_id']}/publish", {}, format="json").json()
     assert view["learning_id"] == existing.public_id
+
+
+def test_creation_queues_the_automation_review(api_client, django_capture_on_commit_callbacks):
+    from tests.learnings.test_services_learning import set_policy
+
+    set_policy({"mode": "enabled", "publication": {"rules": [
+        {"name": "trusted-facts", "kind": "fact", "require_evidence": True, "action": "publish_active"},
+        {"name": "other-facts", "kind": "fact", "action": "publish_active"}]}})
+    with django_capture_on_commit_callbacks(execute=True):
+        view = created(api_client, evidence_refs=[{"run_id": "run-1", "note": "forged"}],
+                       source={"run_id": "run-1", "session_id": "session-1"})
+    after = api_client.get(f"{URL}/{view['candidate_id']}").json()
+    # the forged evidence does not satisfy the trusted-input rule, and API-origin active is downgraded
+    assert after["state"] == "published" and after["automation_review"]["matched_rule_name"] == "other-facts"
+    published = Learning.objects.get(source_candidate__pk=int(view["candidate_id"].rsplit("-", 1)[1]))
+    assert (published.status, published.policy_decision, published.verification_status) == (
+        "provisional", "automatic", "unverified")

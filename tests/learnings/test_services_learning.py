@@ -434,3 +434,22 @@ def test_search_hits(session):
     assert {h["source_id"] for h in kind_only} == {helix.public_id, provisional.public_id}
     assert all(h["matched_fields"] == ["kind"] for h in kind_only)
     assert retrieval.search_hits(session=session, scope_keys=learning_scope_keys(session), query="zzz") == []
+
+
+def test_prefiltered_selection_equals_the_reference_selection():
+    """retrieval.select skips records that cannot score; the answer must be semantic.select_for_prompt's."""
+    import random
+
+    from learnings import semantic
+
+    rng = random.Random(7)
+    vocab = ["atlas", "Atlas", "atl", "disk", "usage", "sizes", "GiB", "東京", "école", "ÉCOLE", "the", "is", "a_b",
+             "memory", "remember", "durable", "learning", "x1", "İstanbul", "straße", "-", ".", "?", "  ", "kind"]
+    for case in range(400):
+        rows = [retrieval._Row(n, f"learning-{n}", rng.choice(["fact", "preference", "decision", "procedure"]),
+                               " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 6))),
+                               rng.choice(["session", "project", "workspace"]), "x", "k", rng.randint(0, 5))
+                for n in range(rng.randint(0, 12))]
+        query = rng.choice([None, "", " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 4)))])
+        expected = [r.learning_id for r in semantic.select_for_prompt(rows, query)]
+        assert [r.learning_id for r in retrieval.select(rows, query)] == expected, (case, query)

@@ -41,9 +41,7 @@ def test_model_config_needs_both_base_url_and_model(llm_unconfigured: None, llm_
 
 def test_model_config_reads_the_configuration(fake_model: FakeModelServer) -> None:
     config = model_config()
-    assert config == ModelConfig(
-        base_url=fake_model.base_url, model=MODEL, api_key="not-needed", timeout_ms=5000
-    )
+    assert config == ModelConfig(base_url=fake_model.base_url, model=MODEL, api_key="not-needed", timeout_ms=5000)
     assert model_config(model="judge-model", timeout_ms=250) == ModelConfig(
         base_url=fake_model.base_url, model="judge-model", api_key="not-needed", timeout_ms=250
     )
@@ -73,9 +71,7 @@ def test_chat_json_returns_the_object_and_asks_for_structured_output(fake_model:
 
 
 def test_chat_json_extracts_the_first_object_from_prose(fake_model: FakeModelServer) -> None:
-    fake_model.reply_text(
-        'Here you go:\n```json\n{"action": "reject", "reason": "one-off {task}"}\n```\n{"x": 1}'
-    )
+    fake_model.reply_text('Here you go:\n```json\n{"action": "reject", "reason": "one-off {task}"}\n```\n{"x": 1}')
 
     result = chat_json(_config(fake_model), MESSAGES, schema=JUDGE_SCHEMA, schema_name="learning_judge")
 

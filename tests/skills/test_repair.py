@@ -149,3 +149,34 @@ def test_checks_survive_a_missing_database(monkeypatch):
 
     monkeypatch.setattr(repair_module, "inspect", no_database)
     assert skills_checks() == []
+
+
+def test_doctor_prints_an_active_skill_it_cannot_restore(ladder, procedure, skill_root, monkeypatch):
+    import pytest
+
+    from skills import mount
+
+    ladder(procedure)
+    (skill_dir(skill_root, procedure) / "SKILL.md").write_text("edited")
+    monkeypatch.setattr(mount, "write_files", lambda *a, **k: (_ for _ in ()).throw(OSError("read-only")))
+    call_command("repair", "--apply", stdout=io.StringIO())
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("doctor", stdout=out)
+    assert f"[skills.E001] active promoted skill {NAME} is not mounted as recorded" in out.getvalue()
+
+
+def test_schema_documents_the_skill_endpoints(operator_client):
+    schema = operator_client.get("/v1/schema/", {"format": "json"}).json()
+    for path in (
+        "/v1/skills",
+        "/v1/skills/{name}",
+        "/v1/sessions/{session_id}/skills",
+        "/v1/learnings/{learning_id}/promote-skill",
+        "/v1/learning-skills",
+        "/v1/learning-skills/{name}",
+        "/v1/learning-skills/{name}/rollout-result",
+        "/v1/learning-skills/{name}/revoke",
+        "/v1/learning-skills/{name}/rollback",
+    ):
+        assert path in schema["paths"], path

@@ -310,3 +310,38 @@ def test_cascade_with_a_failing_learning_update_keeps_the_skill(
         learning_services.learning_revoke(learning=procedure, actor=operator)
     assert LearningSkill.objects.get().status == "active"
     assert mounted(skill_root, procedure)
+
+
+def test_revoke_and_rollback_accept_an_empty_body(promote, procedure, operator_client):
+    promote(procedure)
+    assert operator_client.post(f"/v1/learning-skills/{NAME}/revoke").status_code == 200
+    assert_problem(operator_client.post(f"/v1/learning-skills/{NAME}/rollback"), 409, "skills/no_rollback_snapshot")
+
+
+def test_revoke_matching_failure_restores_every_skill(
+    ladder, make_learning, operator, skill_root, monkeypatch, django_capture_on_commit_callbacks
+):
+    from learnings import services as learning_services
+    from learnings.models import Learning
+
+    first, second = make_learning(), make_learning()
+    ladder(first, "alpha")
+    ladder(second, "beta")
+    real_event = services._event
+    calls = {"n": 0}
+
+    def second_fails(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("boom on the second skill")
+        return real_event(*args, **kwargs)
+
+    monkeypatch.setattr(services, "_event", second_fails)
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(Exception) as info:
+        learning_services.learnings_revoke_matching(
+            queryset=Learning.objects.filter(pk__in=[first.pk, second.pk]), actor=operator
+        )
+    assert "after 1 successful updates" in str(info.value)
+    assert set(LearningSkill.objects.values_list("status", flat=True)) == {"active"}
+    assert mounted(skill_root, first) and mounted(skill_root, second)
+    assert set(Learning.objects.filter(pk__in=[first.pk, second.pk]).values_list("status", flat=True)) == {"active"}

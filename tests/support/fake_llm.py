@@ -116,9 +116,7 @@ class FakeModelServer:
         """The next completion's content is ``text`` (prose, or deliberately not JSON)."""
         return self._push(Reply(content=text))
 
-    def reply_raw(
-        self, body: str, *, status: int = 200, content_type: str = "application/json"
-    ) -> FakeModelServer:
+    def reply_raw(self, body: str, *, status: int = 200, content_type: str = "application/json") -> FakeModelServer:
         """The next HTTP response body is ``body`` verbatim (e.g. broken JSON instead of a completion)."""
         return self._push(Reply(status=status, body=body, content_type=content_type))
 
