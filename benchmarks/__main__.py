@@ -31,7 +31,9 @@ def main() -> int:
     from django.db import connection
     from django.test.utils import setup_test_environment
 
-    settings.CELERY_TASK_ALWAYS_EAGER = True
+    # Tasks (capture, review) are queued to an in-memory broker and not run: the figures measure the request
+    # path; the learning benchmark calls the review function directly.
+    settings.CELERY_TASK_ALWAYS_EAGER = False
     settings.ALLOWED_HOSTS = ["*"]  # the in-process test client's host; this database is throw-away
     setup_test_environment()
     from benchmarks.harness import Results, peak_rss_mib

@@ -120,33 +120,39 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
             scope_keys = learning_scope_keys(session)
         except Exception:  # noqa: BLE001 - the spec's fallback
             scope_keys = [f"session:{session.public_id}"]
-    previous = RunMemoryRecord.objects.filter(run=run).values_list("semantic_capture", flat=True).first()
+    existing = RunMemoryRecord.objects.filter(run=run).first()
+    previous = existing.semantic_capture if existing else None
     if previous in (SemanticCapture.COMPLETED, SemanticCapture.SKIPPED):
         capture = previous
     else:
         enabled = semantic_capture_enabled if semantic_capture_enabled is not None else _semantic_capture_on()
         capture = SemanticCapture.PENDING if enabled else SemanticCapture.SKIPPED
     entry = built.entry
-    record, _ = RunMemoryRecord.objects.update_or_create(
-        run=run,
-        defaults={
-            "session_id": run.session_id, "scope_keys": scope_keys, "semantic_capture": capture,
-            "recorded_at_ms": entry.recorded_at_ms, "status": entry.status,
-            "request_preview": entry.request_preview, "outcome_preview": entry.outcome_preview,
-            "artifact_ids": entry.artifact_ids, "failure_markers": entry.failure_markers,
-            "summary": entry.summary, "redaction_count": built.redaction_count,
-        },
-    )
+    fields = {
+        "session_id": run.session_id, "scope_keys": scope_keys, "semantic_capture": capture,
+        "recorded_at_ms": entry.recorded_at_ms, "status": entry.status,
+        "request_preview": entry.request_preview, "outcome_preview": entry.outcome_preview,
+        "artifact_ids": entry.artifact_ids, "failure_markers": entry.failure_markers,
+        "summary": entry.summary, "redaction_count": built.redaction_count,
+    }
+    if existing is None:
+        record = RunMemoryRecord.objects.create(run=run, **fields)
+    else:
+        RunMemoryRecord.objects.filter(pk=existing.pk).update(**fields)
+        record = existing
+        for name, value in fields.items():
+            setattr(record, name, value)
+        RunMemoryScope.objects.filter(record=record).delete()
     metrics.increment(M + "stored_total")
     metrics.increment(M + "redacted_fields_total", built.redaction_count)
-    prune_session(run.session_id, policy=policy)
-    if RunMemoryRecord.objects.filter(pk=record.pk).exists():
-        RunMemoryScope.objects.filter(record=record).delete()
+    outcome = prune_session(run.session_id, policy=policy)
+    if run.public_id not in outcome.ttl and run.public_id not in outcome.overflow:
         RunMemoryScope.objects.bulk_create(
             [RunMemoryScope(record=record, scope_key=key, recorded_at_ms=record.recorded_at_ms)
              for key in dict.fromkeys(scope_keys)]
         )
-    return record
+        return record
+    return None
 
 
 def _semantic_capture_on() -> bool:
