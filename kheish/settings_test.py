@@ -20,3 +20,5 @@ STORAGES = {
 }
 
 (VAR_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)
+KHEISH_CATALOG_DIR = VAR_DIR / "test-catalog-empty"  # tests that need catalog skills point settings at tmp_path
+KHEISH_CATALOG_DIR.mkdir(parents=True, exist_ok=True)

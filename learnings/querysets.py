@@ -118,6 +118,23 @@ class LearningQuerySet(_ScopedQuerySet):
         return self.filter(kind__in=PROMPT_KINDS)
 
     def for_prompt(self, scope_keys: list[str], at_ms: int | None = None) -> QuerySet:
-        """Everything that may enter ``learned_context`` for these scopes (scoring aside)."""
+        """Everything that may enter ``learned_context`` for these scopes (scoring aside): ``in_scopes``,
+        ``live``, ``prompt_visible``, ``prompt_kinds`` and ``unshadowed`` in one ``filter()`` call (this runs
+        for every new run; chaining would clone the query at each step)."""
         at_ms = now_ms() if at_ms is None else at_ms
-        return self.in_scopes(scope_keys).live(at_ms).prompt_visible().prompt_kinds().unshadowed(at_ms)
+        shadowing = self.model.objects.filter(
+            Q(supersedes=OuterRef("pk")), Q(status__in=LIVE), ~Q(verification_status="failed"), _unexpired(at_ms)
+        )
+        return self.filter(
+            Q(scope_key__in=list(scope_keys)),
+            Q(kind__in=PROMPT_KINDS),
+            Q(status="active"),
+            Q(publish_tier="active"),
+            Q(sensitivity="scoped"),
+            ~Q(verification_status="failed"),
+            Q(policy_decision__isnull=True)
+            | Q(policy_decision="manual")
+            | Q(policy_decision="automatic", verification_status="verified"),
+            _unexpired(at_ms),
+            ~Exists(shadowing),
+        )

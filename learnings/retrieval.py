@@ -74,7 +74,10 @@ def _scorer(query: str, terms: list[str]):
 
     def may_score(text: str) -> bool:
         lowered = text.lower()
-        return query in lowered or token.search(lowered) is not None
+        if query in lowered:
+            return True
+        # a token equal to a term is a substring first: the plain test rules out most records cheaply
+        return any(term in lowered for term in terms) and token.search(lowered) is not None
 
     return may_score
 

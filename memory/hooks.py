@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-_hooks: dict[str, list[Callable[..., Any]]] = {"terminal_run": [], "run_memory_records_deleted": []}
+_hooks: dict[str, list[Callable[..., Any]]] = {"terminal_run": [], "learning_revoking": []}
 
 
 def register(name: str, func: Callable[..., Any]) -> None:
