@@ -729,13 +729,26 @@ def pack_section(
         return Packed([], None, truncated, 0)
     if budget_tokens <= 0:
         return Packed([], None, True, len(entries))
-    packed: list[Any] = []
-    text: str | None = None
-    for entry in entries:
-        candidate = [*packed, entry]
-        rendered = render(candidate, truncated or len(candidate) < len(entries))
-        if estimate_tokens(rendered) > budget_tokens:
-            break
-        packed, text = candidate, rendered
+    n = len(entries)
+    rendered: dict[int, str] = {}
+
+    def fits(k: int) -> bool:
+        rendered[k] = render(entries[:k], truncated or k < n)
+        return estimate_tokens(rendered[k]) <= budget_tokens
+
+    # The rendered size grows with every added entry (below n, where the truncation note drops out), so a
+    # binary search finds the same prefix as adding entries one by one, with O(log n) renders instead of n.
+    lo, hi = 0, n - 1  # invariant: the first `lo` entries fit (0 trivially); find the largest k < n that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    best = lo
+    if best == n - 1 and fits(n):
+        best = n
+    packed = entries[:best]
+    text = (rendered.get(best) or render(packed, truncated or best < n)) if best else None
     omitted = len(entries) - len(packed)
     return Packed(packed, text, truncated or omitted > 0, omitted)
