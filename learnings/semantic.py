@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol, TypeVar
 
 PROMPT_ELIGIBLE_KINDS = frozenset({"fact", "preference", "decision"})
@@ -198,10 +199,17 @@ def is_explicit_memory_request(query: str) -> bool:
     return any(phrase in normalised for phrase in EXPLICIT_MEMORY_PHRASES)
 
 
-def _field_score(value: str, query: str, terms: Sequence[str], weight: int) -> int:
+@lru_cache(maxsize=65536)
+def _lowered_terms(value: str) -> tuple[str, frozenset[str]]:
+    """A field's lowercased text and its term set. Learning contents repeat across every prompt of every
+    session in their scopes, so tokenising each once (per process) keeps retrieval cheap."""
     lowered = value.lower()
+    return lowered, frozenset(query_terms(lowered))
+
+
+def _field_score(value: str, query: str, terms: Sequence[str], weight: int) -> int:
+    lowered, value_terms = _lowered_terms(value)
     score = _WHOLE_QUERY_POINTS * weight if query in lowered else 0
-    value_terms = set(query_terms(lowered))
     score += sum(_TERM_POINTS * weight for term in terms if term in value_terms)
     return score
 
@@ -293,7 +301,9 @@ def select_for_prompt(records: Iterable[R], query: str | None) -> list[R]:
     normalised = normalise_query(query)
     if normalised is None:
         return sorted(eligible, key=_visibility_order)
-    scored = [(record, score_for_prompt(record.content, normalised)) for record in eligible]
+    terms = query_terms(normalised)
+    scored = [(record, _field_score(record.content, normalised, terms, CONTENT_WEIGHT) if terms else 0)
+              for record in eligible]
     if any(score > 0 for _, score in scored):
         scored = [(record, score) for record, score in scored if score > 0]
     elif not is_explicit_memory_request(normalised):

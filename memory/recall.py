@@ -736,6 +736,8 @@ def pack_section(
         rendered[k] = render(entries[:k], truncated or k < n)
         return estimate_tokens(rendered[k]) <= budget_tokens
 
+    if fits(n):  # the common case with a large budget: one render
+        return Packed(entries, rendered[n], truncated, 0)
     # The rendered size grows with every added entry (below n, where the truncation note drops out), so a
     # binary search finds the same prefix as adding entries one by one, with O(log n) renders instead of n.
     lo, hi = 0, n - 1  # invariant: the first `lo` entries fit (0 trivially); find the largest k < n that fits
