@@ -16,7 +16,6 @@ from memory import runs as run_service
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
 from memory.models import JournalEvent, Run, RunKind, RunStatus
-from memory.sessions import sessions_visible_to
 
 
 class RunViewSerializer(serializers.Serializer):
@@ -62,6 +61,36 @@ class RunViewSerializer(serializers.Serializer):
 
     def get_deliveries(self, obj) -> list:
         return []
+
+
+def run_view(run: Run) -> dict:
+    """The RunView (spec §1.2) as a plain dict: the hot path of every run action, so it avoids building a
+    serializer per response. RunViewSerializer above documents the same shape for the schema (a test keeps
+    them in step)."""
+    data = run.input or {}
+    return {
+        "run_id": run.public_id,
+        "session_id": f"session-{run.session_id}",
+        "agent_id": run.session.owner.username,
+        "kind": run.kind,
+        "status": run.status,
+        "submitted_at_ms": run.submitted_at_ms,
+        "updated_at_ms": run.updated_at_ms,
+        "started_at_ms": run.started_at_ms,
+        "finished_at_ms": run.finished_at_ms,
+        "queued_position": 0 if run.status == RunStatus.QUEUED else None,
+        "request": run.request,
+        "input_attachments": data.get("attachments", []),
+        "input_metadata": data.get("metadata"),
+        "pending_approval_ids": run.pending_approval_ids,
+        "pending_approvals": [{"request_id": rid} for rid in run.pending_approval_ids],
+        "pending_question_ids": run.pending_question_ids,
+        "pending_questions": [{"request_id": rid} for rid in run.pending_question_ids],
+        "outputs": run.outputs,
+        "deliveries": [],
+        "error": run.error,
+        "prompt": run.prompt,
+    }
 
 
 class RunInputSerializer(StrictSerializer):
@@ -156,7 +185,7 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
                                            metadata=body["input"].get("metadata", {})),
             kind=body["kind"], idempotency_key=key, model=body.get("model"), actor=request.user,
         )
-        return Response(RunViewSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        return Response(run_view(run), status=status.HTTP_202_ACCEPTED)
 
 
 class RunFilter(filters.FilterSet):
@@ -206,7 +235,7 @@ def _action_view(name: str):
         data.is_valid(raise_exception=True)
         updated = call(run, data.validated_data, request.user)
         updated.session = run.session  # same session; keeps the owner loaded for the view
-        return Response(RunViewSerializer(updated).data)
+        return Response(run_view(updated))
 
     view.__name__ = name.replace("-", "_")
     return action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
@@ -219,8 +248,10 @@ class RunViewSet(viewsets.GenericViewSet):
     lookup_value_regex = "[^/]+"
 
     def get_queryset(self):
-        visible = sessions_visible_to(self.request.user, operator=caller_is_operator(self.request))
-        return Run.objects.filter(session__in=visible.values("pk")).select_related("session__owner")
+        runs = Run.objects.select_related("session__owner")
+        if caller_is_operator(self.request):
+            return runs
+        return runs.filter(session__owner=self.request.user)  # an agent sees only its own sessions' runs
 
     def get_visible_run(self, run_id: str) -> Run:
         return run_service.get_run(run_id, queryset=self.get_queryset())
@@ -228,10 +259,10 @@ class RunViewSet(viewsets.GenericViewSet):
     def list(self, request):
         qs = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(qs)
-        return self.get_paginated_response(RunViewSerializer(page, many=True).data)
+        return self.get_paginated_response([run_view(run) for run in page])
 
     def retrieve(self, request, run_id: str):
-        return Response(RunViewSerializer(self.get_visible_run(run_id)).data)
+        return Response(run_view(self.get_visible_run(run_id)))
 
     @extend_schema(responses=LogEntrySerializer(many=True))
     @action(detail=True, methods=["get"], filterset_class=None)

@@ -270,3 +270,11 @@ def test_schema_renders_without_warnings(operator_client, capsys):
     assert "/v1/sessions/{session_id}/runs" in response.json()["paths"]
     docs = operator_client.get("/v1/docs/")
     assert docs.status_code == 200 and b"cdn" not in docs.content.lower()
+
+
+def test_run_view_function_matches_the_documented_serializer(api_client, session_id):
+    from kheish.api.runs import RunViewSerializer, run_view
+
+    rid = open_run(api_client, session_id).json()["run_id"]
+    run = Run.objects.select_related("session__owner").get(pk=int(rid.split("-")[1]))
+    assert run_view(run) == RunViewSerializer(run).data
