@@ -81,6 +81,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
     )
 else:
+    # OLTP tuning: the service's queries are small and indexed; parallel workers and JIT only add latency.
+    _pg_options = DATABASES["default"].setdefault("OPTIONS", {})
+    _pg_options.setdefault("options", "-c max_parallel_workers_per_gather=0 -c jit=off")
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -174,6 +177,8 @@ KHEISH_PHONE_REGIONS = env.str("KHEISH_PHONE_REGIONS", default="")
 # Skills directory owned by the service.
 KHEISH_SKILLS_DIR = Path(env.str("KHEISH_SKILLS_DIR", default=str(VAR_DIR / "skills")))
 KHEISH_CATALOG_DIR = Path(env.str("KHEISH_CATALOG_DIR", default=str(BASE_DIR / "catalog")))
+# How long one walk of the catalog directory is reused (edits on disk show up within this many seconds).
+KHEISH_CATALOG_RESCAN_SECONDS = env.float("KHEISH_CATALOG_RESCAN_SECONDS", default=2.0)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOG_JSON = env.bool("LOG_JSON", default=not DEBUG)

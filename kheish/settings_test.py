@@ -22,3 +22,4 @@ STORAGES = {
 (VAR_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)
 KHEISH_CATALOG_DIR = VAR_DIR / "test-catalog-empty"  # tests that need catalog skills point settings at tmp_path
 KHEISH_CATALOG_DIR.mkdir(parents=True, exist_ok=True)
+KHEISH_CATALOG_RESCAN_SECONDS = 0  # tests edit catalog files and expect to see the edit at once

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import BigIntegerField, Case, F, Value, When
 
 from memory.models import Counter
 
@@ -20,6 +20,23 @@ def increment(name: str, amount: int = 1) -> None:
             Counter.objects.create(name=name, value=amount)
     except IntegrityError:
         Counter.objects.filter(name=name).update(value=F("value") + amount)
+
+
+def increment_many(amounts: dict[str, int]) -> None:
+    """Several counters in one statement (the hot paths bump two or three at once)."""
+    amounts = {name: amount for name, amount in amounts.items() if amount > 0}
+    if not amounts:
+        return
+    if len(amounts) == 1:
+        increment(*next(iter(amounts.items())))
+        return
+    delta = Case(*[When(name=name, then=Value(amount)) for name, amount in amounts.items()],
+                 default=Value(0), output_field=BigIntegerField())
+    updated = Counter.objects.filter(name__in=list(amounts)).update(value=F("value") + delta)
+    if updated < len(amounts):
+        present = set(Counter.objects.filter(name__in=list(amounts)).values_list("name", flat=True))
+        for name in set(amounts) - present:
+            increment(name, amounts[name])
 
 
 def read(names: Iterable[str]) -> dict[str, int]:

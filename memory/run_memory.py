@@ -143,9 +143,10 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
         for name, value in fields.items():
             setattr(record, name, value)
         RunMemoryScope.objects.filter(record=record).delete()
-    metrics.increment(M + "stored_total")
-    metrics.increment(M + "redacted_fields_total", built.redaction_count)
-    outcome = prune_session(run.session_id, policy=policy)
+    outcome = prune_session(run.session_id, policy=policy, count_metrics=False)
+    metrics.increment_many({M + "stored_total": 1, M + "redacted_fields_total": built.redaction_count,
+                            M + "pruned_ttl_total": len(outcome.ttl),
+                            M + "pruned_overflow_total": len(outcome.overflow)})
     if run.public_id not in outcome.ttl and run.public_id not in outcome.overflow:
         RunMemoryScope.objects.bulk_create(
             [RunMemoryScope(record=record, scope_key=key, recorded_at_ms=record.recorded_at_ms)
@@ -186,8 +187,8 @@ def prune_session(session_id: int, *, policy: RunMemoryPolicy, now: int | None =
     if doomed:
         RunMemoryRecord.objects.filter(run_id__in=doomed).delete()
         if count_metrics:
-            metrics.increment(M + "pruned_ttl_total", len(part.ttl))
-            metrics.increment(M + "pruned_overflow_total", len(part.overflow))
+            metrics.increment_many({M + "pruned_ttl_total": len(part.ttl),
+                                    M + "pruned_overflow_total": len(part.overflow)})
     return PruneOutcome(ttl=[r for r, _ in part.ttl], overflow=[r for r, _ in part.overflow])
 
 

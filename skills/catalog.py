@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +252,7 @@ def _file_stamp(path: str) -> tuple:
 
 
 _cache_lock = threading.Lock()
+_walked: dict[str, tuple[float, Catalog]] = {}
 _parsed: dict[str, tuple[tuple, CatalogSkill | CatalogFileError]] = {}
 _built: dict[str, tuple[tuple, Catalog]] = {}
 
@@ -328,6 +330,19 @@ def load_catalog(root: Path | None = None) -> Catalog:
     catalog, not a problem. Each call walks the tree and stats the files; files are parsed only when they
     changed, and the whole catalog is rebuilt only when some file did."""
     root = Path(root) if root is not None else catalog_root()
+    rescan_after = float(getattr(settings, "KHEISH_CATALOG_RESCAN_SECONDS", 0) or 0)
+    if rescan_after > 0:  # serve the last walk for a moment: a large catalog costs one walk per interval
+        with _cache_lock:
+            recent = _walked.get(str(root))
+        if recent is not None and time.monotonic() - recent[0] < rescan_after:
+            return recent[1]
+    catalog = _load_catalog(root)
+    with _cache_lock:
+        _walked[str(root)] = (time.monotonic(), catalog)
+    return catalog
+
+
+def _load_catalog(root: Path) -> Catalog:
     if not root.is_dir():
         return Catalog(root=str(root), skills={}, problems=())
     files, scan_problems = _scan(root)
@@ -369,3 +384,4 @@ def clear_cache() -> None:
     with _cache_lock:
         _parsed.clear()
         _built.clear()
+        _walked.clear()
