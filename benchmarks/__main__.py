@@ -67,8 +67,12 @@ def main() -> int:
         connection.creation.destroy_test_db(old_name, verbosity=0)
     print()
     print(results.table())
-    results.write()
-    print(f"\nwritten to {os.path.relpath(__import__('benchmarks.harness').harness.RESULTS_PATH)}")
+    from benchmarks.harness import RESULTS_PATH
+
+    # Smoke runs (--quick) never overwrite the recorded full-size figures.
+    path = RESULTS_PATH.with_name("results.local.json") if args.quick else RESULTS_PATH
+    results.write(path)
+    print(f"\nwritten to {os.path.relpath(path)}")
     return 0
 
 

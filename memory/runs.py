@@ -148,7 +148,7 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
 def run_transition(*, run: Run, to_status: str, actor: object = None, run_event: dict | None = None,
                    changes: dict | None = None, reason: str = "") -> Run:
     """Move a run to `to_status` if the status machine allows it from its current status (CAS update)."""
-    current = Run.objects.select_for_update().get(pk=run.pk)
+    current = _locked(run)
     from_status = current.status
     if not transition_allowed(from_status, to_status):
         raise Conflict(f"run {current.public_id} cannot transition from {from_status} to {to_status}",
@@ -177,8 +177,16 @@ def run_transition(*, run: Run, to_status: str, actor: object = None, run_event:
     return current
 
 
+def _locked(run: Run) -> Run:
+    """The run row, locked for this transaction. A caller that already fetched it FOR UPDATE in the same
+    transaction (the API does, together with its visibility check) marks it `locked_for_update`."""
+    if getattr(run, "locked_for_update", False) and transaction.get_connection().in_atomic_block:
+        return run
+    return Run.objects.select_for_update().get(pk=run.pk)
+
+
 def _require_active(run: Run, action: str) -> Run:
-    current = Run.objects.select_for_update().get(pk=run.pk)
+    current = _locked(run)
     if current.status in TERMINAL_STATUSES:
         raise Conflict(f"run {current.public_id} is {current.status}; {action} needs a run in flight",
                        domain="runs", code="invalid_transition")
@@ -275,7 +283,7 @@ def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: st
 
 @transaction.atomic
 def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None) -> Run:
-    current = Run.objects.select_for_update().get(pk=run.pk)
+    current = _locked(run)
     if current.status not in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.WAITING_FOR_USER_QUESTION):
         raise Conflict(f"run {current.public_id} cannot transition from {current.status} to running",
                        domain="runs", code="invalid_transition")

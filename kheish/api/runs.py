@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
@@ -230,10 +231,13 @@ def _action_view(name: str):
 
     @extend_schema(request=serializer_class, responses=RunViewSerializer, operation_id=f"runs_{name.replace('-', '_')}")
     def view(self, request, run_id: str):
-        run = self.get_visible_run(run_id)
         data = serializer_class(data=request.data if request.data else {})
         data.is_valid(raise_exception=True)
-        updated = call(run, data.validated_data, request.user)
+        with transaction.atomic():
+            # One query checks visibility and takes the row lock the service would otherwise take again.
+            run = run_service.get_run(run_id, queryset=self.get_queryset().select_for_update(of=("self",)))
+            run.locked_for_update = True
+            updated = call(run, data.validated_data, request.user)
         updated.session = run.session  # same session; keeps the owner loaded for the view
         return Response(run_view(updated))
 
