@@ -16,6 +16,7 @@ from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.journal import append_event
 from memory.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunKind, RunStatus, Session
+from memory.recall import truncate_preview
 
 S = RunStatus
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -30,19 +31,11 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     S.CANCELLED: frozenset(),
 }
 
-PREVIEW_CHARS = 160
 MAX_CONTENT_CHARS = 200_000
 
 
 def transition_allowed(from_status: str, to_status: str) -> bool:
     return from_status == to_status or to_status in ALLOWED_TRANSITIONS[from_status]
-
-
-def truncate_preview(text: str | None) -> str | None:
-    text = (text or "").strip()
-    if not text:
-        return None
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
 
 
 def parse_public_id(value: str, prefix: str, *, domain: str, code: str, noun: str) -> int:
