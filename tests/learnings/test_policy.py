@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import copy
-import importlib
-import sys
-import types
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -29,6 +26,7 @@ from learnings.policy import (
     status_for_tier,
 )
 from learnings.validation import LearningValidationError
+from tests.learnings.secret_stub import secret_classifier_fixtures
 
 # Deterministic stand-in for memory.redaction.looks_like_secret (see test_validation.py).
 _FAKE_SECRET_MARKERS = (
@@ -43,29 +41,7 @@ _FAKE_SECRET_MARKERS = (
 )
 
 
-def _fake_looks_like_secret(text: str) -> bool:
-    lowered = text.lower()
-    return any(marker in lowered for marker in _FAKE_SECRET_MARKERS)
-
-
-@pytest.fixture(autouse=True)
-def fake_secret_classifier(request, monkeypatch):
-    if "real_secret_classifier" in request.fixturenames:
-        return
-    module = types.ModuleType("memory.redaction")
-    module.looks_like_secret = _fake_looks_like_secret
-    monkeypatch.setitem(sys.modules, "memory.redaction", module)
-
-
-@pytest.fixture
-def real_secret_classifier():
-    try:
-        module = importlib.import_module("memory.redaction")
-    except Exception as error:
-        pytest.skip(f"memory.redaction is not importable yet: {error}")
-    if not hasattr(module, "looks_like_secret"):
-        pytest.skip("memory.redaction.looks_like_secret does not exist yet")
-    return module.looks_like_secret
+fake_secret_classifier, real_secret_classifier = secret_classifier_fixtures(_FAKE_SECRET_MARKERS)
 
 
 DEFAULT_JSON = {

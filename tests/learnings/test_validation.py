@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from learnings.validation import (
     validate_scope,
     validate_secret_guard,
 )
+from tests.learnings.secret_stub import secret_classifier_fixtures
 
 # The secret classifier belongs to memory.redaction (another module); these tests use a deterministic
 # stand-in so they exercise this module's wiring only. Tests asking for `real_secret_classifier` run against
@@ -34,29 +34,7 @@ from learnings.validation import (
 _FAKE_SECRET_MARKERS = ("<redacted", "sk-", "api key is", "api-key:", "clientsecret:", "secret_token=")
 
 
-def _fake_looks_like_secret(text: str) -> bool:
-    lowered = text.lower()
-    return any(marker in lowered for marker in _FAKE_SECRET_MARKERS)
-
-
-@pytest.fixture(autouse=True)
-def fake_secret_classifier(request, monkeypatch):
-    if "real_secret_classifier" in request.fixturenames:
-        return
-    module = types.ModuleType("memory.redaction")
-    module.looks_like_secret = _fake_looks_like_secret
-    monkeypatch.setitem(sys.modules, "memory.redaction", module)
-
-
-@pytest.fixture
-def real_secret_classifier():
-    try:
-        module = importlib.import_module("memory.redaction")
-    except Exception as error:
-        pytest.skip(f"memory.redaction is not importable yet: {error}")
-    if not hasattr(module, "looks_like_secret"):
-        pytest.skip("memory.redaction.looks_like_secret does not exist yet")
-    return module.looks_like_secret
+fake_secret_classifier, real_secret_classifier = secret_classifier_fixtures(_FAKE_SECRET_MARKERS)
 
 
 @contextmanager
