@@ -157,10 +157,9 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
 def status_view() -> dict:
     rm = run_memory.status_view()
     warnings = run_memory.health_warnings(rm)
+    omitted = metrics.read(["session_memory.prompt_limit_omitted_total"])["session_memory.prompt_limit_omitted_total"]
     return {
         "health": {"ok": all(w["level"] == "info" for w in warnings), "warnings": warnings},
         "run_memory": rm,
-        "session_memory": {"metrics": metrics.read(["session_memory.prompt_limit_omitted_total"]) and {
-            "prompt_limit_omitted_total": metrics.read(["session_memory.prompt_limit_omitted_total"])[
-                "session_memory.prompt_limit_omitted_total"]}},
+        "session_memory": {"metrics": {"prompt_limit_omitted_total": omitted}},
     }
