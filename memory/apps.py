@@ -9,4 +9,4 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         from memory import checks, hooks, run_memory  # noqa: F401 - registers system checks
 
-        hooks.register("terminal_run", lambda run: run_memory.record_terminal_run(run))
+        hooks.register("terminal_run", lambda run: run_memory.record_terminal_run(run, fresh=True))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory import sql
 from memory.clock import now_ms
 from memory.models import AuditEvent
 
@@ -19,7 +20,8 @@ def actor_label(actor: Any) -> str:
 
 def record_audit(*, subject_type: str, subject_id: str, action: str, actor: Any, from_state: str = "",
                  to_state: str = "", reason: str = "", data: dict | None = None) -> AuditEvent:
-    return AuditEvent.objects.create(
+    return sql.create(
+        AuditEvent,
         subject_type=subject_type,
         subject_id=subject_id,
         action=action,

@@ -5,38 +5,44 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import IntegrityError, transaction
-from django.db.models import BigIntegerField, Case, F, Value, When
 
 from memory.models import Counter
 
+_TABLE = Counter._meta.db_table  # a constant of this codebase, not input
+
+
+def _add(amounts: dict[str, int]) -> int:
+    """``value += amount`` for each named counter in one statement; returns how many rows existed."""
+    names = list(amounts)
+    cases = " ".join(["WHEN %s THEN %s"] * len(names))
+    marks = ", ".join(["%s"] * len(names))
+    params = [item for name in names for item in (name, amounts[name])] + names
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"UPDATE {_TABLE} SET value = value + CASE name {cases} ELSE 0 END "  # noqa: S608
+                       f"WHERE name IN ({marks})", params)
+        return cursor.rowcount
+
+
+def _create_missing(amounts: dict[str, int]) -> None:
+    present = set(Counter.objects.filter(name__in=list(amounts)).values_list("name", flat=True))
+    for name in set(amounts) - present:
+        try:
+            with transaction.atomic():
+                Counter.objects.create(name=name, value=amounts[name])
+        except IntegrityError:  # created concurrently
+            _add({name: amounts[name]})
+
 
 def increment(name: str, amount: int = 1) -> None:
-    if amount <= 0:
-        return
-    if Counter.objects.filter(name=name).update(value=F("value") + amount):
-        return
-    try:
-        with transaction.atomic():
-            Counter.objects.create(name=name, value=amount)
-    except IntegrityError:
-        Counter.objects.filter(name=name).update(value=F("value") + amount)
+    increment_many({name: amount})
 
 
 def increment_many(amounts: dict[str, int]) -> None:
-    """Several counters in one statement (the hot paths bump two or three at once)."""
+    """Several counters in one statement (the hot paths bump two or three at once). Counters are created on
+    first use; the hot path is a single hand-written UPDATE."""
     amounts = {name: amount for name, amount in amounts.items() if amount > 0}
-    if not amounts:
-        return
-    if len(amounts) == 1:
-        increment(*next(iter(amounts.items())))
-        return
-    delta = Case(*[When(name=name, then=Value(amount)) for name, amount in amounts.items()],
-                 default=Value(0), output_field=BigIntegerField())
-    updated = Counter.objects.filter(name__in=list(amounts)).update(value=F("value") + delta)
-    if updated < len(amounts):
-        present = set(Counter.objects.filter(name__in=list(amounts)).values_list("name", flat=True))
-        for name in set(amounts) - present:
-            increment(name, amounts[name])
+    if amounts and _add(amounts) < len(amounts):
+        _create_missing(amounts)
 
 
 def read(names: Iterable[str]) -> dict[str, int]:

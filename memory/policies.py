@@ -14,9 +14,23 @@ def current_revision(kind: str) -> PolicyRevision | None:
     return PolicyRevision.objects.filter(kind=kind).order_by("-revision").first()
 
 
+_CURRENT_SQL = (  # the table name is a constant of this codebase, not input
+    f"SELECT revision, policy FROM {PolicyRevision._meta.db_table} WHERE kind = %s "  # noqa: S608
+    "ORDER BY revision DESC LIMIT 1"
+)
+_POLICY_FIELD = PolicyRevision._meta.get_field("policy")
+
+
 def current_policy_dict(kind: str) -> tuple[dict | None, int]:
-    row = current_revision(kind)
-    return (row.policy, row.revision) if row else (None, 0)
+    """The policy in force and its revision; (None, 0) before the first save. Read on every terminal run and
+    prompt assembly, and always fresh (another process may have just saved a revision): one indexed query."""
+    conn = transaction.get_connection()
+    with conn.cursor() as cursor:
+        cursor.execute(_CURRENT_SQL, [kind])
+        row = cursor.fetchone()
+    if row is None:
+        return None, 0
+    return _POLICY_FIELD.from_db_value(row[1], None, conn), row[0]
 
 
 @transaction.atomic

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from memory import hooks, metrics, policies
+from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
 from memory.models import (
@@ -27,6 +28,7 @@ from memory.models import (
 )
 from memory.recall import RecoveredEntry, RunFacts, build_record, partition_for_retention, rank_entries
 from memory.run_memory_policy import PolicyValidationError, RunMemoryPolicy
+from memory.sessions import session_scope_keys
 
 logger = logging.getLogger(__name__)
 
@@ -98,29 +100,33 @@ def entry_of(record: RunMemoryRecord) -> RecoveredEntry:
 
 
 def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
-                        semantic_capture_enabled: bool | None = None, scope_keys: list[str] | None = None) -> \
-        RunMemoryRecord | None:
-    """Build, scrub, store and prune the record of a terminal run (in the caller's transaction)."""
+                        semantic_capture_enabled: bool | None = None, scope_keys: list[str] | None = None,
+                        fresh: bool = False) -> RunMemoryRecord | None:
+    """Build, scrub, store and prune the record of a terminal run (in the caller's transaction).
+
+    ``fresh`` is the terminal_run hook's case: the run turned terminal in this very transaction, so no record
+    can exist yet and the transition's journal append already holds the session row lock. Every terminal run
+    passes here, so the writes are a handful of hand-written statements (``memory.run_memory_store``).
+    """
     policy = policy or current_policy()
     if not policy.enabled:
-        _delete_records(RunMemoryRecord.objects.filter(run=run))
+        if not fresh:
+            _delete_records(RunMemoryRecord.objects.filter(run=run))
         return None
     if run.status not in TERMINAL_STATUSES:
         return None
     built = build_record(run_facts(run), redact_pii=policy.redact_pii)
     if built is None:
         return None
-    # Lock the session row: concurrent terminal runs of one session record and prune one at a time, so the
-    # per-session bound holds exactly.
-    session = Session.objects.select_for_update(of=("self",)).select_related("persona").get(pk=run.session_id)
+    if not fresh:
+        # Concurrent terminal runs of one session record and prune one at a time, so the bound holds exactly.
+        store.lock_session(run.session_id)
     if scope_keys is None:
-        from memory.sessions import learning_scope_keys
-
         try:
-            scope_keys = learning_scope_keys(session)
+            scope_keys = session_scope_keys(run.session_id)
         except Exception:  # noqa: BLE001 - the spec's fallback
-            scope_keys = [f"session:{session.public_id}"]
-    existing = RunMemoryRecord.objects.filter(run=run).first()
+            scope_keys = [f"session:session-{run.session_id}"]
+    existing = None if fresh else RunMemoryRecord.objects.filter(run=run).first()
     previous = existing.semantic_capture if existing else None
     if previous in (SemanticCapture.COMPLETED, SemanticCapture.SKIPPED):
         capture = previous
@@ -135,25 +141,29 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
         "artifact_ids": entry.artifact_ids, "failure_markers": entry.failure_markers,
         "summary": entry.summary, "redaction_count": built.redaction_count,
     }
+    # Retention is decided with the new record counted in: what the policy drops (TTL, overflow) is deleted,
+    # and a new record that is itself dropped is never written.
+    pairs = [pair for pair in store.record_pairs(run.session_id) if pair[0] != run.pk]
+    outcome = _partition(pairs + [(run.pk, entry.recorded_at_ms)], policy, now_ms())
+    doomed = outcome.run_pks()
+    if existing is not None and run.pk in doomed:
+        store.delete_records_of_runs([run.pk])
+    store.delete_records_of_runs([pk for pk in doomed if pk != run.pk])
+    metrics.increment_many({M + "stored_total": 1, M + "redacted_fields_total": built.redaction_count,
+                            M + "pruned_ttl_total": len(outcome.ttl),
+                            M + "pruned_overflow_total": len(outcome.overflow)})
+    if run.pk in doomed:
+        return None
     if existing is None:
-        record = RunMemoryRecord.objects.create(run=run, **fields)
+        record = store.insert_record(run_pk=run.pk, fields=fields)
     else:
         RunMemoryRecord.objects.filter(pk=existing.pk).update(**fields)
         record = existing
         for name, value in fields.items():
             setattr(record, name, value)
         RunMemoryScope.objects.filter(record=record).delete()
-    outcome = prune_session(run.session_id, policy=policy, count_metrics=False)
-    metrics.increment_many({M + "stored_total": 1, M + "redacted_fields_total": built.redaction_count,
-                            M + "pruned_ttl_total": len(outcome.ttl),
-                            M + "pruned_overflow_total": len(outcome.overflow)})
-    if run.public_id not in outcome.ttl and run.public_id not in outcome.overflow:
-        RunMemoryScope.objects.bulk_create(
-            [RunMemoryScope(record=record, scope_key=key, recorded_at_ms=record.recorded_at_ms)
-             for key in dict.fromkeys(scope_keys)]
-        )
-        return record
-    return None
+    store.insert_scopes(record, dict.fromkeys(scope_keys))
+    return record
 
 
 def _semantic_capture_on() -> bool:
@@ -176,20 +186,25 @@ class PruneOutcome:
     ttl: list[str] = field(default_factory=list)
     overflow: list[str] = field(default_factory=list)
 
+    def run_pks(self) -> set[int]:
+        return {int(run_id.split("-")[1]) for run_id in (*self.ttl, *self.overflow)}
+
+
+def _partition(pairs: list[tuple[int, int]], policy: RunMemoryPolicy, now: int) -> PruneOutcome:
+    part = partition_for_retention([(f"run-{pk}", ts) for pk, ts in pairs], policy, now)
+    return PruneOutcome(ttl=[r for r, _ in part.ttl], overflow=[r for r, _ in part.overflow])
+
 
 def prune_session(session_id: int, *, policy: RunMemoryPolicy, now: int | None = None,
                   count_metrics: bool = True) -> PruneOutcome:
-    now = now_ms() if now is None else now
-    pairs = [(f"run-{run_id}", ts) for run_id, ts in
-             RunMemoryRecord.objects.filter(session_id=session_id).values_list("run_id", "recorded_at_ms")]
-    part = partition_for_retention(pairs, policy, now)
-    doomed = [int(r.split("-")[1]) for r, _ in (*part.ttl, *part.overflow)] if (part.ttl or part.overflow) else []
+    outcome = _partition(store.record_pairs(session_id), policy, now_ms() if now is None else now)
+    doomed = outcome.run_pks()
     if doomed:
-        RunMemoryRecord.objects.filter(run_id__in=doomed).delete()
+        store.delete_records_of_runs(sorted(doomed))
         if count_metrics:
-            metrics.increment_many({M + "pruned_ttl_total": len(part.ttl),
-                                    M + "pruned_overflow_total": len(part.overflow)})
-    return PruneOutcome(ttl=[r for r, _ in part.ttl], overflow=[r for r, _ in part.overflow])
+            metrics.increment_many({M + "pruned_ttl_total": len(outcome.ttl),
+                                    M + "pruned_overflow_total": len(outcome.overflow)})
+    return outcome
 
 
 def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply: bool = True,

@@ -8,9 +8,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
-from memory import hooks
+from memory import hooks, sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
@@ -33,6 +34,10 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
 
 MAX_CONTENT_CHARS = 200_000
 
+# Run services nest inside the API's transaction (which already holds the run row lock); a savepoint per call
+# would cost two extra round trips on every journal append. An error still rolls back the whole transaction.
+_in_transaction = transaction.atomic(savepoint=False)
+
 
 def transition_allowed(from_status: str, to_status: str) -> bool:
     return from_status == to_status or to_status in ALLOWED_TRANSITIONS[from_status]
@@ -52,6 +57,46 @@ def get_run(run_id: str, *, queryset=None) -> Run:
     run = qs.select_related("session").filter(pk=pk).first()
     if run is None:
         raise NotFound(f"unknown run {run_id}", domain="runs", code="run_not_found")
+    return run
+
+
+_LOCKED_RUN_SQL = (  # table names are constants of this codebase, not input
+    f"SELECT r.*, s.owner_id AS owner_pk, u.username AS owner_username FROM {Run._meta.db_table} r "  # noqa: S608
+    f"JOIN {Session._meta.db_table} s ON s.id = r.session_id "
+    f"JOIN {{users}} u ON u.id = s.owner_id WHERE r.id = %s {{owner}}{{lock}}"
+)
+
+
+def get_locked_run(run_id: str, *, owner: object = None) -> Run:
+    """The run row locked for this transaction, for a run action. With ``owner`` only that owner's runs are
+    visible (another's is "unknown", never "forbidden"). Every run action starts here, so it is one
+    hand-written query rather than a compiled ORM join; ``run.session.owner`` carries the owner's id and
+    username (the rest of those rows loads on demand)."""
+    pk = parse_public_id(run_id, "run", domain="runs", code="run_not_found", noun="run")
+    run = lock_run(pk, owner=owner)
+    if run is None:
+        raise NotFound(f"unknown run {run_id}", domain="runs", code="run_not_found")
+    return run
+
+
+def lock_run(pk: int, *, owner: object = None) -> Run | None:
+    """``get_locked_run`` by primary key; None when there is no such run (visible to ``owner``)."""
+    conn = transaction.get_connection()
+    if not conn.in_atomic_block:
+        raise RuntimeError("lock_run must be called inside transaction.atomic()")
+    user_model = get_user_model()
+    query = _LOCKED_RUN_SQL.format(users=user_model._meta.db_table,
+                                   owner="AND s.owner_id = %s" if owner is not None else "",
+                                   lock=" FOR UPDATE OF r" if conn.features.has_select_for_update_of else "")
+    params = [pk] if owner is None else [pk, owner.pk]
+    run = next(iter(Run.objects.raw(query, params)), None)
+    if run is None:
+        return None
+    session = Session.from_db(conn.alias, ["id", "owner_id"], [run.session_id, run.owner_pk])
+    session.owner = owner if owner is not None else user_model.from_db(
+        conn.alias, [user_model._meta.pk.attname, user_model.USERNAME_FIELD], [run.owner_pk, run.owner_username])
+    run.session = session
+    run.locked_for_update = True
     return run
 
 
@@ -83,7 +128,7 @@ def canonical_input(run_input: RunInput) -> dict:
     return data
 
 
-@transaction.atomic
+@_in_transaction
 def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT,
              idempotency_key: str | None = None, model: dict | None = None,
              actor: object = None) -> tuple[Run, bool]:
@@ -137,7 +182,7 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
 # Transitions
 
 
-@transaction.atomic
+@_in_transaction
 def run_transition(*, run: Run, to_status: str, actor: object = None, run_event: dict | None = None,
                    changes: dict | None = None, reason: str = "") -> Run:
     """Move a run to `to_status` if the status machine allows it from its current status (CAS update)."""
@@ -154,11 +199,12 @@ def run_transition(*, run: Run, to_status: str, actor: object = None, run_event:
         fields["finished_at_ms"] = ts
         fields["pending_approval_ids"] = []
         fields["pending_question_ids"] = []
-    updated = Run.objects.filter(pk=current.pk, status=from_status).update(**fields)
+    updated = sql.update(Run, current.pk, where={"status": from_status}, **fields)
     if updated != 1:
         raise Conflict(f"run {current.public_id} changed concurrently; retry", domain="runs",
                        code="invalid_transition")
-    current.refresh_from_db()
+    for name, value in fields.items():  # the row now holds exactly these values; no need to read it back
+        setattr(current, name, value)
     lifecycle = dict(run_event or {"type": to_status})
     append_event(session_id=current.session_id, run=current,
                  event={"type": "run_lifecycle", "run_event": lifecycle, "from_status": from_status,
@@ -175,7 +221,10 @@ def _locked(run: Run) -> Run:
     transaction (the API does, together with its visibility check) marks it `locked_for_update`."""
     if getattr(run, "locked_for_update", False) and transaction.get_connection().in_atomic_block:
         return run
-    return Run.objects.select_for_update().get(pk=run.pk)
+    locked = lock_run(run.pk)
+    if locked is None:
+        raise NotFound(f"unknown run {run.public_id}", domain="runs", code="run_not_found")
+    return locked
 
 
 def _require_active(run: Run, action: str) -> Run:
@@ -198,12 +247,12 @@ def _clean_text(value: object, field: str, *, required: bool = True) -> str:
     return value
 
 
-@transaction.atomic
+@_in_transaction
 def run_start(*, run: Run, actor: object = None) -> Run:
     return run_transition(run=run, to_status=RunStatus.RUNNING, actor=actor, run_event={"type": "started"})
 
 
-@transaction.atomic
+@_in_transaction
 def run_record_output(*, run: Run, content: str, artifacts: list | None = None, actor: object = None) -> Run:
     current = _require_active(run, "recording an output")
     if current.status != RunStatus.RUNNING:
@@ -213,7 +262,7 @@ def run_record_output(*, run: Run, content: str, artifacts: list | None = None, 
               "parts": [], "artifacts": list(artifacts or []), "source_kind": "assistant"}
     current.outputs = [*current.outputs, output]
     current.updated_at_ms = now_ms()
-    Run.objects.filter(pk=current.pk).update(outputs=current.outputs, updated_at_ms=current.updated_at_ms)
+    sql.update(Run, current.pk, outputs=current.outputs, updated_at_ms=current.updated_at_ms)
     append_event(session_id=current.session_id, run=current,
                  event={"type": "message_appended",
                         "message": {"role": "assistant", "content": content,
@@ -221,7 +270,7 @@ def run_record_output(*, run: Run, content: str, artifacts: list | None = None, 
     return current
 
 
-@transaction.atomic
+@_in_transaction
 def run_tool_call_started(*, run: Run, call_id: str, name: str, tool_input: object = None,
                           actor: object = None) -> Run:
     current = _require_active(run, "starting a tool call")
@@ -232,14 +281,14 @@ def run_tool_call_started(*, run: Run, call_id: str, name: str, tool_input: obje
         raise Conflict(f"tool call {call_id} is already open", field="call_id", domain="runs",
                        code="tool_call_open")
     call = {"call_id": call_id, "name": name, "input": tool_input}
-    Run.objects.filter(pk=current.pk).update(open_tool_calls={**current.open_tool_calls, call_id: call},
-                                             updated_at_ms=now_ms())
+    current.open_tool_calls = {**current.open_tool_calls, call_id: call}
+    current.updated_at_ms = now_ms()
+    sql.update(Run, current.pk, open_tool_calls=current.open_tool_calls, updated_at_ms=current.updated_at_ms)
     append_event(session_id=current.session_id, run=current, event={"type": "tool_call_started", "call": call})
-    current.refresh_from_db()
     return current
 
 
-@transaction.atomic
+@_in_transaction
 def run_tool_call_finished(*, run: Run, call_id: str, output: object = None, is_error: bool = False,
                            actor: object = None) -> Run:
     current = _require_active(run, "finishing a tool call")
@@ -249,20 +298,21 @@ def run_tool_call_finished(*, run: Run, call_id: str, output: object = None, is_
     open_calls = dict(current.open_tool_calls)
     call = open_calls.pop(call_id)
     result = {"call_id": call_id, "name": call.get("name"), "output": output, "is_error": bool(is_error)}
-    Run.objects.filter(pk=current.pk).update(open_tool_calls=open_calls, updated_at_ms=now_ms())
+    current.open_tool_calls = open_calls
+    current.updated_at_ms = now_ms()
+    sql.update(Run, current.pk, open_tool_calls=open_calls, updated_at_ms=current.updated_at_ms)
     append_event(session_id=current.session_id, run=current, event={"type": "tool_call_finished", "result": result})
-    current.refresh_from_db()
     return current
 
 
-@transaction.atomic
+@_in_transaction
 def run_wait_for_approval(*, run: Run, request_ids: list[str], actor: object = None) -> Run:
     return run_transition(run=run, to_status=RunStatus.WAITING_FOR_APPROVAL, actor=actor,
                           run_event={"type": "waiting_for_approval", "request_ids": request_ids},
                           changes={"pending_approval_ids": request_ids})
 
 
-@transaction.atomic
+@_in_transaction
 def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: str = "",
                                actor: object = None) -> Run:
     updated = run_transition(run=run, to_status=RunStatus.WAITING_FOR_USER_QUESTION, actor=actor,
@@ -274,7 +324,7 @@ def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: st
     return updated
 
 
-@transaction.atomic
+@_in_transaction
 def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None) -> Run:
     current = _locked(run)
     if current.status not in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.WAITING_FOR_USER_QUESTION):
@@ -293,24 +343,24 @@ def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None
     return updated
 
 
-@transaction.atomic
+@_in_transaction
 def run_complete(*, run: Run, output: str | None = None, actor: object = None) -> Run:
     if output is not None:
         run = run_record_output(run=run, content=output, actor=actor)
     return run_transition(run=run, to_status=RunStatus.COMPLETED, actor=actor, run_event={"type": "completed"})
 
 
-@transaction.atomic
+@_in_transaction
 def run_fail(*, run: Run, error: str, actor: object = None) -> Run:
     return run_transition(run=run, to_status=RunStatus.FAILED, actor=actor,
                           run_event={"type": "failed", "error": error}, changes={"error": error})
 
 
-@transaction.atomic
+@_in_transaction
 def run_interrupt(*, run: Run, actor: object = None) -> Run:
     return run_transition(run=run, to_status=RunStatus.INTERRUPTED, actor=actor, run_event={"type": "interrupted"})
 
 
-@transaction.atomic
+@_in_transaction
 def run_cancel(*, run: Run, actor: object = None) -> Run:
     return run_transition(run=run, to_status=RunStatus.CANCELLED, actor=actor, run_event={"type": "cancelled"})

@@ -235,8 +235,7 @@ def _action_view(name: str):
         data.is_valid(raise_exception=True)
         with transaction.atomic():
             # One query checks visibility and takes the row lock the service would otherwise take again.
-            run = run_service.get_run(run_id, queryset=self.get_queryset().select_for_update(of=("self",)))
-            run.locked_for_update = True
+            run = run_service.get_locked_run(run_id, owner=None if caller_is_operator(request) else request.user)
             updated = call(run, data.validated_data, request.user)
         updated.session = run.session  # same session; keeps the owner loaded for the view
         return Response(run_view(updated))

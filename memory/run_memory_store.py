@@ -1,0 +1,67 @@
+"""The run-memory writes of a terminal run, as hand-written SQL.
+
+Every terminal run records (and usually prunes) in its own transaction, so these few statements are the
+plane's hottest write path: plain ``INSERT``/``DELETE`` with parameters, valid on PostgreSQL and SQLite, instead
+of compiled ORM queries and the deletion collector. Table and column names are constants of this codebase,
+never input. The rules (what to store, what to prune) stay in ``memory.run_memory`` and ``memory.recall``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from memory import sql
+from memory.models import RunMemoryRecord, RunMemoryScope, Session
+
+_RECORDS = RunMemoryRecord._meta.db_table
+_SCOPES = RunMemoryScope._meta.db_table
+_SESSIONS = Session._meta.db_table
+def _marks(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def lock_session(session_id: int) -> None:
+    """Take the session row lock for this transaction (a no-op statement on SQLite, which locks on write)."""
+    conn = transaction.get_connection()
+    suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
+    with conn.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {_SESSIONS} WHERE id = %s{suffix}", [session_id])  # noqa: S608
+
+
+def record_pairs(session_id: int) -> list[tuple[int, int]]:
+    """(run pk, recorded_at_ms) of every record of the session: what retention decides on."""
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"SELECT run_id, recorded_at_ms FROM {_RECORDS} WHERE session_id = %s",  # noqa: S608
+                       [session_id])
+        return [(run_id, ts) for run_id, ts in cursor.fetchall()]
+
+
+def delete_records_of_runs(run_pks: list[int]) -> int:
+    """Delete the records of these runs and their scope rows; returns how many records went."""
+    if not run_pks:
+        return 0
+    marks = _marks(len(run_pks))
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"DELETE FROM {_SCOPES} WHERE record_id IN "  # noqa: S608
+                       f"(SELECT id FROM {_RECORDS} WHERE run_id IN ({marks}))", run_pks)
+        cursor.execute(f"DELETE FROM {_RECORDS} WHERE run_id IN ({marks})", run_pks)  # noqa: S608
+        return cursor.rowcount
+
+
+def insert_record(*, run_pk: int, fields: dict) -> RunMemoryRecord:
+    """Insert a new record; the model instance is built from the same values (no read-back)."""
+    return sql.create(RunMemoryRecord, run_id=run_pk, **fields)
+
+
+def insert_scopes(record: RunMemoryRecord, scope_keys: Iterable[str]) -> None:
+    """One row per scope key of the record (the by-scope index that memory-search widens over)."""
+    rows = [(record.pk, key, record.recorded_at_ms) for key in scope_keys]
+    if not rows:
+        return
+    flat = [value for row in rows for value in row]
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"INSERT INTO {_SCOPES} (record_id, scope_key, recorded_at_ms) VALUES {values}",  # noqa: S608
+                       flat)
