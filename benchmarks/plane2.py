@@ -94,21 +94,38 @@ def run(results: Results, *, scale: int = 1) -> None:
     print(f"  seeded in {time.perf_counter() - start:.1f}s", flush=True)
     policy = run_memory.current_policy()
 
-    # Record throughput: complete real runs on full sessions (every record also prunes one overflow).
+    # Record throughput (the figure): build + scrub + store + prune of one terminal run's record, one
+    # transaction per run as on the terminal transition, on sessions already holding 32 records (so every
+    # record also prunes one overflow). Runs are made terminal beforehand without recording.
     rng = random.Random(5)
-    targets = rng.sample(ids, 400 // scale + 10)
-    pending = []
-    for sid in targets:
-        run = Run.objects.create(session_id=sid, status=RunStatus.RUNNING,
-                                 input={"content": "Rotate the TLS certificate and email ops@example.com"},
-                                 outputs=[{"content": "Rotated; key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}])
-        pending.append(run)
-    start = time.perf_counter()
-    for run in pending:
-        run_complete(run=run)
-    elapsed = time.perf_counter() - start
-    results.add("plane2.record_throughput", len(pending) / elapsed, "runs/s",
-                size + ", status change + build + scrub + store + prune")
+    count = 1000 // scale + 10
+    ts = now_ms()
+    done = Run.objects.bulk_create([
+        Run(session_id=sid, status=RunStatus.COMPLETED, submitted_at_ms=ts, updated_at_ms=ts, finished_at_ms=ts + i,
+            input={"content": f"Rotate the TLS certificate on web-{i} and email ops@example.com"},
+            request={"text_preview": f"Rotate the TLS certificate on web-{i} and email ops@example.com"},
+            outputs=[{"content": f"Rotated web-{i}; key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}])
+        for i, sid in enumerate(rng.sample(ids, count))])
+
+    def record(i: int) -> None:
+        with transaction.atomic():
+            run_memory.record_terminal_run(done[i], policy=policy, fresh=True)
+
+    for i in range(10):  # warm-up
+        record(i)
+    samples = time_calls(lambda i: record(i + 10), count - 10, warmup=0)
+    results.add("plane2.record_throughput", 1000 * len(samples) / sum(samples), "runs/s",
+                size + ", build + scrub + store + prune, one transaction per run")
+    results.latency("plane2.record", samples, size + ", build + scrub + store + prune")
+
+    # The whole terminal transition around it: lock, status CAS, journal event, audit row, record, capture queue.
+    pending = [Run.objects.create(session_id=sid, status=RunStatus.RUNNING,
+                                  input={"content": "Rotate the TLS certificate and email ops@example.com"},
+                                  outputs=[{"content": "Rotated; key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}])
+               for sid in rng.sample(ids, 400 // scale + 10)]
+    samples = time_calls(lambda i: run_complete(run=pending[i]), len(pending), warmup=0)
+    results.add("plane2.terminal_transition_throughput", 1000 * len(samples) / sum(samples), "runs/s",
+                size + ", status change + journal + audit + record")
 
     sessions_sample = [Session.objects.get(pk=sid) for sid in rng.sample(ids, 200)]
 

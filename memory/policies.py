@@ -9,11 +9,6 @@ from memory.audit import record_audit
 from memory.errors import Conflict
 from memory.models import PolicyRevision
 
-
-def current_revision(kind: str) -> PolicyRevision | None:
-    return PolicyRevision.objects.filter(kind=kind).order_by("-revision").first()
-
-
 _CURRENT_SQL = (  # the table name is a constant of this codebase, not input
     f"SELECT revision, policy FROM {PolicyRevision._meta.db_table} WHERE kind = %s "  # noqa: S608
     "ORDER BY revision DESC LIMIT 1"

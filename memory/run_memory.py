@@ -155,15 +155,13 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
     if run.pk in doomed:
         return None
     if existing is None:
-        record = store.insert_record(run_pk=run.pk, fields=fields)
-    else:
-        RunMemoryRecord.objects.filter(pk=existing.pk).update(**fields)
-        record = existing
-        for name, value in fields.items():
-            setattr(record, name, value)
-        RunMemoryScope.objects.filter(record=record).delete()
-    store.insert_scopes(record, dict.fromkeys(scope_keys))
-    return record
+        return store.insert_record(run_pk=run.pk, fields=fields, scope_keys=scope_keys)
+    RunMemoryRecord.objects.filter(pk=existing.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(existing, name, value)
+    RunMemoryScope.objects.filter(record=existing).delete()
+    store.insert_scopes(existing, dict.fromkeys(scope_keys))
+    return existing
 
 
 def _semantic_capture_on() -> bool:

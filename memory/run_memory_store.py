@@ -18,6 +18,8 @@ from memory.models import RunMemoryRecord, RunMemoryScope, Session
 _RECORDS = RunMemoryRecord._meta.db_table
 _SCOPES = RunMemoryScope._meta.db_table
 _SESSIONS = Session._meta.db_table
+
+
 def _marks(count: int) -> str:
     return ", ".join(["%s"] * count)
 
@@ -43,20 +45,40 @@ def delete_records_of_runs(run_pks: list[int]) -> int:
     if not run_pks:
         return 0
     marks = _marks(len(run_pks))
-    with transaction.get_connection().cursor() as cursor:
+    conn = transaction.get_connection()
+    with conn.cursor() as cursor:
+        if conn.vendor == "postgresql":  # one statement (the foreign key is checked at commit)
+            cursor.execute(f"WITH gone AS (DELETE FROM {_RECORDS} WHERE run_id IN ({marks}) RETURNING id), "  # noqa: S608
+                           f"scoped AS (DELETE FROM {_SCOPES} WHERE record_id IN (SELECT id FROM gone)) "
+                           "SELECT count(*) FROM gone", run_pks)
+            return cursor.fetchone()[0]
         cursor.execute(f"DELETE FROM {_SCOPES} WHERE record_id IN "  # noqa: S608
                        f"(SELECT id FROM {_RECORDS} WHERE run_id IN ({marks}))", run_pks)
         cursor.execute(f"DELETE FROM {_RECORDS} WHERE run_id IN ({marks})", run_pks)  # noqa: S608
         return cursor.rowcount
 
 
-def insert_record(*, run_pk: int, fields: dict) -> RunMemoryRecord:
-    """Insert a new record; the model instance is built from the same values (no read-back)."""
-    return sql.create(RunMemoryRecord, run_id=run_pk, **fields)
+def insert_record(*, run_pk: int, fields: dict, scope_keys: Iterable[str]) -> RunMemoryRecord:
+    """Insert a new record and one scope row per key (the by-scope index that memory-search widens over);
+    a single statement on PostgreSQL. The model instance is built from the same values (no read-back)."""
+    conn = transaction.get_connection()
+    keys = list(dict.fromkeys(scope_keys))
+    if conn.vendor != "postgresql":
+        record = sql.create(RunMemoryRecord, run_id=run_pk, **fields)
+        insert_scopes(record, keys)
+        return record
+    record = RunMemoryRecord(run_id=run_pk, **fields)
+    insert, params = sql.insert_statement(record)
+    with conn.cursor() as cursor:
+        cursor.execute(f"WITH rec AS ({insert}), scoped AS (INSERT INTO {_SCOPES} "  # noqa: S608
+                       "(record_id, scope_key, recorded_at_ms) SELECT rec.id, key, %s "
+                       "FROM rec CROSS JOIN unnest(%s::text[]) AS key) SELECT id FROM rec",
+                       [*params, record.recorded_at_ms, keys])
+        return sql.mark_saved(record, cursor.fetchone()[0])
 
 
 def insert_scopes(record: RunMemoryRecord, scope_keys: Iterable[str]) -> None:
-    """One row per scope key of the record (the by-scope index that memory-search widens over)."""
+    """One row per scope key of the record."""
     rows = [(record.pk, key, record.recorded_at_ms) for key in scope_keys]
     if not rows:
         return

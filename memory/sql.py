@@ -34,18 +34,29 @@ def _update_sql(model: type[models.Model], columns: tuple[str, ...], where: tupl
     return f'UPDATE "{model._meta.db_table}" SET {assignments} WHERE {conditions}'  # noqa: S608
 
 
+def insert_statement(instance: models.Model) -> tuple[str, list[Any]]:
+    """The ``INSERT … RETURNING pk`` of a new instance and its prepared parameters (to run, or to embed in a
+    larger statement such as a PostgreSQL data-modifying CTE)."""
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instance))
+    return sql, [field.get_db_prep_save(field.pre_save(instance, True), connection=conn) for field in fields]
+
+
+def mark_saved(instance: M, pk: Any) -> M:
+    """What ``save()`` leaves on an instance it inserted: its primary key and a 'stored' state."""
+    instance.pk = pk
+    instance._state.adding = False
+    instance._state.db = transaction.get_connection().alias
+    return instance
+
+
 def create(model: type[M], **values: Any) -> M:
     """``model.objects.create(**values)`` as one hand-written INSERT … RETURNING (inside the current connection)."""
-    conn = transaction.get_connection()
     instance = model(**values)
-    fields, sql = _insert_plan(model)
-    params = [field.get_db_prep_save(field.pre_save(instance, True), connection=conn) for field in fields]
-    with conn.cursor() as cursor:
+    sql, params = insert_statement(instance)
+    with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
-        instance.pk = cursor.fetchone()[0]
-    instance._state.adding = False
-    instance._state.db = conn.alias
-    return instance
+        return mark_saved(instance, cursor.fetchone()[0])
 
 
 def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None = None, **values: Any) -> int:
