@@ -78,12 +78,12 @@ def live_context(session: Session, *, budget_tokens: int | None = None) -> LiveC
     budget = DEFAULT_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
     cp = latest_checkpoint(session)
     after = cp.compacted_until_offset if cp else 0
-    events = JournalEvent.objects.filter(session=session, offset__gt=after).order_by("-offset")
     used = estimate_tokens(cp.prompt_summary.get("content", "")) if cp else 0
     kept: list[dict] = []
     truncated = False
-    for event in events.iterator(chunk_size=500):
-        entry = log_entry(event)
+    for offset, timestamp_ms, run_id, event in _newest_first(session.pk, after):
+        entry = {"offset": offset, "timestamp_ms": timestamp_ms, "run_id": f"run-{run_id}" if run_id else None,
+                 "event": event}
         cost = entry_tokens(entry)
         if used + cost > budget:
             truncated = True
@@ -92,6 +92,25 @@ def live_context(session: Session, *, budget_tokens: int | None = None) -> LiveC
         kept.append(entry)
     kept.reverse()
     return LiveContext(checkpoint=cp, entries=kept, estimated_tokens=used, budget_tokens=budget, truncated=truncated)
+
+
+CONTEXT_PAGE = 200
+
+
+def _newest_first(session_pk: int, after: int):
+    """The session's events after ``after``, newest first, as (offset, timestamp_ms, run_id, event) rows, read
+    in keyset pages: a live context usually stops long before the journal's start, and a plain query per page
+    avoids a server-side cursor's extra round trips."""
+    upper = None
+    while True:
+        page = JournalEvent.objects.filter(session_id=session_pk, offset__gt=after)
+        if upper is not None:
+            page = page.filter(offset__lt=upper)
+        rows = list(page.order_by("-offset").values_list("offset", "timestamp_ms", "run_id", "event")[:CONTEXT_PAGE])
+        yield from rows
+        if len(rows) < CONTEXT_PAGE:
+            return
+        upper = rows[-1][0]
 
 
 def _digest(previous: str, events: list[JournalEvent]) -> str:

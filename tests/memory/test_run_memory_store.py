@@ -71,3 +71,4 @@ def test_prune_and_delete_remove_scope_rows_too():
     with transaction.atomic():
         assert store.delete_records_of_runs([runs[3].pk]) == 1
     assert not RunMemoryRecord.objects.exists() and not RunMemoryScope.objects.exists()
+
