@@ -11,19 +11,25 @@ from memory.models import Counter
 _TABLE = Counter._meta.db_table  # a constant of this codebase, not input
 
 
-def _add(amounts: dict[str, int]) -> int:
-    """``value += amount`` for each named counter in one statement; returns how many rows existed."""
+def add_statement(amounts: dict[str, int]) -> tuple[str, list]:
+    """The ``UPDATE`` adding each amount to its named counter (existing rows only), and its parameters."""
     names = list(amounts)
     cases = " ".join(["WHEN %s THEN %s"] * len(names))
     marks = ", ".join(["%s"] * len(names))
     params = [item for name in names for item in (name, amounts[name])] + names
+    return (f"UPDATE {_TABLE} SET value = value + CASE name {cases} ELSE 0 END "  # noqa: S608
+            f"WHERE name IN ({marks})"), params
+
+
+def _add(amounts: dict[str, int]) -> int:
+    """``value += amount`` for each named counter in one statement; returns how many rows existed."""
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(f"UPDATE {_TABLE} SET value = value + CASE name {cases} ELSE 0 END "  # noqa: S608
-                       f"WHERE name IN ({marks})", params)
+        cursor.execute(*add_statement(amounts))
         return cursor.rowcount
 
 
-def _create_missing(amounts: dict[str, int]) -> None:
+def create_missing(amounts: dict[str, int]) -> None:
+    """Create the counters of ``amounts`` that do not exist yet, at their amount (first use)."""
     present = set(Counter.objects.filter(name__in=list(amounts)).values_list("name", flat=True))
     for name in set(amounts) - present:
         try:
@@ -42,7 +48,7 @@ def increment_many(amounts: dict[str, int]) -> None:
     first use; the hot path is a single hand-written UPDATE."""
     amounts = {name: amount for name, amount in amounts.items() if amount > 0}
     if amounts and _add(amounts) < len(amounts):
-        _create_missing(amounts)
+        create_missing(amounts)
 
 
 def read(names: Iterable[str]) -> dict[str, int]:

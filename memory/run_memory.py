@@ -28,7 +28,6 @@ from memory.models import (
 )
 from memory.recall import RecoveredEntry, RunFacts, build_record, partition_for_retention, rank_entries
 from memory.run_memory_policy import PolicyValidationError, RunMemoryPolicy
-from memory.sessions import session_scope_keys
 
 logger = logging.getLogger(__name__)
 
@@ -121,11 +120,8 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
     if not fresh:
         # Concurrent terminal runs of one session record and prune one at a time, so the bound holds exactly.
         store.lock_session(run.session_id)
-    if scope_keys is None:
-        try:
-            scope_keys = session_scope_keys(run.session_id)
-        except Exception:  # noqa: BLE001 - the spec's fallback
-            scope_keys = [f"session:session-{run.session_id}"]
+    snapshot = store.session_snapshot(run.session_id)
+    scope_keys = snapshot.scope_keys if scope_keys is None else scope_keys
     existing = None if fresh else RunMemoryRecord.objects.filter(run=run).first()
     previous = existing.semantic_capture if existing else None
     if previous in (SemanticCapture.COMPLETED, SemanticCapture.SKIPPED):
@@ -143,19 +139,19 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
     }
     # Retention is decided with the new record counted in: what the policy drops (TTL, overflow) is deleted,
     # and a new record that is itself dropped is never written.
-    pairs = [pair for pair in store.record_pairs(run.session_id) if pair[0] != run.pk]
+    pairs = [pair for pair in snapshot.pairs if pair[0] != run.pk]
     outcome = _partition(pairs + [(run.pk, entry.recorded_at_ms)], policy, now_ms())
     doomed = outcome.run_pks()
-    if existing is not None and run.pk in doomed:
-        store.delete_records_of_runs([run.pk])
-    store.delete_records_of_runs([pk for pk in doomed if pk != run.pk])
-    metrics.increment_many({M + "stored_total": 1, M + "redacted_fields_total": built.redaction_count,
-                            M + "pruned_ttl_total": len(outcome.ttl),
-                            M + "pruned_overflow_total": len(outcome.overflow)})
+    counters = {M + "stored_total": 1, M + "redacted_fields_total": built.redaction_count,
+                M + "pruned_ttl_total": len(outcome.ttl), M + "pruned_overflow_total": len(outcome.overflow)}
+    if existing is None:
+        record = None if run.pk in doomed else RunMemoryRecord(run_id=run.pk, **fields)
+        return store.write_new_record(delete_run_pks=sorted(doomed - {run.pk}), counters=counters, record=record,
+                                      scope_keys=scope_keys)
+    store.delete_records_of_runs(sorted(doomed))
+    metrics.increment_many(counters)
     if run.pk in doomed:
         return None
-    if existing is None:
-        return store.insert_record(run_pk=run.pk, fields=fields, scope_keys=scope_keys)
     RunMemoryRecord.objects.filter(pk=existing.pk).update(**fields)
     for name, value in fields.items():
         setattr(existing, name, value)

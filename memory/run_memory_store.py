@@ -9,11 +9,13 @@ never input. The rules (what to store, what to prune) stay in ``memory.run_memor
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db import transaction
 
-from memory import sql
+from memory import metrics, sql
 from memory.models import RunMemoryRecord, RunMemoryScope, Session
+from memory.sessions import SCOPE_PARTS_SQL, scope_keys_from_parts
 
 _RECORDS = RunMemoryRecord._meta.db_table
 _SCOPES = RunMemoryScope._meta.db_table
@@ -30,6 +32,71 @@ def lock_session(session_id: int) -> None:
     suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
     with conn.cursor() as cursor:
         cursor.execute(f"SELECT id FROM {_SESSIONS} WHERE id = %s{suffix}", [session_id])  # noqa: S608
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    scope_keys: list[str]
+    pairs: list[tuple[int, int]]
+    """(run pk, recorded_at_ms) of every record of the session: what retention decides on."""
+
+
+def session_snapshot(session_id: int) -> SessionSnapshot:
+    """The session's learning scope keys and its records' (run pk, recorded_at_ms), in one query."""
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"SELECT part, value, NULL, NULL FROM ({SCOPE_PARTS_SQL}) parts UNION ALL "  # noqa: S608
+                       f"SELECT 'record', NULL, run_id, recorded_at_ms FROM {_RECORDS} WHERE session_id = %s",
+                       [session_id, session_id, session_id])
+        rows = cursor.fetchall()
+    parts = [(part, value) for part, value, _, _ in rows if part != "record"]
+    return SessionSnapshot(scope_keys=scope_keys_from_parts(session_id, parts),
+                           pairs=[(run_pk, ts) for part, _, run_pk, ts in rows if part == "record"])
+
+
+def write_new_record(*, delete_run_pks: list[int], counters: dict[str, int], record: RunMemoryRecord | None,
+                     scope_keys: list[str]) -> RunMemoryRecord | None:
+    """The writes of a fresh terminal run, in order: prune ``delete_run_pks``, add to the counters, insert the
+    record (if any) and its scope rows. On PostgreSQL they are one statement (data-modifying CTEs; foreign
+    keys are checked at commit); elsewhere one statement each."""
+    counters = {name: amount for name, amount in counters.items() if amount > 0}
+    conn = transaction.get_connection()
+    if conn.vendor != "postgresql":
+        delete_records_of_runs(delete_run_pks)
+        metrics.increment_many(counters)
+        return insert_record(run_pk=record.run_id, fields=_fields_of(record), scope_keys=scope_keys) \
+            if record is not None else None
+    parts: list[str] = []
+    params: list = []
+    if delete_run_pks:
+        marks = _marks(len(delete_run_pks))
+        parts += [f"gone AS (DELETE FROM {_RECORDS} WHERE run_id IN ({marks}) RETURNING id)",  # noqa: S608
+                  f"gone_scopes AS (DELETE FROM {_SCOPES} WHERE record_id IN (SELECT id FROM gone))"]  # noqa: S608
+        params += delete_run_pks
+    if counters:
+        update, update_params = metrics.add_statement(counters)
+        parts.append(f"counted AS ({update} RETURNING 1)")
+        params += update_params
+    if record is not None:
+        insert, insert_params = sql.insert_statement(record)
+        parts += [f"rec AS ({insert})",
+                  f"scoped AS (INSERT INTO {_SCOPES} (record_id, scope_key, recorded_at_ms) "  # noqa: S608
+                  "SELECT rec.id, key, %s FROM rec CROSS JOIN unnest(%s::text[]) AS key)"]
+        params += [*insert_params, record.recorded_at_ms, list(dict.fromkeys(scope_keys))]
+    if not parts:
+        return None
+    final = "SELECT {}, {}".format("(SELECT id FROM rec)" if record is not None else "NULL",
+                                   "(SELECT count(*) FROM counted)" if counters else "0")
+    with conn.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} {final}", params)
+        pk, counted = cursor.fetchone()
+    if counted < len(counters):
+        metrics.create_missing(counters)  # first use of a counter: the UPDATE had no row to add to
+    return sql.mark_saved(record, pk) if record is not None else None
+
+
+def _fields_of(record: RunMemoryRecord) -> dict:
+    return {f.attname: getattr(record, f.attname) for f in RunMemoryRecord._meta.concrete_fields
+            if f.attname not in ("id", "run_id")}
 
 
 def record_pairs(session_id: int) -> list[tuple[int, int]]:

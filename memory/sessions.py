@@ -91,24 +91,29 @@ def learning_scope_keys(session: Session) -> list[str]:
 
 _SESSIONS, _PERSONAS = Session._meta.db_table, Persona._meta.db_table
 _PROJECTS, _SESSION_PROJECTS = Project._meta.db_table, Session.projects.through._meta.db_table
-_SCOPE_PARTS_SQL = (  # table names are constants of this codebase, not input
-    f"SELECT 'persona', p.persona_id FROM {_SESSIONS} s JOIN {_PERSONAS} p ON p.id = s.persona_id "  # noqa: S608
-    "WHERE s.id = %s UNION ALL "
-    f"SELECT 'project', pr.project_id FROM {_SESSION_PROJECTS} l JOIN {_PROJECTS} pr ON pr.id = l.project_id "
-    "WHERE l.session_id = %s"
+SCOPE_PARTS_SQL = (  # table names are constants of this codebase, not input; params: [session_id, session_id]
+    f"SELECT 'persona' AS part, p.persona_id AS value FROM {_SESSIONS} s "  # noqa: S608
+    f"JOIN {_PERSONAS} p ON p.id = s.persona_id WHERE s.id = %s UNION ALL "
+    f"SELECT 'project' AS part, pr.project_id AS value FROM {_SESSION_PROJECTS} l "
+    f"JOIN {_PROJECTS} pr ON pr.id = l.project_id WHERE l.session_id = %s"
 )
+"""The rows (part, value) that a session's learning scope keys are made of: its persona and its projects."""
+
+
+def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list[str]:
+    """``learning_scope_keys`` from the rows of :data:`SCOPE_PARTS_SQL`."""
+    keys = [f"session:session-{session_id}"]
+    keys += [f"persona:{value}" for part, value in parts if part == "persona"]
+    keys += [f"project:{value}" for value in sorted(value for part, value in parts if part == "project")]
+    keys.append(WORKSPACE_SCOPE_KEY)
+    return keys
 
 
 def session_scope_keys(session_id: int) -> list[str]:
-    """``learning_scope_keys`` for a session known only by id, in one query (the terminal-run record path)."""
+    """``learning_scope_keys`` for a session known only by id, in one query."""
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(_SCOPE_PARTS_SQL, [session_id, session_id])
-        parts = cursor.fetchall()
-    keys = [f"session:session-{session_id}"]
-    keys += [f"persona:{value}" for kind, value in parts if kind == "persona"]
-    keys += [f"project:{value}" for value in sorted(value for kind, value in parts if kind == "project")]
-    keys.append(WORKSPACE_SCOPE_KEY)
-    return keys
+        cursor.execute(SCOPE_PARTS_SQL, [session_id, session_id])
+        return scope_keys_from_parts(session_id, cursor.fetchall())
 
 
 def effective_capability_scope(session: Session) -> list[str] | None:
