@@ -17,12 +17,18 @@ replacement); ``redactions`` counts every individual replacement per kind.
 
 Speed. CPython's ``re`` costs ~100 ns for every position where a match attempt starts, so a pattern that
 begins with a common character class (letters, digits) reads only a few MB/s, while a pattern that begins
-with a literal is scanned at hundreds of MB/s, as are ``str.find``, ``str.translate`` and ``str.lower``.
+with a literal is scanned at hundreds of MB/s, as are ``bytes.find``, ``bytes.translate`` and
+``bytes.lower`` (``str.lower`` of non-ASCII text is ten times slower: the lower-cased copy is made as bytes).
 Every pass here is therefore anchored on a literal: sensitive-key words (``key``, ``token``, ``cre`` for
 secret/credential, ``pass``, ...) in a lower-cased copy; provider tokens as runs of 20+ token characters in
-a character-class copy (``aaaa…``), checked against the known prefixes; PII through a digit-class copy in
+a character-class copy (`` aaaa…``), checked against the known prefixes; PII through a digit-class copy in
 which a few literal digit/separator shapes (``000s0000``, ``00s00s00s00``, ``p0``, ...) locate the only
-clusters of digits worth a closer look. Python code runs per candidate, never per character.
+clusters of digits worth a closer look. Each such scan still costs ~3 ms per 5 MB; only a one-character
+search (memchr) is much cheaper, so rare literals are ruled out first by a capital letter they contain
+(``AKIA``, ``eyJ``, ``Key=``) and ``@`` / ``+`` are looked up directly. Python code runs per candidate, never
+per character, and it is kept short: ``split`` gives the offsets of dense hits in one search, ``findall``
+collects the URL parameter keys without match objects, and ``re.subn`` with a literal replacement (no
+callback, no template) redacts the Bearer tokens and the ``&`` parameters with a sensitive key.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import phonenumbers
@@ -126,11 +132,12 @@ def _bump(counts: dict[str, int], kind: str, n: int = 1) -> None:
 
 
 _MARKER_VALUE = re.compile(r"""["']?<redacted(?::[a-z-]+)?>["']?[.,;:!?]*""")
+_MARKER_FIRST = ("<", '"', "'")
 
 
 def _is_marker(value: str) -> bool:
     """True for a value that is already just a marker (keeps scrubbing idempotent and counts honest)."""
-    return _MARKER_VALUE.fullmatch(value) is not None
+    return value[:1] in _MARKER_FIRST and _MARKER_VALUE.fullmatch(value) is not None
 
 
 def _class_table(classes: dict[str, str], default: str) -> bytes:
@@ -147,6 +154,37 @@ def _classify(text: str, table: bytes) -> bytes:
     ``bytes.translate`` is fast where ``str.translate`` crawls on non-ASCII text."""
     data = text.encode("ascii") if text.isascii() else text.encode("latin-1", "replace")
     return data.translate(table)
+
+
+def _literal_matches(haystack: bytes, literal: bytes, pattern: re.Pattern[bytes]) -> Iterator[re.Match[bytes]]:
+    """``pattern.finditer(haystack)`` for a pattern whose every match starts with ``literal`` (a long one: ``find``
+    then skips ahead faster than ``re``'s own scan)."""
+    find = haystack.find
+    pos = find(literal)
+    while pos >= 0:
+        match = pattern.match(haystack, pos)
+        if match is None:
+            pos = find(literal, pos + 1)
+        else:
+            yield match
+            pos = find(literal, match.end())
+
+
+def _capital(literal: str) -> str:
+    """The literal's first capital letter, or "". Capitals are rare in text and a one-character search runs at
+    memory speed (~20 times a pattern scan), so a text without it is ruled out before any scan for the literal."""
+    return next((ch for ch in literal if ch.isupper()), "")
+
+
+def _find_all(haystack: bytes, needle: bytes) -> list[int]:
+    """Offsets of the non-overlapping occurrences of ``needle``, left to right: one ``split`` (a single search
+    setup, where a ``find`` loop would set the search up again for every hit)."""
+    offsets: list[int] = []
+    pos = -len(needle)
+    for piece in haystack.split(needle)[:-1]:
+        pos += len(piece) + len(needle)
+        offsets.append(pos)
+    return offsets
 
 
 def _splice(text: str, replacements: list[tuple[int, int, str]]) -> str:
@@ -291,9 +329,8 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
     text = _redact_assignments(text, _lowered(text), counts)
     text = _redact_prefixed_tokens(text, counts)
     text = _redact_provider_tokens(text, counts)
-    if "earer " in text:
-        text = _redact_bearer(text, counts)
-    if "eyJ" in text:
+    text = _redact_bearer(text, counts)
+    if "J" in text and "eyJ" in text:  # see _capital
         text = _redact_jwts(text, counts)
     text = _redact_urls(text, counts)
     text = literal.apply(text, counts)
@@ -303,10 +340,21 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
 _ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 
 
-def _lowered(text: str) -> str:
-    """Lower-cased copy with the same length (so offsets line up)."""
-    low = text.lower()
-    return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+def _lowered(text: str) -> bytes:
+    """Lower-cased copy, one byte per character (so offsets line up), for the ASCII key needles.
+
+    For Latin-1 text ``bytes.lower`` lowers exactly the ASCII positions ``str.lower`` would (no Latin-1
+    character lowers to ASCII), ten times faster. Other text is lowered as ``str`` (the Kelvin sign becomes
+    ``k``), by ASCII rules alone when that would change the length (``İ``); characters above U+00FF then
+    become ``?``. Only ASCII positions matter: every needle is ASCII.
+    """
+    try:
+        return text.encode("latin-1").lower()
+    except UnicodeEncodeError:
+        low = text.lower()
+        if len(low) != len(text):
+            low = text.translate(_ASCII_LOWER)
+        return low.encode("latin-1", "replace")
 
 
 # A.5 PEM private keys. Run first, so an assignment such as ``private_key: -----BEGIN …`` cannot cut the
@@ -380,16 +428,19 @@ _PLURAL_TOKENS = "|".join(
     for word in ("access", "refresh", "id", "auth", "bearer")
     for sep in ("", "_", "-", ".", " ")
 )
-_KEY_NEEDLES = (
-    re.compile("key"),
-    # ``tokens`` counts only after access/refresh/id/auth/bearer; a one-letter look-behind rejects
-    # ``prompt_tokens`` / ``max_tokens`` before the full check.
-    re.compile(rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))"),
-    re.compile("cookie"),
-    re.compile(r"cre(?:t(?<=secret)|dential)"),
-    re.compile(r"pass(?:w|phrase)"),
-    re.compile("authoriz"),
-    re.compile("error-json"),
+_KEY_NEEDLES = tuple(
+    re.compile(pattern.encode())  # searched in the lower-cased bytes copy (``_lowered``)
+    for pattern in (
+        "key",
+        # ``tokens`` counts only after access/refresh/id/auth/bearer; a one-letter look-behind rejects
+        # ``prompt_tokens`` / ``max_tokens`` before the full check.
+        rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))",
+        "cookie",
+        r"cre(?:t(?<=secret)|dential)",
+        r"pass(?:w|phrase)",
+        "authoriz",
+        "error-json",
+    )
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]*)(?:(["'])[ \t]*[:=]|=)[ \t]*""")
@@ -397,14 +448,7 @@ _PAIR_LEFT = frozenset(" \t\r\n,;{([|")
 _VALUE_STOP = re.compile(r"""[\s"',;&)\]}<]""")
 
 
-def _first_separator(text: str, start: int, end: int) -> int:
-    equals = text.find("=", start, end)
-    colon = text.find(":", start, end)
-    if equals < 0:
-        return colon
-    if colon < 0:
-        return equals
-    return min(equals, colon)
+_SEPARATOR = re.compile(b"[=:]")
 
 
 def _line_value_span(text: str, line_start: int, sep: int, line_end: int) -> tuple[int, int] | None:
@@ -472,7 +516,7 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
 _PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-\"'=")
 
 
-def _redact_assignments(text: str, low: str, counts: dict[str, int]) -> str:
+def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
     hits = sorted(m.span() for needle in _KEY_NEEDLES for m in needle.finditer(low))
     if not hits:
         return text
@@ -481,26 +525,27 @@ def _redact_assignments(text: str, low: str, counts: dict[str, int]) -> str:
     line_start = line_end = -1
     n = len(text)
     find = low.find
+    separator = _SEPARATOR.search
     for i, j in hits:
         if i < done:
             continue
         if i >= line_end:
             # First needle of a new line. A.1 proper: the key is everything before the line's first '='
             # or ':', so the rule applies when no separator precedes this needle on the line.
-            line_start = low.rfind("\n", 0, i) + 1
-            line_end = find("\n", j)
+            line_start = low.rfind(b"\n", 0, i) + 1
+            line_end = find(b"\n", j)
             if line_end < 0:
                 line_end = n
-            if find("=", line_start, i) < 0 and find(":", line_start, i) < 0:
-                sep = _first_separator(low, j, line_end)
-                if sep >= 0:
-                    span = _line_value_span(text, line_start, sep, line_end)
+            if separator(low, line_start, i) is None:
+                sep = separator(low, j, line_end)
+                if sep is not None:
+                    span = _line_value_span(text, line_start, sep.start(), line_end)
                     if span is not None:
                         edits.append((span[0], span[1], REDACTED))
                         _bump(counts, KIND_ASSIGNMENT)
                         done = line_end
                         continue
-        if low.startswith("authorization", i):
+        if low.startswith(b"authorization", i):
             # Extension: the credential of a non-Bearer scheme (``Authorization: Basic dXNlcjpwYXNz``; the
             # spec leaves ``Authorization:`` lines to the Bearer rule).
             scheme = _AUTH_SCHEME.match(text, i)
@@ -532,54 +577,67 @@ def _is_delimiter(ch: str) -> bool:
 
 
 # A.2 prefixed tokens: at text start or after a delimiter, the token up to the next delimiter. One pattern
-# per prefix, so each is a fast literal scan.
+# per prefix, so each is a fast literal scan (skipped when the prefix has a capital the text lacks). A
+# redacted token runs from a delimiter to the next one, so tokens found for different prefixes never overlap
+# and one splice applies them all, as the spec's one-prefix-after-the-other would.
 _TOKEN_REST = r"""[^\s"',;()\[\]{}]*"""
 _SPEC_PREFIXED = tuple(
-    re.compile(prefix + _TOKEN_REST) for prefix in ("sk-", "ghp_", "github_pat_", "xox[bp]-", "AKIA")
+    (_capital(prefix), re.compile(prefix + _TOKEN_REST))
+    for prefix in ("sk-", "ghp_", "github_pat_", "xox[bp]-", "AKIA")
 )
 _NOT_A_TOKEN = re.compile(r"sk-learn\W*", re.IGNORECASE)  # the scikit-learn nickname, not a key
 
 
 def _redact_prefixed_tokens(text: str, counts: dict[str, int]) -> str:
-    def replace(m: re.Match[str]) -> str:
-        start = m.start()
-        token = m.group(0)
-        if start and not _is_delimiter(m.string[start - 1]):
-            return token
-        if _NOT_A_TOKEN.fullmatch(token):
-            return token
-        _bump(counts, KIND_TOKEN)
-        return REDACTED
-
-    for pattern in _SPEC_PREFIXED:
-        text = pattern.sub(replace, text)
-    return text
+    edits: list[tuple[int, int, str]] = []
+    for capital, pattern in _SPEC_PREFIXED:
+        if capital and capital not in text:
+            continue  # no capital K, no AKIA key
+        for m in pattern.finditer(text):
+            start = m.start()
+            if (not start or _is_delimiter(text[start - 1])) and not _NOT_A_TOKEN.fullmatch(m.group()):
+                edits.append((start, m.end(), REDACTED))
+    if not edits:
+        return text
+    _bump(counts, KIND_TOKEN, len(edits))
+    edits.sort()
+    return _splice(text, edits)
 
 
 # Provider shapes beyond the spec (memory.secret_patterns). Long runs of token characters are located in a
-# translated copy (token characters -> "a"); only runs starting with a known prefix are matched.
+# translated copy (token characters -> "a", others -> " "): a run starts the text or follows a " ", so its
+# start is found with the literal " aaa…". Only runs starting with a known prefix are matched.
 _LONG_TOKEN = 20  # real provider tokens are longer; short ones at a delimiter are caught by the A.2 pass
 _TOKEN_CLASS = _class_table({"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.": "a"}, " ")
-_LONG_RUN = re.compile(b"a" * _LONG_TOKEN + b"a*")  # a literal prefix: scanned fast
+_LONG_RUN = b"a" * _LONG_TOKEN
+_RUN_AFTER_GAP = re.compile(b" " + _LONG_RUN)
 _SHAPES = tuple(
     (shape, re.compile(shape.pattern), re.compile(shape.keep) if shape.keep else None)
     for shape in TOKEN_SHAPES
     if shape.left == "word"
 )
 _CONTEXT_SHAPES = tuple(
-    (shape.prefixes[0], re.compile(shape.pattern), re.compile(shape.keep) if shape.keep else None)
+    (
+        shape.prefixes[0],
+        _capital(shape.prefixes[0]),
+        re.compile(shape.pattern),
+        re.compile(shape.keep) if shape.keep else None,
+    )
     for shape in TOKEN_SHAPES
     if shape.left != "word"
 )
 _SHAPE_PREFIXES = tuple(sorted({prefix for shape, _, _ in _SHAPES for prefix in shape.prefixes}))
+_SHAPE_FIRSTS = frozenset(prefix[0] for prefix in _SHAPE_PREFIXES)
 
 
 def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
     edits: list[tuple[int, int, str]] = []
     starts = text.startswith
-    for run in _LONG_RUN.finditer(_classify(text, _TOKEN_CLASS)):
-        pos = run.start()
-        if not starts(_SHAPE_PREFIXES, pos):
+    classes = _classify(text, _TOKEN_CLASS)
+    runs = [0] if classes.startswith(_LONG_RUN) else []
+    runs.extend([m.start() + 1 for m in _RUN_AFTER_GAP.finditer(classes)])
+    for pos in runs:
+        if text[pos] not in _SHAPE_FIRSTS or not starts(_SHAPE_PREFIXES, pos):
             continue
         for shape, pattern, _ in _SHAPES:
             if starts(shape.prefixes, pos):
@@ -589,8 +647,8 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
                     _bump(counts, KIND_TOKEN)
                     break
     text = _splice(text, edits)
-    for prefix, pattern, keep in _CONTEXT_SHAPES:
-        if prefix not in text:
+    for prefix, capital, pattern, keep in _CONTEXT_SHAPES:
+        if (capital and capital not in text) or prefix not in text:
             continue
 
         def replace(m: re.Match[str], keep: re.Pattern[str] | None = keep) -> str:
@@ -605,7 +663,10 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
 # A.3 Bearer tokens (``Bearer `` / ``bearer `` + token; one literal-prefixed pattern), plus (extension, in
 # the assignment pass) the credential of other Authorization schemes: ``Authorization: Basic dXNlcjpwYXNz``
 # keeps its scheme and loses the credential.
-_BEARER = re.compile(r"""earer (?<=[Bb]earer )([^\s"',;()\[\]{}]+)""")
+# The token (up to a delimiter) is replaced unless it is already a marker.
+_BEARER = re.compile(
+    r"""earer (?<=[Bb]earer )(?!<redacted(?::[a-z-]+)?>[.:!?]*(?![^\s"',;()\[\]{}]))[^\s"',;()\[\]{}]+"""
+)
 _AUTH_SCHEME = re.compile(
     r"""(?i:authorization)["']?\s*[:=]\s*["']?"""
     r"""(?i:basic|digest|token|bot|apikey|api-key|sso-key|ssws|negotiate|ntlm)\s+"""
@@ -614,13 +675,10 @@ _AUTH_SCHEME = re.compile(
 
 
 def _redact_bearer(text: str, counts: dict[str, int]) -> str:
-    def replace(m: re.Match[str]) -> str:
-        if _is_marker(m.group(1)):
-            return m.group(0)
-        _bump(counts, KIND_TOKEN)
-        return "earer " + REDACTED
-
-    return _BEARER.sub(replace, text)
+    text, n = _BEARER.subn("earer " + REDACTED, text)
+    if n:
+        _bump(counts, KIND_TOKEN, n)
+    return text
 
 
 # A.4 JWTs.
@@ -675,30 +733,44 @@ def _redact_jwts(text: str, counts: dict[str, int]) -> str:
 
 
 # A.6 URL query parameters (after '?' or '&'), plus (extension) the password of ``scheme://user:pw@host``.
-_PARAM_REST = r"""([^\s&"'<>)\]}?=]+)=([^\s&"'<>)\]}]*)"""
-_URL_PARAMS = (("?", re.compile(r"\?" + _PARAM_REST)), ("&", re.compile("&" + _PARAM_REST)))
-_URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
+# Neither a parameter value nor a URL password can hold '<', so neither is ever a marker already.
+_PARAM_KEY = r"""([^\s&"'<>)\]}?=]+)="""
+_PARAM_VALUE = r"""[^\s&"'<>)\]}]"""
+_QUERY_PARAM = re.compile(rf"\?{_PARAM_KEY}({_PARAM_VALUE}*)")
+_QUERY_KEY = re.compile(rf"\?{_PARAM_KEY}")
+_AMP_KEY = re.compile(f"&{_PARAM_KEY}")
+_URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)[^\s/@"'<>]+(?=@)""")
+
+
+@functools.lru_cache(maxsize=64)
+def _amp_values(keys: frozenset[str]) -> re.Pattern[str]:
+    """``=value`` after ``&key`` for one of ``keys`` (a literal replacement keeps ``re.sub`` in C)."""
+    after = "|".join(f"(?<=&{re.escape(key)}=)" for key in sorted(keys))
+    return re.compile(f"=(?:{after}){_PARAM_VALUE}+")
 
 
 def _redact_urls(text: str, counts: dict[str, int]) -> str:
-    def replace_param(m: re.Match[str]) -> str:
-        value = m.group(2)
-        if not value or _is_marker(value) or not _is_sensitive_url_key(m.group(1)):
-            return m.group(0)
-        _bump(counts, KIND_URL_PARAM)
-        return m.group(0)[: m.start(2) - m.start()] + REDACTED
-
-    def replace_password(m: re.Match[str]) -> str:
-        if _is_marker(m.group(2)):
-            return m.group(0)
-        _bump(counts, KIND_URL_PARAM)
-        return m.group(1) + REDACTED
-
-    for char, pattern in _URL_PARAMS:
-        if char in text:
-            text = pattern.sub(replace_param, text)
+    # Parameters after '?' (a value may hold another '?': matches as the spec's pattern finds them), then after
+    # '&'. The keys are collected first (``findall``, no match objects); most texts have no sensitive one.
+    if any(map(_is_sensitive_url_key, set(_QUERY_KEY.findall(text)))):
+        edits = [
+            (m.start(2), m.end(2), REDACTED)
+            for m in _QUERY_PARAM.finditer(text)
+            if m.group(2) and _is_sensitive_url_key(m.group(1))
+        ]
+        if edits:
+            _bump(counts, KIND_URL_PARAM, len(edits))
+            text = _splice(text, edits)
+    # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
+    keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
+    if keys:
+        text, n = _amp_values(keys).subn("=" + REDACTED, text)
+        if n:
+            _bump(counts, KIND_URL_PARAM, n)
     if "://" in text:
-        text = _URL_USERINFO.sub(replace_password, text)
+        text, n = _URL_USERINFO.subn(r"\1" + REDACTED, text)
+        if n:
+            _bump(counts, KIND_URL_PARAM, n)
     return text
 
 
@@ -717,9 +789,11 @@ _DIGIT_CLASS = _class_table({"0123456789": "0", " \t()/\u00a0": "s", "-": "d", "
 # without separators).
 _ANCHORS = (
     b"000s0000", b"000d0000", b"000o000o0000", b"00o00o00o00", b"000s000s00", b"000d000d00", b"00s00s00s00",
-    b"00d00d00d00", b"00s000000", b"0d00d0000", b"p0",
+    b"00d00d00d00", b"00s000000", b"0d00d0000",
 )  # fmt: skip
-_BARE_DIGITS = re.compile(b"0" * 13 + b"0*")
+_PLUS_DIGIT = b"p0"  # the last anchor: '+' is rare, so its occurrences are found with a one-byte search
+_BARE_DIGITS = b"0" * 13
+_DIGIT_RUN = re.compile(b"0+")
 _CARD_FIRST_DIGITS = frozenset("234568")
 _INNER_START = re.compile(r"[\s(+]|[\-./][\-./]")
 
@@ -744,31 +818,32 @@ def _step_b(text: str, regions: str) -> tuple[str, dict[str, int]]:
 
 
 def _digit_clusters(text: str) -> list[tuple[int, int]]:
-    """Maximal runs of digits and number separators that contain an anchor shape, as (start, end)."""
+    """Maximal runs of digits and number separators that contain an anchor shape, as sorted (start, end)."""
     classes = _classify(text, _DIGIT_CLASS)
-    found: dict[int, int] = {}
-    n = len(classes)
     find = classes.find
-    rfind = classes.rfind
+    hits: list[int] = []
     for anchor in _ANCHORS:
-        pos = find(anchor)
-        while pos >= 0:
-            left = rfind(b"x", 0, pos) + 1
+        hits.extend(_find_all(classes, anchor))
+    pos = find(b"p")
+    while pos >= 0:
+        if classes.startswith(_PLUS_DIGIT, pos):
+            hits.append(pos)
+        pos = find(b"p", pos + 1)
+    hits.extend(
+        run.start()
+        for run in _literal_matches(classes, _BARE_DIGITS, _DIGIT_RUN)
+        if text[run.start()] in _CARD_FIRST_DIGITS and run.end() - run.start() <= 19
+    )
+    hits.sort()
+    clusters: list[tuple[int, int]] = []
+    right = -1
+    for pos in hits:
+        if pos >= right:  # not in the cluster just found
             right = find(b"x", pos)
             if right < 0:
-                right = n
-            if found.get(left, -1) < right:
-                found[left] = right
-            pos = find(anchor, right)
-    for run in _BARE_DIGITS.finditer(classes):
-        if text[run.start()] in _CARD_FIRST_DIGITS and run.end() - run.start() <= 19:
-            left = rfind(b"x", 0, run.start()) + 1
-            right = find(b"x", run.end())
-            if right < 0:
-                right = n
-            if found.get(left, -1) < right:
-                found[left] = right
-    return sorted(found.items())
+                right = len(classes)
+            clusters.append((classes.rfind(b"x", 0, pos) + 1, right))
+    return clusters
 
 
 _CONTEXT = 3  # characters each side of a cluster that any rule looks at (look-arounds, matcher context)
@@ -777,15 +852,12 @@ _CONTEXT = 3  # characters each side of a cluster that any rule looks at (look-a
 def _digit_pii(text: str, counts: dict[str, int], regions: str) -> list[tuple[int, int, str]]:
     edits: list[tuple[int, int, str]] = []
     last = 0
-    n = len(text)
     for left, right in _digit_clusters(text):
         if left < last:
             continue
-        if not _start_allowed(text, left) and _INNER_START.search(text, left, right) is None:
-            continue  # glued to a word on the left with no other place to start (ORD-2024-000123, UUIDs)
-        base = max(0, left - _CONTEXT)
-        snippet = text[base : min(n, right + _CONTEXT)]
-        for start, end, marker, kind in _cluster_pii(snippet, left - base, right - base, regions):
+        base = left - _CONTEXT if left > _CONTEXT else 0
+        found = _cluster_pii(text[base : right + _CONTEXT], left - base, right - base, regions)
+        for start, end, marker, kind in found:
             start += base
             end += base
             if kind == KIND_SSN:
@@ -802,6 +874,8 @@ def _digit_pii(text: str, counts: dict[str, int], regions: str) -> list[tuple[in
 def _cluster_pii(snippet: str, left: int, right: int, regions: str) -> tuple[tuple[int, int, str, str], ...]:
     """The PII of one digit cluster ``snippet[left:right]`` (with a little context around it), in spec
     order: number runs, SSNs, then phonenumbers. Cached: logs repeat the same numbers a lot."""
+    if not _start_allowed(snippet, left) and _INNER_START.search(snippet, left, right) is None:
+        return ()  # glued to a word on the left with no other place to start (ORD-2024-000123, UUIDs)
     edits: list[tuple[int, int, str, str]] = []
     # Scans end two characters past the cluster so that look-aheads see the real context (the character at
     # ``right`` is never a digit or separator, so no match can start there).
@@ -824,10 +898,14 @@ _NON_SPACE = re.compile(r"\S*")
 
 
 def _token_bounds(text: str, start: int, end: int) -> tuple[int, int]:
-    """The whitespace-delimited token around ``text[start:end]``."""
-    window = text[max(0, start - 256) : start]
-    head = "" if not window or window[-1].isspace() else window.rsplit(None, 1)[-1]
-    return start - len(head), _NON_SPACE.match(text, end).end()
+    """The whitespace-delimited token around ``text[start:end]`` (reaching at most 256 characters left)."""
+    floor = max(0, start - 256)
+    space = text.rfind(" ", floor, start)
+    head = floor if space < 0 else space + 1
+    if not text[head:start].isprintable():  # maybe other whitespace (all of it is unprintable): full check
+        window = text[floor:start]
+        head = start - (0 if not window or window[-1].isspace() else len(window.rsplit(None, 1)[-1]))
+    return head, _NON_SPACE.match(text, end).end()
 
 
 # Shapes (spec §4.2 step B).
@@ -1008,17 +1086,17 @@ _EMBEDDED_EMAIL = re.compile(
 
 def _redact_emails(text: str, counts: dict[str, int]) -> str:
     edits: list[tuple[int, int, str]] = []
-    at = text.find("@")
+    find = text.find
+    at = find("@")
     while at >= 0:
         start, end = _token_bounds(text, at, at + 1)
         if _looks_like_email(text[start:end].strip(_TRIM)):
             edits.append((start, end, EMAIL_MARKER))
-            _bump(counts, KIND_EMAIL)
         else:
-            for m in _EMBEDDED_EMAIL.finditer(text, start, end):
-                edits.append((m.start(), m.end(), EMAIL_MARKER))
-                _bump(counts, KIND_EMAIL)
-        at = text.find("@", max(end, at + 1))
+            edits.extend((m.start(), m.end(), EMAIL_MARKER) for m in _EMBEDDED_EMAIL.finditer(text, start, end))
+        at = find("@", max(end, at + 1))
+    if edits:
+        _bump(counts, KIND_EMAIL, len(edits))
     return _splice(text, edits)
 
 
