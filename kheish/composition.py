@@ -27,12 +27,22 @@ def _optional(module: str, name: str) -> Callable[..., Any] | None:
         return None
 
 
-def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
-    """learnings.retrieval.learned_bundle(session=, scope_keys=, query=, usage=) -> (entries, truncated)."""
-    bundle = _optional("learnings.retrieval", "learned_bundle")
+def _learned(name: str, session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
+    bundle = _optional("learnings.retrieval", name)
     if bundle is None:
         return [], False
     return bundle(session=session, scope_keys=scope_keys, query=query, usage=usage)
+
+
+def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
+    """learnings.retrieval.learned_bundle(session=, scope_keys=, query=, usage=) -> (entries, truncated)."""
+    return _learned("learned_bundle", session, scope_keys, query, usage)
+
+
+def learned_records(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
+    """The same selection as ``learned_entries`` as records (``learning_id`` and the rendered ``block``), for
+    the prompt, which needs no API dicts: learnings.retrieval.learned_records(...) -> (records, truncated)."""
+    return _learned("learned_records", session, scope_keys, query, usage)
 
 
 def visible_skills(session: Session, scope_keys: list[str]) -> list[dict]:
@@ -50,15 +60,17 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
     model = model or {}
     context = compaction.live_context(session)
     base = context.estimated_tokens + estimate_tokens(content)
-    budget = memory_budget(base_tokens=base, context_window=model.get("context_window"),
-                           max_output_tokens=model.get("max_output_tokens"))
+    total_budget = memory_budget(base_tokens=base, context_window=model.get("context_window"),
+                                 max_output_tokens=model.get("max_output_tokens"))
+    budget = total_budget
     scope_keys = learning_scope_keys(session)
     sections = []
-    learned, learned_truncated = learned_entries(session, scope_keys, content, usage)
-    packed_learned = pack_section(learned, render_learned_context, budget, truncated=learned_truncated)
+    learned, learned_truncated = learned_records(session, scope_keys, content, usage)
+    packed_learned = pack_section(learned, render_learned_context, budget, truncated=learned_truncated,
+                                  blocks=[record.block for record in learned])
     if packed_learned.text is not None:
         sections.append({"name": "learned_context", "content": packed_learned.text,
-                         "entries": [e["learning_id"] for e in packed_learned.entries],
+                         "entries": [e.learning_id for e in packed_learned.entries],
                          "truncated": packed_learned.truncated})
         budget = max(0, budget - estimate_tokens(packed_learned.text))
     bundle = run_memory.recovered_bundle(session, content, usage=usage)
@@ -67,14 +79,12 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
         sections.append({"name": "recovered_memory", "content": packed_recovered.text,
                          "entries": [e.run_id for e in packed_recovered.entries],
                          "truncated": packed_recovered.truncated})
-    if usage == "prompt":
-        metrics.increment("run_memory.injected_total", len(packed_recovered.entries))
-        metrics.increment("run_memory.prompt_limit_omitted_total", packed_recovered.omitted)
-        metrics.increment("session_memory.prompt_limit_omitted_total", packed_learned.omitted)
+    if usage == "prompt":  # one statement for the three counters
+        metrics.increment_many({"run_memory.injected_total": len(packed_recovered.entries),
+                                "run_memory.prompt_limit_omitted_total": packed_recovered.omitted,
+                                "session_memory.prompt_limit_omitted_total": packed_learned.omitted})
     total = base + sum(estimate_tokens(s["content"]) for s in sections)
-    return {"sections": sections, "estimated_tokens": total, "budget_tokens": memory_budget(
-        base_tokens=base, context_window=model.get("context_window"),
-        max_output_tokens=model.get("max_output_tokens"))}
+    return {"sections": sections, "estimated_tokens": total, "budget_tokens": total_budget}
 
 
 @transaction.atomic
@@ -116,8 +126,9 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
     scope_keys = learning_scope_keys(session)
     results: list[dict] = []
     results += _search_hits("learnings.retrieval", session, scope_keys, normalized)
-    eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview").entries}
-    for record in run_memory.search_records(session, scope_keys):
+    policy = run_memory.current_policy()  # read once for both reads below
+    eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview", policy=policy).entries}
+    for record in run_memory.search_records(session, scope_keys, policy=policy):
         entry = run_memory.entry_of(record)
         score = 0
         matched = []

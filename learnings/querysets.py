@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import CharField, Exists, OuterRef, Q, QuerySet, Value
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import NamedTuple
+
+from django.db import connections
+from django.db.models import CharField, Exists, Model, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 
 from memory.clock import now_ms
@@ -15,6 +20,52 @@ PROMPT_KINDS = ("fact", "preference", "decision")
 
 def _unexpired(at_ms: int) -> Q:
     return Q(expires_at_ms__isnull=True) | Q(expires_at_ms__gt=at_ms)
+
+
+def _shadowing(model: type[Model], at_ms: int) -> QuerySet:
+    """Live records naming the outer record in ``supersedes``. ``supersedes IS NOT NULL`` follows from the
+    join but is stated, so that PostgreSQL may read the few superseding rows once through the ``supersedes``
+    index instead of probing that index once per candidate (about 1,100 probes for a typical session)."""
+    return model.objects.filter(
+        Q(supersedes=OuterRef("pk")),
+        Q(supersedes__isnull=False),
+        Q(status__in=LIVE),
+        ~Q(verification_status="failed"),
+        _unexpired(at_ms),
+    )
+
+
+class _Slot(NamedTuple):
+    """Where a parameter of a compiled query comes from: a scope key (by position), the time, or a constant."""
+
+    key: int | None = None
+    at: type[int] | None = None  # the type the backend gave the time (psycopg's Int8 on PostgreSQL)
+    constant: object = None
+
+
+# Stand-ins for the call's values while compiling; never sent to the database.
+_KEY_STAND_IN = "\x00scope-key-{}\x00"
+_AT_STAND_IN = -7_070_707_070_707  # no real epoch-ms timestamp
+
+
+@lru_cache(maxsize=64)
+def _compiled(model: type[Model], alias: str, shape: str, fields: tuple[str, ...], key_count: int):
+    """SQL and parameter slots of ``model.objects.<shape>(keys, at_ms).order_by().values_list(*fields)`` for
+    ``key_count`` distinct keys, or ``None`` if the stand-ins cannot all be traced to a parameter."""
+    keys = [_KEY_STAND_IN.format(index) for index in range(key_count)]
+    queryset = getattr(model.objects.using(alias), shape)(keys, _AT_STAND_IN).order_by().values_list(*fields)
+    sql, params = queryset.query.get_compiler(alias).as_sql()
+    positions = {key: index for index, key in enumerate(keys)}
+    slots = tuple(
+        _Slot(key=positions[param]) if isinstance(param, str) and param in positions
+        else _Slot(at=type(param)) if isinstance(param, int) and param == _AT_STAND_IN
+        else _Slot(constant=param)
+        for param in params
+    )
+    traced = {slot.key for slot in slots if slot.key is not None} == set(range(key_count))
+    if not traced or not any(slot.at for slot in slots) or "\x00" in sql or str(_AT_STAND_IN) in sql:
+        return None
+    return sql, slots
 
 
 def caller_scope_q(user: object) -> Q:
@@ -38,6 +89,27 @@ def caller_scope_q(user: object) -> Q:
 
 class _ScopedQuerySet(QuerySet):
     id_prefix = ""
+
+    def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...]) -> list:
+        """``self.<shape>(scope_keys, at_ms).order_by().values_list(*fields)`` as a list of plain tuples.
+
+        For the reads every new run makes: building that queryset and compiling it costs milliseconds of
+        Python, so its SQL is compiled once per (database, shape, fields, number of keys) and run on a raw
+        cursor with this call's keys and time. ``fields`` must be plain columns (no converters). The shape
+        is the only definition of the query, so both paths always agree.
+        """
+        keys = list(dict.fromkeys(scope_keys))
+        compiled = _compiled(self.model, self.db, shape, tuple(fields), len(keys)) if keys else None
+        if compiled is None:
+            return list(getattr(self, shape)(keys, at_ms).order_by().values_list(*fields))
+        sql, slots = compiled
+        params = [
+            keys[slot.key] if slot.key is not None else slot.at(at_ms) if slot.at else slot.constant
+            for slot in slots
+        ]
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
 
     def visible_to(self, user: object, *, operator: bool) -> QuerySet:
         """Operators see everything; an agent only what lies in the scopes of the sessions it owns."""
@@ -98,8 +170,7 @@ class LearningQuerySet(_ScopedQuerySet):
     def unshadowed(self, at_ms: int | None = None) -> QuerySet:
         """Drop records that a live record names in ``supersedes``."""
         at_ms = now_ms() if at_ms is None else at_ms
-        shadowing = self.model.objects.filter(supersedes=OuterRef("pk")).live(at_ms)
-        return self.filter(~Exists(shadowing))
+        return self.filter(~Exists(_shadowing(self.model, at_ms)))
 
     def prompt_visible(self) -> QuerySet:
         """§4.7 ``learning_is_prompt_visible``: active status and tier, not sensitive, verification not
@@ -122,9 +193,6 @@ class LearningQuerySet(_ScopedQuerySet):
         ``live``, ``prompt_visible``, ``prompt_kinds`` and ``unshadowed`` in one ``filter()`` call (this runs
         for every new run; chaining would clone the query at each step)."""
         at_ms = now_ms() if at_ms is None else at_ms
-        shadowing = self.model.objects.filter(
-            Q(supersedes=OuterRef("pk")), Q(status__in=LIVE), ~Q(verification_status="failed"), _unexpired(at_ms)
-        )
         return self.filter(
             Q(scope_key__in=list(scope_keys)),
             Q(kind__in=PROMPT_KINDS),
@@ -136,5 +204,10 @@ class LearningQuerySet(_ScopedQuerySet):
             | Q(policy_decision="manual")
             | Q(policy_decision="automatic", verification_status="verified"),
             _unexpired(at_ms),
-            ~Exists(shadowing),
+            ~Exists(_shadowing(self.model, at_ms)),
         )
+
+    def search_visible(self, scope_keys: list[str], at_ms: int | None = None) -> QuerySet:
+        """What memory-search reads (§4.21): the §4.7 visible records of these scopes, never sensitive ones."""
+        at_ms = now_ms() if at_ms is None else at_ms
+        return self.in_scopes(scope_keys).live(at_ms).unshadowed(at_ms).exclude(sensitivity="sensitive")

@@ -12,9 +12,13 @@ marks of Indic scripts).
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
+from operator import add
 from typing import Protocol, TypeVar
 
 PROMPT_ELIGIBLE_KINDS = frozenset({"fact", "preference", "decision"})
@@ -30,10 +34,14 @@ _UNKNOWN_SCOPE_PRIORITY = len(SCOPE_PRIORITY)
 # ---------------------------------------------------------------------------------------------------------
 
 
+# In CPython a ``str`` pattern's ``\w`` is ``str.isalnum()`` plus ``_`` (both test ``Py_UNICODE_ISALNUM``), so
+# ``[^\W_]`` is exactly ``isalnum()``: the runs are found in C instead of testing characters one by one.
+_ALNUM_RUN = re.compile(r"[^\W_]+")
+
+
 def _alnum_tokens(text: str) -> list[str]:
     """Lowercased runs of alphanumeric characters, in order (duplicates kept)."""
-    lowered = text.lower()
-    return "".join(ch if ch.isalnum() else " " for ch in lowered).split()
+    return _ALNUM_RUN.findall(text.lower())
 
 
 def _alnum_count(text: str) -> int:
@@ -199,19 +207,40 @@ def is_explicit_memory_request(query: str) -> bool:
     return any(phrase in normalised for phrase in EXPLICIT_MEMORY_PHRASES)
 
 
-@lru_cache(maxsize=65536)
-def _lowered_terms(value: str) -> tuple[str, frozenset[str]]:
+Profile = tuple[str, frozenset[str]]
+"""A field as scoring reads it: its lowercased text and its term set (:func:`content_terms`)."""
+
+
+@lru_cache(maxsize=32768)
+def content_terms(value: str) -> Profile:
     """A field's lowercased text and its term set. Learning contents repeat across every prompt of every
     session in their scopes, so tokenising each once (per process) keeps retrieval cheap."""
     lowered = value.lower()
     return lowered, frozenset(query_terms(lowered))
 
 
-def _field_score(value: str, query: str, terms: Sequence[str], weight: int) -> int:
-    lowered, value_terms = _lowered_terms(value)
-    score = _WHOLE_QUERY_POINTS * weight if query in lowered else 0
-    score += sum(_TERM_POINTS * weight for term in terms if term in value_terms)
-    return score
+def field_scores(query: str, fields: Sequence[Profile], weight: int) -> list[int]:
+    """The score of each field against a normalised query: +100·w when the lowercased field contains the whole
+    query, +10·w per query term equal to one of its terms (a term repeated in the query counts once per
+    occurrence); zero throughout when the query has no term left after stop-word removal.
+
+    This scores every learning a session sees for every new run, so the per-field work runs in C: ``map``
+    over bound methods, one set intersection per field, and no Python call per field unless a query term is
+    repeated."""
+    terms = query_terms(query)
+    if not terms or not fields:
+        return [0] * len(fields)
+    counts = Counter(terms)
+    wanted = frozenset(counts)
+    lowered, term_sets = zip(*fields, strict=True)
+    if len(counts) == len(terms):
+        matched = map(len, map(wanted.intersection, term_sets))
+    else:
+        matched = (sum(counts[term] for term in wanted.intersection(term_set)) for term_set in term_sets)
+    whole = _WHOLE_QUERY_POINTS * weight
+    per_term = _TERM_POINTS * weight
+    contained = map(str.__contains__, lowered, repeat(query))
+    return [per_term * count + (whole if inside else 0) for count, inside in zip(matched, contained, strict=True)]
 
 
 def score_for_prompt(content: str, query: str | None) -> int:
@@ -219,12 +248,39 @@ def score_for_prompt(content: str, query: str | None) -> int:
     normalised query, +40 per query term equal to a content term. Zero without a query, and zero when the
     query has no terms left after stop-word removal. Kind and scope never count here."""
     normalised = normalise_query(query)
-    if normalised is None:
-        return 0
-    terms = query_terms(normalised)
-    if not terms:
-        return 0
-    return _field_score(content, normalised, terms, CONTENT_WEIGHT)
+    return 0 if normalised is None else field_scores(normalised, [content_terms(content)], CONTENT_WEIGHT)[0]
+
+
+_SEARCH_FIELD_NAMES = ("content", "kind", "scope")
+
+
+def search_ranks(
+    query: str | None, contents: Sequence[str], kinds: Sequence[str], scope_kinds: Sequence[str]
+) -> dict[int, tuple[int, list[str]]] | None:
+    """:func:`rank_for_search` of many learnings at once (given column by column), for those that score: their
+    positions and ranks; ``None`` when nothing can score (no query, or no term left after stop-word
+    removal). The few kind labels and scope kinds are each scored once, and the totals add up in C."""
+    normalised = normalise_query(query)
+    if normalised is None or not query_terms(normalised):
+        return None
+    content_points = field_scores(normalised, list(map(content_terms, contents)), CONTENT_WEIGHT)
+    kind_labels = [KIND_LABELS.get(kind, kind) for kind in kinds]
+    labels = list(set(kind_labels) | set(scope_kinds))
+    label_scores = field_scores(normalised, list(map(content_terms, labels)), LABEL_WEIGHT)
+    label_points = dict(zip(labels, label_scores, strict=True))
+    kind_points = list(map(label_points.__getitem__, kind_labels))
+    scope_points = list(map(label_points.__getitem__, scope_kinds))
+    totals = map(add, map(add, content_points, kind_points), scope_points)
+    ranks = {}
+    for position, total in enumerate(totals):
+        if total:
+            scores = (content_points[position], kind_points[position], scope_points[position])
+            ranks[position] = total, _matched_fields(scores)
+    return ranks
+
+
+def _matched_fields(scores: tuple[int, int, int]) -> list[str]:
+    return [name for name, score in zip(_SEARCH_FIELD_NAMES, scores, strict=True) if score]
 
 
 def rank_for_search(content: str, kind: str, scope_kind: str, query: str | None) -> tuple[int, list[str]]:
@@ -235,24 +291,8 @@ def rank_for_search(content: str, kind: str, scope_kind: str, query: str | None)
     term. The query is normalised here (trim + lowercase), so an already ASCII-lowercased query from
     §4.21 gives the same result.
     """
-    normalised = normalise_query(query)
-    if normalised is None:
-        return 0, []
-    terms = query_terms(normalised)
-    if not terms:
-        return 0, []
-    total = 0
-    matched: list[str] = []
-    for field_name, value, weight in (
-        ("content", content, CONTENT_WEIGHT),
-        ("kind", KIND_LABELS.get(kind, kind), LABEL_WEIGHT),
-        ("scope", scope_kind, LABEL_WEIGHT),
-    ):
-        score = _field_score(value, normalised, terms, weight)
-        if score:
-            total += score
-            matched.append(field_name)
-    return total, matched
+    ranks = search_ranks(query, [content], [kind], [scope_kind])
+    return ranks.get(0, (0, [])) if ranks else (0, [])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -278,8 +318,29 @@ def scope_priority(scope_kind: str) -> int:
     return SCOPE_PRIORITY.get(scope_kind, _UNKNOWN_SCOPE_PRIORITY)
 
 
-def _visibility_order(record: PromptRecord) -> tuple[int, int, str]:
-    return scope_priority(record.scope_kind), -record.published_at_ms, record.learning_id
+def visibility_key(scope_kind: str, published_at_ms: int, learning_id: str) -> tuple[int, int, str]:
+    """The visibility order of §4.7: scope priority, ``published_at_ms`` desc, ``learning_id`` asc."""
+    return scope_priority(scope_kind), -published_at_ms, learning_id
+
+
+def prompt_order(
+    visibility: Sequence[tuple[int, int, str]], profiles: Sequence[Profile], query: str | None
+) -> list[int]:
+    """Which prompt-eligible records enter ``learned_context`` and in what order, as indexes into the two
+    sequences (one :func:`visibility_key` and one :func:`content_terms` per record); see
+    :func:`select_for_prompt`. Both sorts are keyed by C-level lookups, and Python's sort is stable (with
+    ``reverse`` too), so sorting by visibility and then by score desc gives score, then visibility."""
+    normalised = normalise_query(query)
+    if normalised is not None:
+        scores = field_scores(normalised, profiles, CONTENT_WEIGHT)
+        positive = [index for index, score in enumerate(scores) if score > 0]
+        if positive:
+            positive.sort(key=visibility.__getitem__)
+            positive.sort(key=scores.__getitem__, reverse=True)
+            return positive
+        if not is_explicit_memory_request(normalised):
+            return []  # a query that scores nothing and does not ask for memory
+    return sorted(range(len(visibility)), key=visibility.__getitem__)  # no query, or the recency fallback
 
 
 def select_for_prompt(records: Iterable[R], query: str | None) -> list[R]:
@@ -298,15 +359,6 @@ def select_for_prompt(records: Iterable[R], query: str | None) -> list[R]:
     prompt packer applies the budget.
     """
     eligible = [record for record in records if record.kind in PROMPT_ELIGIBLE_KINDS]
-    normalised = normalise_query(query)
-    if normalised is None:
-        return sorted(eligible, key=_visibility_order)
-    terms = query_terms(normalised)
-    scored = [(record, _field_score(record.content, normalised, terms, CONTENT_WEIGHT) if terms else 0)
-              for record in eligible]
-    if any(score > 0 for _, score in scored):
-        scored = [(record, score) for record, score in scored if score > 0]
-    elif not is_explicit_memory_request(normalised):
-        return []
-    scored.sort(key=lambda pair: (-pair[1], *_visibility_order(pair[0])))
-    return [record for record, _ in scored]
+    visibility = [visibility_key(r.scope_kind, r.published_at_ms, r.learning_id) for r in eligible]
+    profiles = [content_terms(record.content) for record in eligible]
+    return [eligible[index] for index in prompt_order(visibility, profiles, query)]

@@ -618,35 +618,26 @@ def _get(entry: object, name: str) -> Any:
     return getattr(entry, name, None)
 
 
-def _render_section(
-    heading: str, intro: str, blocks: Iterable[tuple[str, str, str]], truncated_note: str | None
-) -> str:
-    lines = [heading, intro]
-    for header, warning, body in blocks:
-        lines += [header, warning, FENCE_OPEN, neutralise_fences(body), FENCE_CLOSE]
-    if truncated_note:
-        lines.append(truncated_note)
-    return "\n\n".join(lines)
+def _utf8_size(text: str) -> int:
+    """The UTF-8 length of ``text``: what the token estimate counts (as in ``estimate_tokens``)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def render_recovered_memory(entries: Sequence[RecoveredEntry | Mapping[str, Any]], truncated: bool) -> str:
-    """Spec §4.17: the ``recovered_memory`` system section; ``""`` when there is no entry."""
-    if not entries:
-        return ""
-    blocks = (
-        (
-            f"## {_inline(_get(entry, 'run_id'))} ({_inline(_get(entry, 'status'))})",
-            RECOVERED_MEMORY_WARNING,
-            str(_get(entry, "summary") or ""),
-        )
-        for entry in entries
-    )
-    return _render_section(
-        RECOVERED_MEMORY_HEADING,
-        RECOVERED_MEMORY_INTRO,
-        blocks,
-        RECOVERED_MEMORY_TRUNCATED if truncated else None,
-    )
+class Block(NamedTuple):
+    """One entry of a section, rendered (its lines joined by blank lines), and that text's UTF-8 length."""
+
+    text: str
+    size: int
+
+
+def _block(header: str, warning: str, body: str) -> Block:
+    text = "\n\n".join((header, warning, FENCE_OPEN, neutralise_fences(body), FENCE_CLOSE))
+    return Block(text, _utf8_size(text))
+
+
+def _recovered_block(entry: RecoveredEntry | Mapping[str, Any]) -> Block:
+    header = f"## {_inline(_get(entry, 'run_id'))} ({_inline(_get(entry, 'status'))})"
+    return _block(header, RECOVERED_MEMORY_WARNING, str(_get(entry, "summary") or ""))
 
 
 def compact_kind(kind: object) -> str:
@@ -654,29 +645,63 @@ def compact_kind(kind: object) -> str:
     return re.sub(r"[\s_\-]+", "", str(kind)).lower()
 
 
-def _learning_header(entry: object) -> str:
-    header = f"## {_inline(_get(entry, 'learning_id'))} ({_inline(compact_kind(_get(entry, 'kind')))})"
-    return header.lower()
+@lru_cache(maxsize=16384)
+def _learning_block(learning_id: str, kind: str, content: str) -> Block:
+    """Keyed by all it shows, so never stale. The same learnings (a workspace's above all) enter every prompt
+    of every session in their scopes: each is rendered once per process."""
+    header = f"## {_inline(learning_id)} ({_inline(compact_kind(kind))})".lower()
+    return _block(header, LEARNED_CONTEXT_WARNING, content)
+
+
+def _learned_block(entry: Mapping[str, Any] | Any) -> Block:
+    if isinstance(entry, Mapping):
+        learning_id, kind, content = entry.get("learning_id"), entry.get("kind"), entry.get("content")
+    else:
+        learning_id, kind = getattr(entry, "learning_id", None), getattr(entry, "kind", None)
+        content = getattr(entry, "content", None)
+    return _learning_block(str(learning_id), str(kind), str(content or ""))
+
+
+@dataclass(frozen=True)
+class SectionFormat:
+    """How one memory section renders (§4.17): heading, intro paragraph, one block per entry and, when
+    entries were left out, a closing note; every part is separated from the next by a blank line."""
+
+    heading: str
+    intro: str
+    truncated_note: str
+    block: Callable[[Any], Block]
+
+    def join(self, blocks: Iterable[str], truncated: bool) -> str:
+        """The section around already rendered entry blocks."""
+        parts = [self.heading, self.intro, *blocks]
+        if truncated:
+            parts.append(self.truncated_note)
+        return "\n\n".join(parts)
+
+    def render(self, entries: Sequence[Any], truncated: bool) -> str:
+        """The whole section; ``""`` when there is no entry."""
+        if not entries:
+            return ""
+        return self.join([self.block(entry).text for entry in entries], truncated)
+
+
+RECOVERED_MEMORY_FORMAT = SectionFormat(
+    RECOVERED_MEMORY_HEADING, RECOVERED_MEMORY_INTRO, RECOVERED_MEMORY_TRUNCATED, _recovered_block
+)
+LEARNED_CONTEXT_FORMAT = SectionFormat(
+    LEARNED_CONTEXT_HEADING, LEARNED_CONTEXT_INTRO, LEARNED_CONTEXT_TRUNCATED, _learned_block
+)
+
+
+def render_recovered_memory(entries: Sequence[RecoveredEntry | Mapping[str, Any]], truncated: bool) -> str:
+    """Spec §4.17: the ``recovered_memory`` system section; ``""`` when there is no entry."""
+    return RECOVERED_MEMORY_FORMAT.render(entries, truncated)
 
 
 def render_learned_context(entries: Sequence[Mapping[str, Any] | Any], truncated: bool) -> str:
     """Spec §4.17: the ``learned_context`` system section; ``""`` when there is no entry."""
-    if not entries:
-        return ""
-    blocks = (
-        (
-            _learning_header(entry),
-            LEARNED_CONTEXT_WARNING,
-            str(_get(entry, "content") or ""),
-        )
-        for entry in entries
-    )
-    return _render_section(
-        LEARNED_CONTEXT_HEADING,
-        LEARNED_CONTEXT_INTRO,
-        blocks,
-        LEARNED_CONTEXT_TRUNCATED if truncated else None,
-    )
+    return LEARNED_CONTEXT_FORMAT.render(entries, truncated)
 
 
 # --------------------------------------------------------------------------------------------------- packing
@@ -711,46 +736,68 @@ class Packed(NamedTuple):
     omitted: int
 
 
+_SECTION_FORMATS: dict[Callable[..., str], SectionFormat] = {
+    render_recovered_memory: RECOVERED_MEMORY_FORMAT,
+    render_learned_context: LEARNED_CONTEXT_FORMAT,
+}
+_SEPARATOR_SIZE = len("\n\n")
+
+
+def _byte_tokens(size: int) -> int:
+    """``estimate_tokens`` of a text of ``size`` UTF-8 bytes."""
+    return math.ceil(size * TOKENS_PER_BYTE)
+
+
+def _packed_count(section: SectionFormat, sizes: Sequence[int], budget_tokens: int, truncated: bool) -> int:
+    """How many leading entries fit: entries are added in order while the section rendered with them (and
+    the truncation note it would then carry) stays within the budget, and the first overflow stops.
+
+    A rendered section is its parts joined by blank lines, so its size is the sum of the parts' sizes plus
+    one separator between each two: every candidate is measured from the entry sizes, never rendered. When
+    the whole section fits, so does every shorter one (each carries the note, but lacks at least the last
+    entry) as long as the last entry is no smaller than the note: then one sum answers.
+    """
+    count = len(sizes)
+    note = _SEPARATOR_SIZE + _utf8_size(section.truncated_note)
+    used = _utf8_size(section.heading) + _SEPARATOR_SIZE + _utf8_size(section.intro)
+    whole = used + sum(sizes) + _SEPARATOR_SIZE * count + (note if truncated else 0)
+    if (truncated or sizes[-1] + _SEPARATOR_SIZE >= note) and _byte_tokens(whole) <= budget_tokens:
+        return count
+    for taken, size in enumerate(sizes, 1):
+        used += _SEPARATOR_SIZE + size
+        if _byte_tokens(used + note if truncated or taken < count else used) > budget_tokens:
+            return taken - 1
+    return count
+
+
 def pack_section(
     entries: Sequence[Any],
-    render: Callable[[Sequence[Any], bool], str],
+    render: SectionFormat | Callable[[Sequence[Any], bool], str],
     budget_tokens: int,
     *,
     truncated: bool = False,
+    blocks: Sequence[tuple[str, int]] | None = None,
 ) -> Packed:
     """Spec §4.17: add entries in order while the fully rendered section stays within ``budget_tokens``.
 
+    ``render`` is ``render_recovered_memory`` / ``render_learned_context`` or their ``SectionFormat``.
     ``truncated`` says the incoming bundle was already cut (more valid records than ``max_prompt_entries``).
-    Each candidate is rendered with the truncation note it would carry, the first overflow stops packing,
-    a zero budget packs nothing, and when nothing fits ``text`` is ``None`` (the section is omitted).
+    Each candidate is measured with the truncation note it would carry, the first overflow stops packing,
+    a zero budget packs nothing, and when nothing fits ``text`` is ``None`` (the section is omitted). Each
+    entry is rendered once and the section text is assembled once, whatever the number of entries.
+    ``blocks`` are the entries' rendered blocks (``(text, size)`` from the format's ``block``) when the caller
+    keeps them: ``learnings.retrieval`` renders each learning once per process.
     """
+    section = render if isinstance(render, SectionFormat) else _SECTION_FORMATS[render]
     entries = list(entries)
     if not entries:
         return Packed([], None, truncated, 0)
     if budget_tokens <= 0:
         return Packed([], None, True, len(entries))
-    n = len(entries)
-    rendered: dict[int, str] = {}
-
-    def fits(k: int) -> bool:
-        rendered[k] = render(entries[:k], truncated or k < n)
-        return estimate_tokens(rendered[k]) <= budget_tokens
-
-    if fits(n):  # the common case with a large budget: one render
-        return Packed(entries, rendered[n], truncated, 0)
-    # The rendered size grows with every added entry (below n, where the truncation note drops out), so a
-    # binary search finds the same prefix as adding entries one by one, with O(log n) renders instead of n.
-    lo, hi = 0, n - 1  # invariant: the first `lo` entries fit (0 trivially); find the largest k < n that fits
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    best = lo
-    if best == n - 1 and fits(n):
-        best = n
-    packed = entries[:best]
-    text = (rendered.get(best) or render(packed, truncated or best < n)) if best else None
-    omitted = len(entries) - len(packed)
-    return Packed(packed, text, truncated or omitted > 0, omitted)
+    texts, sizes = zip(*(map(section.block, entries) if blocks is None else blocks), strict=True)
+    count = _packed_count(section, sizes, budget_tokens, truncated)
+    if count == 0:
+        return Packed([], None, True, len(entries))
+    omitted = len(entries) - count
+    text = section.join(texts[:count], truncated or omitted > 0)
+    return Packed(entries[:count], text, truncated or omitted > 0, omitted)

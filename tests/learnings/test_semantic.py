@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from learnings.semantic import (
+    STOP_WORDS,
     SemanticKeys,
     evidence_terms,
     is_explicit_memory_request,
@@ -319,3 +320,95 @@ def test_query_sort_is_score_then_scope_then_recency_then_id():
 def test_selection_excludes_ineligible_kinds_even_when_they_score():
     records = [Rec("learning-proc", "Deploy Atlas with make", kind="procedure"), Rec("learning-f", "Atlas")]
     assert ids(select_for_prompt(records, "atlas")) == ["learning-f"]
+
+
+# --- the fast paths against a straightforward reading of §4.7 ------------------------------------------
+
+_VOCAB = ["atlas", "Atlas", "atl", "disk", "usage", "sizes", "GiB", "東京", "école", "ÉCOLE", "the", "is", "a_b",
+          "memory", "remember", "durable", "learning", "x1", "İstanbul", "straße", "-", ".", "?", "  ", "kind",
+          "fact", "run", "summary", "workspace", "project", "editor", "helix", "Ⅻ", "٣", "ǅ"]
+
+
+def _reference_terms(text: str) -> list[str]:
+    """§4.7 terms, character by character: split on non-alphanumerics, drop empties and stop-words."""
+    tokens = "".join(char if char.isalnum() else " " for char in text.lower()).split()
+    return [token for token in tokens if token not in STOP_WORDS]
+
+
+def _reference_field_score(value: str, query: str, weight: int) -> int:
+    lowered = value.lower()
+    value_terms = set(_reference_terms(lowered))
+    score = 100 * weight if query in lowered else 0
+    return score + sum(10 * weight for term in _reference_terms(query) if term in value_terms)
+
+
+def _reference_select(records: list[Rec], query: str | None) -> list[Rec]:
+    eligible = [record for record in records if record.kind in ("fact", "preference", "decision")]
+    normalised = (query or "").strip().lower() or None
+
+    def order(record: Rec) -> tuple:
+        return {"session": 0, "persona": 1, "project": 2, "workspace": 3}.get(record.scope_kind, 4), \
+            -record.published_at_ms, record.learning_id
+
+    if normalised is None:
+        return sorted(eligible, key=order)
+    has_terms = bool(_reference_terms(normalised))
+    scored = [(record, _reference_field_score(record.content, normalised, 4) if has_terms else 0)
+              for record in eligible]
+    if any(score > 0 for _, score in scored):
+        scored = [(record, score) for record, score in scored if score > 0]
+    elif not is_explicit_memory_request(normalised):
+        return []
+    return [record for record, _ in sorted(scored, key=lambda pair: (-pair[1], *order(pair[0])))]
+
+
+def _random_text(rng, most: int) -> str:
+    return " ".join(rng.choice(_VOCAB) for _ in range(rng.randint(1, most)))
+
+
+def test_tokens_are_the_runs_of_isalnum_characters_over_all_of_unicode():
+    import sys
+
+    from learnings.semantic import _alnum_tokens
+
+    text = "".join(chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF)
+    expected = "".join(char if char.isalnum() else " " for char in text.lower()).split()
+    assert _alnum_tokens(text) == expected
+
+
+def test_selection_equals_a_straightforward_reading_of_the_spec():
+    import random
+
+    rng = random.Random(7)
+    for case in range(500):
+        records = [
+            Rec(f"learning-{rng.randint(1, 40)}", _random_text(rng, 6), rng.choice(["session", "project", "workspace"]),
+                rng.randint(0, 5), rng.choice(["fact", "preference", "decision", "procedure"]))
+            for _ in range(rng.randint(0, 12))
+        ]
+        query = rng.choice([None, "", "  ", _random_text(rng, 4), _random_text(rng, 2) + " learned context"])
+        assert ids(select_for_prompt(records, query)) == ids(_reference_select(records, query)), (case, query)
+        for record in records:
+            expected = _reference_field_score(record.content, (query or "").strip().lower(), 4) \
+                if (query or "").strip() and _reference_terms(query.strip().lower()) else 0
+            assert score_for_prompt(record.content, query) == expected
+
+
+def test_search_ranking_equals_a_straightforward_reading_of_the_spec():
+    import random
+
+    rng = random.Random(11)
+    labels = {"fact": "fact", "preference": "preference", "decision": "decision", "procedure": "procedure",
+              "run_summary": "run summary"}
+    for _ in range(500):
+        content = _random_text(rng, 6)
+        kind, scope = rng.choice(list(labels)), rng.choice(["session", "persona", "project", "workspace"])
+        query = rng.choice([None, "the", _random_text(rng, 3), "run summary", "workspace fact"])
+        normalised = (query or "").strip().lower()
+        expected_score, expected_fields = 0, []
+        if normalised and _reference_terms(normalised):
+            for name, value, weight in (("content", content, 4), ("kind", labels[kind], 1), ("scope", scope, 1)):
+                score = _reference_field_score(value, normalised, weight)
+                if score:
+                    expected_score, expected_fields = expected_score + score, [*expected_fields, name]
+        assert rank_for_search(content, kind, scope, query) == (expected_score, expected_fields)

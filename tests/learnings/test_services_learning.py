@@ -367,6 +367,43 @@ def test_bundle_order_session_project_workspace_skips_expired_and_procedure():
                                workspace.public_id]
 
 
+def test_learned_records_are_the_reference_selection_and_never_stale():
+    """learned_records reads raw rows, keeps what no query changes per process and orders column-wise; its
+    answer must be select_for_prompt's over the model instances, each record's block the renderer's, and a
+    changed row must never be served from the cache."""
+    from types import SimpleNamespace
+
+    from learnings.semantic import select_for_prompt
+    from memory.recall import LEARNED_CONTEXT_FORMAT
+
+    project = ProjectFactory(project_id="atlas")
+    session = SessionFactory()
+    session.projects.add(project)
+    learning("Preferred editor is Helix.", kind="preference")
+    learning("Editor theme is dark.", scope=("project", "atlas"))
+    learning("Deploy editor config is shared.", kind="decision", scope=("session", session.public_id))
+    learning("Project codename is Atlas.", scope=("project", "atlas"))
+    changed = learning("Team office is in 東京.")
+    keys = learning_scope_keys(session)
+
+    def check():
+        for query in (None, " ", "editor", "Which editor, editor?", "atlas project codename", "the",
+                      "remember the weather", "weather", "東京"):
+            records, truncated = retrieval.learned_records(session=session, scope_keys=keys, query=query)
+            instances = [SimpleNamespace(learning_id=row.public_id, kind=row.kind, content=row.content,
+                                         scope_kind=row.scope_kind, published_at_ms=row.published_at_ms)
+                         for row in Learning.objects.for_prompt(keys)]
+            expected = [row.learning_id for row in select_for_prompt(instances, query)]
+            assert [record.learning_id for record in records] == expected and truncated is False, query
+            assert all(record.block == LEARNED_CONTEXT_FORMAT.block(record.to_dict()) for record in records)
+
+    check()
+    Learning.objects.filter(pk=changed.pk).update(content="Team office is in Paris.", published_at_ms=1)
+    check()
+    assert retrieval.learned_bundle(session=session, scope_keys=keys, query="paris")[0][0]["content"] == \
+        "Team office is in Paris."
+
+
 def test_query_ranking_puts_relevant_workspace_record_alone(session):
     learning("Preferred editor is Helix.", kind="preference")
     codename = learning("Project codename is Atlas.")
@@ -436,20 +473,30 @@ def test_search_hits(session):
     assert retrieval.search_hits(session=session, scope_keys=learning_scope_keys(session), query="zzz") == []
 
 
-def test_prefiltered_selection_equals_the_reference_selection():
-    """retrieval.select skips records that cannot score; the answer must be semantic.select_for_prompt's."""
-    import random
-
-    from learnings import semantic
-
-    rng = random.Random(7)
-    vocab = ["atlas", "Atlas", "atl", "disk", "usage", "sizes", "GiB", "東京", "école", "ÉCOLE", "the", "is", "a_b",
-             "memory", "remember", "durable", "learning", "x1", "İstanbul", "straße", "-", ".", "?", "  ", "kind"]
-    for case in range(400):
-        rows = [retrieval._Row(n, f"learning-{n}", rng.choice(["fact", "preference", "decision", "procedure"]),
-                               " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 6))),
-                               rng.choice(["session", "project", "workspace"]), "x", "k", rng.randint(0, 5))
-                for n in range(rng.randint(0, 12))]
-        query = rng.choice([None, "", " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 4)))])
-        expected = [r.learning_id for r in semantic.select_for_prompt(rows, query)]
-        assert [r.learning_id for r in retrieval.select(rows, query)] == expected, (case, query)
+@pytest.mark.parametrize("shape", ["for_prompt", "search_visible"])
+def test_scoped_rows_are_the_queryset_rows(session, shape):
+    """``scoped_rows`` runs the shape's SQL compiled once per number of keys: whatever the keys (few, many,
+    repeated, none) and the time, it must return exactly the rows of the queryset itself."""
+    at = now_ms()
+    learning("Reports use gigabytes.", kind="preference")
+    learning("Session goal is cleanup.", scope=("session", session.public_id))
+    learning("Project language is Rust.", scope=("project", "atlas"), kind="decision")
+    learning("Secret place is here.", sensitivity="sensitive")
+    learning("Shell is bash.", tier="provisional")
+    expiring = learning("Codename is Atlas.")
+    Learning.objects.filter(pk=expiring.pk).update(expires_at_ms=at + 60_000)
+    hidden = learning("Editor is vim.")
+    shadow = learning("Editor is helix.", scope=("project", "other"))
+    Learning.objects.filter(pk=shadow.pk).update(supersedes=hidden)  # a live record in any scope shadows
+    keys = learning_scope_keys(session)
+    fields = ("pk", "kind", "content", "scope_kind", "scope_id", "published_at_ms")
+    seen = set()
+    for scope_keys in (keys, keys[-1:], [*keys, keys[0]], ["project:atlas", "project:other", *keys], []):
+        for when in (at, at + 120_000):
+            expected = sorted(getattr(Learning.objects, shape)(scope_keys, when).values_list(*fields))
+            rows = Learning.objects.scoped_rows(shape, scope_keys, when, fields)
+            assert sorted(rows) == expected
+            seen.add((len(scope_keys), when, frozenset(row[0] for row in rows)))
+    by_key_count = {(count, when): pks for count, when, pks in seen}
+    assert expiring.pk in by_key_count[(len(keys), at)] and expiring.pk not in by_key_count[(len(keys), at + 120_000)]
+    assert hidden.pk not in by_key_count[(len(keys), at)] and by_key_count[(0, at)] == frozenset()

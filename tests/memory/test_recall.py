@@ -776,3 +776,57 @@ def test_pack_learned_context_dicts():
     packed = pack_section(entries, render_learned_context, budget)
     assert [e["learning_id"] for e in packed.entries] == ["learning-0", "learning-1", "learning-2"]
     assert packed.omitted == 2
+
+
+_PACK_ALPHABET = ["a", "b", " ", "\n", "`", "```", "````", "é", "東", "🙂", "\u2028", "\x00", "_", "-", "X", "\t", "#"]
+
+
+def _random_text(rng: random.Random, most: int) -> str:
+    return "".join(rng.choice(_PACK_ALPHABET) for _ in range(rng.randint(0, most)))
+
+
+def _reference_pack(entries, render, budget, truncated):
+    """§4.17 read literally: add entries one by one, rendering the whole section each time (with the
+    truncation note it would carry), and stop at the first overflow."""
+    if not entries:
+        return ([], None, truncated, 0)
+    packed = []
+    if budget > 0:
+        for count in range(1, len(entries) + 1):
+            if estimate_tokens(render(entries[:count], truncated or count < len(entries))) > budget:
+                break
+            packed = entries[:count]
+    omitted = len(entries) - len(packed)
+    text = render(packed, truncated or omitted > 0) if packed else None
+    return (packed, text, truncated or omitted > 0, omitted)
+
+
+@pytest.mark.parametrize("section", ["recovered", "learned"])
+def test_pack_equals_the_one_by_one_reference(section):
+    rng = random.Random(5)
+    render = render_recovered_memory if section == "recovered" else render_learned_context
+    for _ in range(400):
+        count = rng.randint(0, 10)
+        if section == "recovered":
+            entries = [entry(_random_text(rng, 6) or f"run-{i}", i, _random_text(rng, 90), status=_random_text(rng, 5))
+                       for i in range(count)]
+        else:
+            entries = [{"learning_id": _random_text(rng, 6), "kind": rng.choice(["fact", "run_summary", "Pre-f x"]),
+                        "content": _random_text(rng, 90)} for _ in range(count)]
+        truncated = rng.random() < 0.3
+        full = estimate_tokens(render(entries, truncated)) if entries else 50
+        for budget in [rng.randint(-3, full + 30) for _ in range(6)] + [full, full - 1]:
+            expected = _reference_pack(entries, render, budget, truncated)
+            assert pack_section(entries, render, budget, truncated=truncated) == expected
+            format_ = recall.RECOVERED_MEMORY_FORMAT if section == "recovered" else recall.LEARNED_CONTEXT_FORMAT
+            assert pack_section(entries, format_, budget, truncated=truncated) == expected
+            blocks = [format_.block(item) for item in entries]
+            assert pack_section(entries, format_, budget, truncated=truncated, blocks=blocks) == expected
+
+
+def test_learned_blocks_are_rendered_once_per_learning():
+    entries = [{"learning_id": "learning-77", "kind": "fact", "content": "cached once"}]
+    render_learned_context(entries, False)
+    hits = recall._learning_block.cache_info().hits
+    assert render_learned_context([dict(entries[0])], True).endswith(recall.LEARNED_CONTEXT_TRUNCATED)
+    assert recall._learning_block.cache_info().hits == hits + 1
