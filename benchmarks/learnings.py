@@ -96,7 +96,7 @@ def run(results: Results, *, scale: int = 1) -> None:
     results.latency("learnings.memory_search", time_calls(search, 500 // scale + 20), size)
 
     s = sample[0]
-    qs = Learning.objects.for_prompt(scope_keys[s.pk], now_ms())
+    qs = Learning.objects.for_prompt(scope_keys[s.pk], now_ms()).order_by()  # as retrieval runs it
     plan = qs.explain(analyze=True) if connection.vendor == "postgresql" else qs.explain()
     print("EXPLAIN (learned_context retrieval):\n" + plan, flush=True)
 
