@@ -179,8 +179,11 @@ def run(results: Results, *, scale: int = 1) -> None:
     results.latency("plane2.memory_search", time_calls(search, 500 // scale + 20), size)
 
     text = corpus(5 / scale)
-    start = time.perf_counter()
-    scrub(text, redact_pii=True)
-    elapsed = time.perf_counter() - start
-    results.add("plane2.scrubber_throughput", len(text.encode()) / elapsed / 1e6, "MB/s",
-                f"{len(text.encode()) / 1e6:.1f} MB mixed corpus")
+    scrub(text[:100_000], redact_pii=True)  # warm the compiled patterns
+    rates = []
+    for _ in range(3):  # one call is a single sample on a noisy machine: report the median of three
+        start = time.perf_counter()
+        scrub(text, redact_pii=True)
+        rates.append(len(text.encode()) / (time.perf_counter() - start) / 1e6)
+    results.add("plane2.scrubber_throughput", sorted(rates)[1], "MB/s",
+                f"{len(text.encode()) / 1e6:.1f} MB mixed corpus, median of 3 calls")
