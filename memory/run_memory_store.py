@@ -63,8 +63,12 @@ def write_new_record(*, delete_run_pks: list[int], counters: dict[str, int], rec
     if conn.vendor != "postgresql":
         delete_records_of_runs(delete_run_pks)
         metrics.increment_many(counters)
-        return insert_record(run_pk=record.run_id, fields=_fields_of(record), scope_keys=scope_keys) \
-            if record is not None else None
+        if record is not None:
+            with conn.cursor() as cursor:
+                cursor.execute(*sql.insert_statement(record))
+                sql.mark_saved(record, cursor.fetchone()[0])
+            insert_scopes(record, dict.fromkeys(scope_keys))
+        return record
     parts: list[str] = []
     params: list = []
     if delete_run_pks:
@@ -94,11 +98,6 @@ def write_new_record(*, delete_run_pks: list[int], counters: dict[str, int], rec
     return sql.mark_saved(record, pk) if record is not None else None
 
 
-def _fields_of(record: RunMemoryRecord) -> dict:
-    return {f.attname: getattr(record, f.attname) for f in RunMemoryRecord._meta.concrete_fields
-            if f.attname not in ("id", "run_id")}
-
-
 def record_pairs(session_id: int) -> list[tuple[int, int]]:
     """(run pk, recorded_at_ms) of every record of the session: what retention decides on."""
     with transaction.get_connection().cursor() as cursor:
@@ -123,25 +122,6 @@ def delete_records_of_runs(run_pks: list[int]) -> int:
                        f"(SELECT id FROM {_RECORDS} WHERE run_id IN ({marks}))", run_pks)
         cursor.execute(f"DELETE FROM {_RECORDS} WHERE run_id IN ({marks})", run_pks)  # noqa: S608
         return cursor.rowcount
-
-
-def insert_record(*, run_pk: int, fields: dict, scope_keys: Iterable[str]) -> RunMemoryRecord:
-    """Insert a new record and one scope row per key (the by-scope index that memory-search widens over);
-    a single statement on PostgreSQL. The model instance is built from the same values (no read-back)."""
-    conn = transaction.get_connection()
-    keys = list(dict.fromkeys(scope_keys))
-    if conn.vendor != "postgresql":
-        record = sql.create(RunMemoryRecord, run_id=run_pk, **fields)
-        insert_scopes(record, keys)
-        return record
-    record = RunMemoryRecord(run_id=run_pk, **fields)
-    insert, params = sql.insert_statement(record)
-    with conn.cursor() as cursor:
-        cursor.execute(f"WITH rec AS ({insert}), scoped AS (INSERT INTO {_SCOPES} "  # noqa: S608
-                       "(record_id, scope_key, recorded_at_ms) SELECT rec.id, key, %s "
-                       "FROM rec CROSS JOIN unnest(%s::text[]) AS key) SELECT id FROM rec",
-                       [*params, record.recorded_at_ms, keys])
-        return sql.mark_saved(record, cursor.fetchone()[0])
 
 
 def insert_scopes(record: RunMemoryRecord, scope_keys: Iterable[str]) -> None:
