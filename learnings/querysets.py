@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
 from django.db import connections
 from django.db.models import CharField, Exists, Model, OuterRef, Q, QuerySet, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Concat
 
 from memory.clock import now_ms
@@ -48,13 +50,45 @@ _KEY_STAND_IN = "\x00scope-key-{}\x00"
 _AT_STAND_IN = -7_070_707_070_707  # no real epoch-ms timestamp
 
 
+ROW_VERSION = "_row_version"
+"""A row version's identity on PostgreSQL: ``id:xmin:ctid``. ``xmin`` (the writing transaction) changes with
+every committed write and ``ctid`` (the tuple's place) with every write inside one transaction, whatever
+wrote it - the ORM, raw SQL or a console - so an unchanged identity means an unchanged row."""
+
+
+class Fingerprint(NamedTuple):
+    """What a set of rows is, in one small value: how many, and the digest of their versions."""
+
+    count: int
+    digest: bytes
+
+
+def versions_digest(rows: Sequence[tuple]) -> bytes:
+    """The digest ``scoped_fingerprint`` computes in SQL, of rows read with ``versioned=True`` (their version
+    last): SHA-256 of the versions in primary-key order, comma-joined."""
+    versions = sorted((row[-1] for row in rows), key=lambda version: int(version.partition(":")[0]))
+    return hashlib.sha256(",".join(versions).encode()).digest()
+
+
+def _row_version(model: type[Model]) -> RawSQL:
+    """``ROW_VERSION`` as an annotation (PostgreSQL): built from the model's own table and column names only."""
+    table = f'"{model._meta.db_table}"'
+    sql = f"""({table}."{model._meta.pk.column}"::text || ':' || {table}.xmin::text || ':' || {table}.ctid::text)"""
+    return RawSQL(sql, ())  # noqa: S611
+
+
 @lru_cache(maxsize=64)
-def _compiled(model: type[Model], alias: str, shape: str, fields: tuple[str, ...], key_count: int):
+def _compiled(model: type[Model], alias: str, shape: str, fields: tuple[str, ...], key_count: int,
+              versioned: bool = False):
     """SQL and parameter slots of ``model.objects.<shape>(keys, at_ms).order_by().values_list(*fields)`` for
-    ``key_count`` distinct keys, or ``None`` if the stand-ins cannot all be traced to a parameter."""
+    ``key_count`` distinct keys (``versioned``: with each row's ``ROW_VERSION`` last), or ``None`` if the
+    stand-ins cannot all be traced to a parameter."""
     keys = [_KEY_STAND_IN.format(index) for index in range(key_count)]
-    queryset = getattr(model.objects.using(alias), shape)(keys, _AT_STAND_IN).order_by().values_list(*fields)
-    sql, params = queryset.query.get_compiler(alias).as_sql()
+    queryset = getattr(model.objects.using(alias), shape)(keys, _AT_STAND_IN).order_by()
+    if versioned:
+        queryset = queryset.annotate(**{ROW_VERSION: _row_version(model)})
+        fields = (*fields, ROW_VERSION)
+    sql, params = queryset.values_list(*fields).query.get_compiler(alias).as_sql()
     positions = {key: index for index, key in enumerate(keys)}
     slots = tuple(
         _Slot(key=positions[param]) if isinstance(param, str) and param in positions
@@ -65,6 +99,20 @@ def _compiled(model: type[Model], alias: str, shape: str, fields: tuple[str, ...
     traced = {slot.key for slot in slots if slot.key is not None} == set(range(key_count))
     if not traced or not any(slot.at for slot in slots) or "\x00" in sql or str(_AT_STAND_IN) in sql:
         return None
+    return sql, slots
+
+
+@lru_cache(maxsize=64)
+def _compiled_fingerprint(model: type[Model], alias: str, shape: str, key_count: int):
+    """:func:`_compiled` of the shape's row versions, wrapped in the aggregate that
+    ``versions_digest`` mirrors."""
+    compiled = _compiled(model, alias, shape, (), key_count, versioned=True)
+    if compiled is None:
+        return None
+    inner, slots = compiled
+    version = f'v."{ROW_VERSION}"'
+    sql = (f"SELECT count(*), sha256(convert_to(string_agg({version}, ',' "  # noqa: S608
+           f"ORDER BY split_part({version}, ':', 1)::bigint), 'UTF8')) FROM ({inner}) v")
     return sql, slots
 
 
@@ -90,8 +138,10 @@ def caller_scope_q(user: object) -> Q:
 class _ScopedQuerySet(QuerySet):
     id_prefix = ""
 
-    def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...]) -> list:
-        """``self.<shape>(scope_keys, at_ms).order_by().values_list(*fields)`` as a list of plain tuples.
+    def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...], *,
+                    versioned: bool = False) -> list:
+        """``self.<shape>(scope_keys, at_ms).order_by().values_list(*fields)`` as a list of plain tuples
+        (``versioned``, PostgreSQL only: each with its ``ROW_VERSION`` last).
 
         For the reads every new run makes: building that queryset and compiling it costs milliseconds of
         Python, so its SQL is compiled once per (database, shape, fields, number of keys) and run on a raw
@@ -99,9 +149,31 @@ class _ScopedQuerySet(QuerySet):
         is the only definition of the query, so both paths always agree.
         """
         keys = list(dict.fromkeys(scope_keys))
-        compiled = _compiled(self.model, self.db, shape, tuple(fields), len(keys)) if keys else None
+        compiled = _compiled(self.model, self.db, shape, tuple(fields), len(keys), versioned) if keys else None
         if compiled is None:
-            return list(getattr(self, shape)(keys, at_ms).order_by().values_list(*fields))
+            queryset = getattr(self, shape)(keys, at_ms).order_by()
+            if versioned:
+                queryset = queryset.annotate(**{ROW_VERSION: _row_version(self.model)})
+                fields = (*fields, ROW_VERSION)
+            return list(queryset.values_list(*fields))
+        return self._run(compiled, keys, at_ms, "fetchall")
+
+    def scoped_fingerprint(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> Fingerprint | None:
+        """How many rows ``scoped_rows`` would return and the digest of their versions (``versions_digest``),
+        read without the rows: the same answer means the same rows. ``None`` where rows have no version
+        identity (databases other than PostgreSQL)."""
+        if connections[self.db].vendor != "postgresql":
+            return None
+        keys = list(dict.fromkeys(scope_keys))
+        if not keys:
+            return Fingerprint(0, b"")
+        compiled = _compiled_fingerprint(self.model, self.db, shape, len(keys))
+        if compiled is None:
+            return None
+        count, digest = self._run(compiled, keys, at_ms, "fetchone")
+        return Fingerprint(count, bytes(digest or b""))
+
+    def _run(self, compiled: tuple[str, tuple[_Slot, ...]], keys: list[str], at_ms: int, fetch: str):
         sql, slots = compiled
         params = [
             keys[slot.key] if slot.key is not None else slot.at(at_ms) if slot.at else slot.constant
@@ -109,7 +181,7 @@ class _ScopedQuerySet(QuerySet):
         ]
         with connections[self.db].cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall()
+            return getattr(cursor, fetch)()
 
     def visible_to(self, user: object, *, operator: bool) -> QuerySet:
         """Operators see everything; an agent only what lies in the scopes of the sessions it owns."""

@@ -7,16 +7,24 @@ ORM, what no query changes is prepared once per learning, and scoring works colu
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
 from functools import lru_cache
+from operator import itemgetter
 from typing import NamedTuple
 
 from learnings import semantic
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
+from learnings.querysets import versions_digest
 from memory.clock import now_ms
 from memory.recall import LEARNED_CONTEXT_FORMAT, Block
 
 EXCERPT_CHARS = 180
 BROWSE_LIMIT = 200
+VISIBLE_SETS_CACHED = 256
+"""Prepared visible sets kept per process: about one per project whose sessions run (its learnings and the
+workspace's), each a few tuples of references to rows prepared once (``_prepared``)."""
 KIND_TITLES = {value: label for value, label in LearningKind.choices}
 
 
@@ -49,15 +57,88 @@ _PROMPT_FIELDS = ("pk", "kind", "content", "scope_kind", "scope_id", "published_
 @lru_cache(maxsize=32768)
 def _prepared(row: tuple) -> tuple[LearnedRecord, tuple[int, int, str], semantic.Profile]:
     """What no query changes about a row of ``_PROMPT_FIELDS``: the record (block rendered), its visibility
-    order key and its scoring profile. A session sees every learning of its projects and of the whole
-    workspace (a thousand or more) on every new run, the same rows again and again; keyed by the whole row,
-    a changed row is a new entry, never a stale one."""
+    order key and its scoring profile. A learning is seen by every session of its scopes, and its row is the
+    same in each of their visible sets, so it is prepared once per process; keyed by the whole row, a changed
+    row is a new entry, never a stale one."""
     pk, kind, content, scope_kind, scope_id, published_at_ms = row
     learning_id = f"{LEARNING_PREFIX}-{pk}"
     block = LEARNED_CONTEXT_FORMAT.block({"learning_id": learning_id, "kind": kind, "content": content})
     record = LearnedRecord(learning_id, kind, content, published_at_ms, scope_kind, scope_id, block)
     visibility = semantic.visibility_key(scope_kind, published_at_ms, learning_id)
     return record, visibility, semantic.content_terms(content)
+
+
+class _VisibleSet(NamedTuple):
+    """A set of prompt-visible rows, prepared and put in visibility order once: the records and their
+    content profiles column by column (lowercased contents, term sets), as scoring reads them."""
+
+    records: tuple[LearnedRecord, ...]
+    lowered: tuple[str, ...]
+    term_sets: tuple[frozenset[str], ...]
+
+
+def _visible_set(rows: Iterable[tuple]) -> _VisibleSet:
+    prepared = sorted(map(_prepared, rows), key=itemgetter(1))
+    return _VisibleSet(tuple(record for record, _, _ in prepared), tuple(profile[0] for _, _, profile in prepared),
+                       tuple(profile[1] for _, _, profile in prepared))
+
+
+class _VisibleSets:
+    """Visible sets by the fingerprint of their rows (``Learning.objects.scoped_fingerprint``), least recently
+    used dropped first. The sessions of a project all see the same rows (its learnings and the workspace's)
+    until one of them changes, so most new runs only read a fingerprint - one small row - and score. Any
+    write to a row changes the fingerprint: a changed, added, hidden or removed row means another key, never
+    a stale answer."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._sets: OrderedDict[bytes, _VisibleSet] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, digest: bytes) -> _VisibleSet | None:
+        with self._lock:
+            found = self._sets.get(digest)
+            if found is not None:
+                self._sets.move_to_end(digest)
+            return found
+
+    def put(self, digest: bytes, visible: _VisibleSet) -> None:
+        with self._lock:
+            self._sets[digest] = visible
+            self._sets.move_to_end(digest)
+            while len(self._sets) > self.size:
+                self._sets.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sets.clear()
+
+
+_VISIBLE_SETS = _VisibleSets(VISIBLE_SETS_CACHED)
+
+
+def clear_prepared() -> None:
+    """Forget every prepared row and set (benchmarks measure a cold process with it)."""
+    _VISIBLE_SETS.clear()
+    _prepared.cache_clear()
+
+
+def _prompt_visible(at: int, scope_keys: list[str]) -> _VisibleSet | None:
+    """The prompt-visible rows of these scopes at ``at``, prepared; ``None`` when there are none."""
+    fingerprint = Learning.objects.scoped_fingerprint("for_prompt", scope_keys, at)
+    if fingerprint is None:  # no row versions on this database: read the rows
+        rows = Learning.objects.scoped_rows("for_prompt", scope_keys, at, _PROMPT_FIELDS)
+        return _visible_set(rows) if rows else None
+    if fingerprint.count == 0:
+        return None
+    visible = _VISIBLE_SETS.get(fingerprint.digest)
+    if visible is None:
+        rows = Learning.objects.scoped_rows("for_prompt", scope_keys, at, _PROMPT_FIELDS, versioned=True)
+        if not rows:
+            return None
+        visible = _visible_set(row[:-1] for row in rows)
+        _VISIBLE_SETS.put(versions_digest(rows), visible)  # these rows' own key: they may be newer
+    return visible
 
 
 def learned_records(
@@ -67,14 +148,14 @@ def learned_records(
 
     Visibility (scopes, live, unexpired, unshadowed) and every prompt gate (kind, active tier, not sensitive,
     not failed, automatic ⇒ verified, never escalated) are applied in SQL; scoring, the zero-score omission
-    and the explicit-memory fallback in Python (``semantic.prompt_order``), on rows read as plain tuples and
+    and the explicit-memory fallback in Python (``semantic.prompt_order_of_visible``) over the visible set,
     prepared once per process. Never truncated here: the prompt packer applies the budget.
     """
-    rows = Learning.objects.scoped_rows("for_prompt", scope_keys, now_ms(), _PROMPT_FIELDS)
-    if not rows:
+    visible = _prompt_visible(now_ms(), scope_keys)
+    if visible is None:
         return [], False
-    records, visibility, profiles = zip(*map(_prepared, rows), strict=True)
-    return [records[index] for index in semantic.prompt_order(visibility, profiles, query)], False
+    order = semantic.prompt_order_of_visible(visible.lowered, visible.term_sets, query)
+    return [visible.records[index] for index in order], False
 
 
 def learned_bundle(

@@ -222,17 +222,24 @@ def content_terms(value: str) -> Profile:
 def field_scores(query: str, fields: Sequence[Profile], weight: int) -> list[int]:
     """The score of each field against a normalised query: +100·w when the lowercased field contains the whole
     query, +10·w per query term equal to one of its terms (a term repeated in the query counts once per
-    occurrence); zero throughout when the query has no term left after stop-word removal.
+    occurrence); zero throughout when the query has no term left after stop-word removal."""
+    if not fields:
+        return []
+    lowered, term_sets = zip(*fields, strict=True)
+    return column_scores(query, lowered, term_sets, weight)
+
+
+def column_scores(query: str, lowered: Sequence[str], term_sets: Sequence[frozenset[str]], weight: int) -> list[int]:
+    """:func:`field_scores` of fields given column by column (their lowercased texts, their term sets).
 
     This scores every learning a session sees for every new run, so the per-field work runs in C: ``map``
     over bound methods, one set intersection per field, and no Python call per field unless a query term is
     repeated."""
     terms = query_terms(query)
-    if not terms or not fields:
-        return [0] * len(fields)
+    if not terms or not lowered:
+        return [0] * len(lowered)
     counts = Counter(terms)
     wanted = frozenset(counts)
-    lowered, term_sets = zip(*fields, strict=True)
     if len(counts) == len(terms):
         matched = map(len, map(wanted.intersection, term_sets))
     else:
@@ -328,19 +335,29 @@ def prompt_order(
 ) -> list[int]:
     """Which prompt-eligible records enter ``learned_context`` and in what order, as indexes into the two
     sequences (one :func:`visibility_key` and one :func:`content_terms` per record); see
-    :func:`select_for_prompt`. Both sorts are keyed by C-level lookups, and Python's sort is stable (with
-    ``reverse`` too), so sorting by visibility and then by score desc gives score, then visibility."""
+    :func:`select_for_prompt`."""
+    order = sorted(range(len(visibility)), key=visibility.__getitem__)
+    lowered = [profiles[index][0] for index in order]
+    term_sets = [profiles[index][1] for index in order]
+    return [order[index] for index in prompt_order_of_visible(lowered, term_sets, query)]
+
+
+def prompt_order_of_visible(
+    lowered: Sequence[str], term_sets: Sequence[frozenset[str]], query: str | None
+) -> Sequence[int]:
+    """:func:`prompt_order` of records already in visibility order, given by their content profiles column by
+    column (lowercased contents, term sets). Python's sort is stable (with ``reverse`` too), so sorting
+    the positive scores desc keeps the visibility order among equal scores: score, then visibility."""
     normalised = normalise_query(query)
     if normalised is not None:
-        scores = field_scores(normalised, profiles, CONTENT_WEIGHT)
+        scores = column_scores(normalised, lowered, term_sets, CONTENT_WEIGHT)
         positive = [index for index, score in enumerate(scores) if score > 0]
         if positive:
-            positive.sort(key=visibility.__getitem__)
             positive.sort(key=scores.__getitem__, reverse=True)
             return positive
         if not is_explicit_memory_request(normalised):
             return []  # a query that scores nothing and does not ask for memory
-    return sorted(range(len(visibility)), key=visibility.__getitem__)  # no query, or the recency fallback
+    return range(len(lowered))  # no query, or the recency fallback
 
 
 def select_for_prompt(records: Iterable[R], query: str | None) -> list[R]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from memory import sql
 from memory.audit import record_audit
 from memory.errors import ValidationFailed
 from memory.journal import append_event, log_entry
@@ -47,7 +48,11 @@ def checkpoint_view(cp: Checkpoint | None) -> dict | None:
 
 
 def latest_checkpoint(session: Session) -> Checkpoint | None:
-    return Checkpoint.objects.filter(session=session).order_by("-compacted_until_offset", "-id").first()
+    """The session's newest checkpoint (read for every new run: one hand-written statement)."""
+    found = sql.select_instances(
+        Checkpoint, 'WHERE "session_id" = %s ORDER BY "compacted_until_offset" DESC, "id" DESC LIMIT 1', [session.pk]
+    )
+    return found[0] if found else None
 
 
 def entry_tokens(entry: dict) -> int:
@@ -100,17 +105,22 @@ CONTEXT_PAGE = 200
 def _newest_first(session_pk: int, after: int):
     """The session's events after ``after``, newest first, as (offset, timestamp_ms, run_id, event) rows, read
     in keyset pages: a live context usually stops long before the journal's start, and a plain query per page
-    avoids a server-side cursor's extra round trips."""
+    avoids a server-side cursor's extra round trips. Hand-written: this runs for every new run."""
     upper = None
     while True:
-        page = JournalEvent.objects.filter(session_id=session_pk, offset__gt=after)
-        if upper is not None:
-            page = page.filter(offset__lt=upper)
-        rows = list(page.order_by("-offset").values_list("offset", "timestamp_ms", "run_id", "event")[:CONTEXT_PAGE])
+        if upper is None:
+            tail, params = 'WHERE "session_id" = %s AND "offset" > %s', [session_pk, after]
+        else:
+            tail, params = 'WHERE "session_id" = %s AND "offset" > %s AND "offset" < %s', [session_pk, after, upper]
+        rows = sql.select(JournalEvent, f'{tail} ORDER BY "offset" DESC LIMIT {CONTEXT_PAGE}', params,
+                          fields=_EVENT_FIELDS)
         yield from rows
         if len(rows) < CONTEXT_PAGE:
             return
         upper = rows[-1][0]
+
+
+_EVENT_FIELDS = ("offset", "timestamp_ms", "run", "event")
 
 
 def _digest(previous: str, events: list[JournalEvent]) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import Count
 
-from memory import hooks, metrics, policies
+from memory import hooks, metrics, policies, sql
 from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
@@ -318,8 +318,9 @@ def recovered_bundle(session: Session, query: str | None, *, usage: str = "previ
     if not policy.enabled or policy.max_prompt_entries == 0:
         return Bundle([], False, 0)
     now = now_ms()
-    records = list(RunMemoryRecord.objects.filter(session=session).order_by("-recorded_at_ms", "-run_id")
-                   [: policy.max_tracked_per_session + 8])
+    records = sql.select_instances(  # hand-written: this runs for every new run
+        RunMemoryRecord, 'WHERE "session_id" = %s ORDER BY "recorded_at_ms" DESC, "run_id" DESC LIMIT %s',
+        [session.pk, policy.max_tracked_per_session + 8])
     expired = [r for r in records if now - r.recorded_at_ms > policy.retention_ms]
     if expired:
         with transaction.atomic():

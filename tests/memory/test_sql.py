@@ -41,3 +41,24 @@ def test_update_is_a_compare_and_swap():
                       outputs=[{"content": "done"}], finished_at_ms=5) == 1
     stored = Run.objects.get(pk=run.pk)
     assert (stored.status, stored.outputs, stored.finished_at_ms) == (RunStatus.COMPLETED, [{"content": "done"}], 5)
+
+
+def test_select_reads_columns_through_the_orm_converters():
+    session = SessionFactory()
+    run = Run.objects.create(session=session, status=RunStatus.COMPLETED, outputs=[{"text": "é", "n": [1, None]}])
+    other = Run.objects.create(session=session, status=RunStatus.RUNNING, outputs=[])
+    rows = sql.select(Run, 'WHERE "session_id" = %s ORDER BY "id" DESC', [session.pk],
+                      fields=("id", "status", "outputs", "session"))
+    assert rows == [(other.pk, "running", [], session.pk),
+                    (run.pk, "completed", [{"text": "é", "n": [1, None]}], session.pk)]
+    assert sql.select(Run, 'WHERE "id" = %s', [-1], fields=("id",)) == []
+
+
+def test_select_instances_are_the_orm_instances():
+    session = SessionFactory()
+    run = Run.objects.create(session=session, status=RunStatus.RUNNING, outputs=[{"a": 1}])
+    [found] = sql.select_instances(Run, 'WHERE "id" = %s', [run.pk])
+    expected = Run.objects.get(pk=run.pk)
+    assert isinstance(found, Run) and not found._state.adding and found._state.db == "default"
+    assert {f.attname: getattr(found, f.attname) for f in Run._meta.concrete_fields} == \
+        {f.attname: getattr(expected, f.attname) for f in Run._meta.concrete_fields}
