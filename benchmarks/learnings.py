@@ -1,6 +1,6 @@
 """Plane 3 at 100,000 learnings across 1,000 projects and the workspace, 10,000 sessions: learned_context,
 the whole prompt assembly (learned_context + recovered_memory), memory-search, candidate review throughput
-(judge off), and the EXPLAIN of the retrieval query."""
+(judge off), and the EXPLAIN of the retrieval queries."""
 
 from __future__ import annotations
 
@@ -105,7 +105,13 @@ def run(results: Results, *, scale: int = 1) -> None:
     s = sample[0]
     qs = Learning.objects.for_prompt(scope_keys[s.pk], now_ms()).order_by()  # as retrieval runs it
     plan = qs.explain(analyze=True) if connection.vendor == "postgresql" else qs.explain()
-    print("EXPLAIN (learned_context retrieval):\n" + plan, flush=True)
+    print("EXPLAIN (learned_context retrieval, a set's first run):\n" + plan, flush=True)
+    statement = Learning.objects.fingerprint_statement("for_prompt", scope_keys[s.pk], now_ms())
+    if statement is not None:
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN ANALYZE " + statement[0], statement[1])
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        print("EXPLAIN (learned_context fingerprint, every run):\n" + plan, flush=True)
 
     ts = now_ms()
     candidates = LearningCandidate.objects.bulk_create([

@@ -173,12 +173,24 @@ class _ScopedQuerySet(QuerySet):
         count, digest = self._run(compiled, keys, at_ms, "fetchone")
         return Fingerprint(count, bytes(digest or b""))
 
-    def _run(self, compiled: tuple[str, tuple[_Slot, ...]], keys: list[str], at_ms: int, fetch: str):
+    def fingerprint_statement(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> tuple[str, list] | None:
+        """The SQL and parameters ``scoped_fingerprint`` runs (for EXPLAIN), or ``None`` where it runs none."""
+        keys = list(dict.fromkeys(scope_keys))
+        if connections[self.db].vendor != "postgresql" or not keys:
+            return None
+        compiled = _compiled_fingerprint(self.model, self.db, shape, len(keys))
+        return None if compiled is None else self._statement(compiled, keys, at_ms)
+
+    @staticmethod
+    def _statement(compiled: tuple[str, tuple[_Slot, ...]], keys: list[str], at_ms: int) -> tuple[str, list]:
         sql, slots = compiled
-        params = [
+        return sql, [
             keys[slot.key] if slot.key is not None else slot.at(at_ms) if slot.at else slot.constant
             for slot in slots
         ]
+
+    def _run(self, compiled: tuple[str, tuple[_Slot, ...]], keys: list[str], at_ms: int, fetch: str):
+        sql, params = self._statement(compiled, keys, at_ms)
         with connections[self.db].cursor() as cursor:
             cursor.execute(sql, params)
             return getattr(cursor, fetch)()
