@@ -3,7 +3,8 @@ runs, semantic candidates (heuristic labels first, else the model-backed extract
 
 Exactly once per run: the run-memory record row is locked and its ``semantic_capture`` receipt checked; the
 unique constraints on candidates back this up. An extraction failure leaves the receipt ``pending`` (the beat
-job replays it); a disabled capture, or a run that did not complete, marks it ``skipped``.
+job replays it, least-tried first); a run that did not complete marks it ``skipped``; while semantic capture is
+turned off a ``pending`` receipt is left as it is, for when it is turned back on.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 
 from learnings import extraction, policy_store, services
 from learnings.models import CandidateOrigin, LearningCandidate, LearningKind
@@ -93,7 +94,9 @@ def capture_run(run_pk: int) -> CaptureOutcome | None:
         if record.semantic_capture != SemanticCapture.PENDING:
             return outcome
         semantic = policy.capture.semantic_candidates
-        if not semantic.enabled or run.status != RunStatus.COMPLETED:
+        if not semantic.enabled:  # capture runs only when enabled; the receipt waits for it to be turned back on
+            return outcome
+        if run.status != RunStatus.COMPLETED:
             _set_receipt(record, SemanticCapture.SKIPPED)
             outcome.receipt = SemanticCapture.SKIPPED
             return outcome
@@ -110,6 +113,9 @@ def capture_run(run_pk: int) -> CaptureOutcome | None:
                 except llm.ModelError as exc:
                     logger.warning("semantic capture of %s failed: %s", run.public_id, exc)
                     outcome.error = str(exc)
+                    RunMemoryRecord.objects.filter(pk=record.pk).update(
+                        semantic_capture_attempts=F("semantic_capture_attempts") + 1
+                    )
                     return outcome  # receipt stays pending; the replay job retries
             evidence = extraction.evidence_refs_for_run(run.public_id, list(record.artifact_ids or []))
             semantic_created = 0
@@ -136,15 +142,19 @@ def capture_run(run_pk: int) -> CaptureOutcome | None:
 
 
 def pending_capture_run_ids(limit: int = REPLAY_BATCH) -> list[int]:
-    """Terminal runs whose capture is unfinished: a ``pending`` receipt, or (when run_summary capture is on)
-    a record without its run_summary candidate."""
+    """Terminal runs whose capture is unfinished: a ``pending`` receipt (while semantic capture is on), or
+    (when run_summary capture is on) a record without its run_summary candidate. The least-tried receipts
+    come first, so runs whose extraction keeps failing cannot crowd newer ones out of a batch."""
+    capture_policy = policy_store.current_policy().capture
     terminal = RunMemoryRecord.objects.filter(run__status__in=TERMINAL_STATUSES)
-    ids = list(
-        terminal.filter(semantic_capture=SemanticCapture.PENDING)
-        .order_by("recorded_at_ms")
-        .values_list("run_id", flat=True)[:limit]
-    )
-    if policy_store.current_policy().capture.run_summary_candidates and len(ids) < limit:
+    ids = []
+    if capture_policy.semantic_candidates.enabled:
+        ids = list(
+            terminal.filter(semantic_capture=SemanticCapture.PENDING)
+            .order_by("semantic_capture_attempts", "recorded_at_ms")
+            .values_list("run_id", flat=True)[:limit]
+        )
+    if capture_policy.run_summary_candidates and len(ids) < limit:
         summaries = LearningCandidate.objects.filter(
             source_run=OuterRef("run_id"), kind=LearningKind.RUN_SUMMARY
         )

@@ -224,9 +224,11 @@ def extraction_json_schema(max_candidates: int, *, strict: bool = True) -> dict[
 
     The reference makes the candidates (and ``confidence``) optional. Structured outputs in strict mode
     (``memory.llm.chat_json``'s default) require every property to be listed as required, so with
-    ``strict=True`` the optional fields are required but nullable instead; :func:`normalise_model_candidates`
+    ``strict=True`` the optional fields are required but nullable instead; without it they are optional and
+    nullable too (the system prompt allows null), and - as the reference's reply type - other fields are
+    ignored rather than refused (say ``candidate_3`` when the maximum is 2). :func:`normalise_model_candidates`
     treats a null candidate as absent and a null confidence as 80. Pass the same ``strict`` to the model
-    call.
+    call, which checks the reply against the same schema.
     """
     count = max(max_candidates, 0)
     names = [f"candidate_{index}" for index in range(1, count + 1)]
@@ -252,15 +254,13 @@ def extraction_json_schema(max_candidates: int, *, strict: bool = True) -> dict[
         "properties": {
             "kind": {"type": "string"},
             "content": {"type": "string"},
-            "confidence": {"type": "number"},
+            "confidence": {"type": ["number", "null"]},
         },
         "required": ["kind", "content"],
-        "additionalProperties": False,
     }
     return {
         "type": "object",
-        "properties": {name: dict(item) for name in names},
-        "additionalProperties": False,
+        "properties": {name: {"anyOf": [dict(item), {"type": "null"}]} for name in names},
     }
 
 

@@ -905,12 +905,13 @@ def learning_revoke(*, learning: Learning | int, actor: object, reason: str | No
 
 
 def learnings_revoke_matching(*, queryset: QuerySet, actor: object, reason: str | None = None) -> list[Learning]:
-    """Revoke every matching learning, all or nothing: on the first error nothing has changed and the error
-    says how many updates had succeeded."""
+    """Revoke every matching learning one by one (§4.15; revoking is idempotent, so an already revoked match
+    is returned as it is), all or nothing: on the first error nothing has changed and the error says how many
+    updates had succeeded."""
     reason = check_revocation_reason(reason)
     revoked: list[Learning] = []
     with transaction.atomic():
-        targets = list(queryset.exclude(status=LearningStatus.REVOKED).order_by("id").values_list("pk", flat=True))
+        targets = list(queryset.order_by("id").values_list("pk", flat=True))
         for pk in targets:
             try:
                 revoked.append(learning_revoke(learning=pk, actor=actor, reason=reason))

@@ -18,6 +18,8 @@ from django.db import transaction
 logger = logging.getLogger(__name__)
 
 SWEEP_BATCH = 100
+REVIEW_RETRIES = 5
+REVIEW_RETRY_DELAY_S = 0.5
 SWEEP_LEASE_MS = 10 * 60 * 1000
 
 
@@ -38,11 +40,17 @@ def capture_run(run_pk: int) -> dict | None:
     )
 
 
-@shared_task(name="learnings.tasks.review_candidate", acks_late=True)
-def review_candidate(candidate_pk: int) -> dict | None:
+@shared_task(name="learnings.tasks.review_candidate", acks_late=True, bind=True, max_retries=REVIEW_RETRIES)
+def review_candidate(self, candidate_pk: int) -> dict | None:
+    """On an error the review (one transaction, so nothing half-done) is queued again after half a second
+    (§4.20); after ``REVIEW_RETRIES`` the beat sweep is what tries again."""
     from learnings import review
 
-    outcome = review.review_candidate(int(candidate_pk))
+    try:
+        outcome = review.review_candidate(int(candidate_pk))
+    except Exception as exc:
+        logger.warning("review of learning-candidate-%s failed (retrying): %s", candidate_pk, exc)
+        raise self.retry(exc=exc, countdown=REVIEW_RETRY_DELAY_S) from exc
     return (
         None
         if outcome is None

@@ -292,6 +292,9 @@ class RunMemoryRecord(models.Model):
     semantic_capture = models.CharField(
         max_length=16, choices=SemanticCapture.choices, default=SemanticCapture.PENDING
     )
+    semantic_capture_attempts = models.PositiveIntegerField(
+        default=0, help_text="Failed extraction attempts; the replay job retries the least-tried receipts first."
+    )
     recorded_at_ms = models.BigIntegerField()
     status = models.CharField(max_length=32, choices=RunStatus.choices)
     request_preview = models.TextField(null=True, blank=True)

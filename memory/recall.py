@@ -596,15 +596,13 @@ LEARNED_CONTEXT_TRUNCATED = "Additional older learned context was omitted to sta
 FENCE_OPEN = "```text"
 FENCE_CLOSE = "```"
 
-_BACKTICK_RUN = re.compile(r"`{3,}")
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def neutralise_fences(text: str) -> str:
-    """Replace every run of three or more backticks by as many ``'`` so nothing can close the fence."""
-    if "```" not in text:
-        return text
-    return _BACKTICK_RUN.sub(lambda match: "'" * len(match.group()), text)
+    """Replace every three backticks by three quotes (§4.17), left to right: at most two backticks stay together,
+    so nothing inside can close the fence (four backticks become three quotes and one backtick)."""
+    return text.replace("```", "'''")
 
 
 def _inline(value: object) -> str:

@@ -375,7 +375,9 @@ class LearningViewSet(_LearningPlaneViewSet):
         data = SupersedeLearningRequest(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
-        extra = {"expires_at_ms": body["expires_at_ms"]} if "expires_at_ms" in body else {}
+        # ``expires_at_ms?`` as every optional override (§4.15 "overrides or current values"; publish too): null
+        # or absent keeps the current value.
+        extra = {"expires_at_ms": body["expires_at_ms"]} if body.get("expires_at_ms") is not None else {}
         replacement = services.learning_supersede(
             learning=learning,
             actor=request.user,

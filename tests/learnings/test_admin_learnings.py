@@ -4,6 +4,7 @@ forms (intermediate page, then confirmation) and goes through the services, leav
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -33,6 +34,11 @@ def messages_of(response) -> list[str]:
     return [str(m) for m in response.wsgi_request._messages]
 
 
+def shows(page: str, row) -> bool:
+    """Whether a changelist page lists this row's public id (``learning-1`` is not ``learning-12``)."""
+    return re.search(rf"\b{re.escape(row.public_id)}\b", page) is not None
+
+
 # ---- candidates -------------------------------------------------------------------------------------------
 
 def test_review_queue_defaults_to_pending_and_escalated(admin_client):
@@ -59,8 +65,17 @@ def test_review_queue_defaults_to_pending_and_escalated(admin_client):
     assert escalated.public_id in by_kind and pending.public_id not in by_kind
     by_rule = admin_client.get(CANDIDATES + "?matched_rule=decisions").content.decode()
     assert escalated.public_id in by_rule and pending.public_id not in by_rule
-    for query in ("?origin=api", "?scope_kind=workspace", "?matched_rule=-"):
-        assert admin_client.get(CANDIDATES + query).status_code == 200
+    project = candidate("Project language is Rust.", scope=("project", "atlas"))
+    by_scope = admin_client.get(CANDIDATES + "?scope_kind=project").content.decode()
+    assert shows(by_scope, project) and not shows(by_scope, pending)
+    by_scope = admin_client.get(CANDIDATES + "?scope_kind=workspace").content.decode()
+    assert shows(by_scope, pending) and not shows(by_scope, project)
+    api_origin = admin_client.get(CANDIDATES + "?origin=api").content.decode()
+    assert shows(api_origin, pending) and shows(api_origin, project)
+    daemon_origin = admin_client.get(CANDIDATES + "?origin=daemon").content.decode()
+    assert not shows(daemon_origin, pending) and not shows(daemon_origin, project)
+    no_rule = admin_client.get(CANDIDATES + "?matched_rule=-").content.decode()
+    assert shows(no_rule, pending) and not shows(no_rule, escalated)
 
 
 def test_judge_reason_is_shown(admin_client):
@@ -133,9 +148,20 @@ def test_learnings_changelist_filters(admin_client):
     assert provisional.public_id in page and active.public_id not in page
     page = admin_client.get(LEARNINGS + "?prompt_visible=yes").content.decode()
     assert active.public_id in page and provisional.public_id not in page
-    for query in ("?publish_tier=active", "?verification_status=unverified", "?policy_decision=manual",
-                  "?kind=fact", "?scope_kind=workspace", "?prompt_visible=no"):
-        assert admin_client.get(LEARNINGS + query).status_code == 200
+    project = learning("Project language is Rust.", kind="decision", scope=("project", "atlas"))
+    for query, shown, hidden in (
+        ("?publish_tier=active", [active, project], [provisional]),
+        ("?verification_status=unverified", [active, provisional], []),
+        ("?policy_decision=manual", [active, provisional], []),
+        ("?kind=fact", [active, provisional], [project]),
+        ("?kind=decision", [project], [active, provisional]),
+        ("?scope_kind=workspace", [active, provisional], [project]),
+        ("?scope_kind=project", [project], [active, provisional]),
+        ("?prompt_visible=no", [provisional], [active, project]),
+    ):
+        page = admin_client.get(LEARNINGS + query).content.decode()
+        assert all(shows(page, row) for row in shown), query
+        assert not any(shows(page, row) for row in hidden), query
     assert "published manually" in admin_client.get(LEARNINGS).content.decode()
 
 

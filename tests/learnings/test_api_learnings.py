@@ -7,6 +7,7 @@ import pytest
 
 from learnings.models import Learning
 from memory import hooks
+from memory.clock import now_ms
 from memory.models import AuditEvent
 from tests.conftest import assert_problem
 from tests.learnings.test_services_learning import learning, set_policy
@@ -136,6 +137,10 @@ def test_revoke_matching(operator_client):
     keep.refresh_from_db()
     assert keep.status == "active"
     assert operator_client.post(f"{URL}/revoke-matching", {"kind": "decision"}, format="json").json() == []
+    again = operator_client.post(f"{URL}/revoke-matching", {"status": "revoked", "reason": "again"}, format="json")
+    assert sorted(item["learning_id"] for item in again.json()) == sorted([first.public_id, second.public_id])
+    assert {item["revoked_reason"] for item in again.json()} == {"cleanup"}  # idempotent: the first reason stays
+    assert AuditEvent.objects.filter(subject_id=first.public_id, action="revoke").count() == 1
     problem = assert_problem(operator_client.post(f"{URL}/revoke-matching", {"scope_kind": "project"},
                                                   format="json"), 400)
     assert problem["detail"] == "scope_id is required for the selected learning scope"
@@ -186,6 +191,20 @@ def test_supersede(operator_client):
     assert again["learning_id"] == new["learning_id"]
 
 
+def test_supersede_expiry_override_or_current_value(operator_client):
+    """``expires_at_ms?`` is an override: a value replaces the current expiry, null or absent keeps it."""
+    future = now_ms() + 86_400_000
+    cases = [("audit", {}, future), ("backup", {"expires_at_ms": None}, future),
+             ("cache", {"expires_at_ms": future + 5}, future + 5)]
+    for subject, body, expected in cases:
+        old = learning(f"The {subject} retention is 30 days.", candidate_extra={"expires_at_ms": future})
+        assert old.expires_at_ms == future
+        response = operator_client.post(f"{URL}/{old.public_id}/supersede",
+                                        {"content": f"The {subject} retention is 60 days.", **body}, format="json")
+        assert response.status_code == 200, response.content
+        assert response.json()["expires_at_ms"] == expected, body
+
+
 @pytest.mark.parametrize("body,message", [
     ({}, None), ({"content": ""}, "learning content is required"),
     ({"content": "x" * 1601}, "learning content exceeds the 1600 character limit"),
@@ -206,6 +225,34 @@ def test_supersede_bad_input(operator_client, body, message):
 
 
 # ---- learned_context through runs, memory-context, memory-search -------------------------------------------
+
+def test_learned_context_is_packed_first_within_one_budget(api_client, session_id, operator_client):
+    """§4.17: learned_context is packed first, entry by entry while the rendered section fits; the first
+    overflow stops it (truncated, with the omission note) and the omitted count feeds
+    session_memory.metrics.prompt_limit_omitted_total; recovered_memory only gets what budget is left."""
+    from memory.recall import LEARNED_CONTEXT_TRUNCATED, estimate_tokens
+    from tests.kheish.test_plane2_api import finish
+
+    finish(api_client, session_id, "Which editor theme do we use?", output="The editor theme is dark.")
+    made = [learning(f"Editor setting {index} is value {index}.", kind="preference") for index in range(40)]
+    before = operator_client.get("/v1/status").json()["session_memory"]["metrics"]["prompt_limit_omitted_total"]
+    response = api_client.post(f"/v1/sessions/{session_id}/runs", {
+        "input": {"content": "Which editor setting values do we use?"},
+        "model": {"context_window": 14_000, "max_output_tokens": 0}}, format="json")
+    assert response.status_code == 202, response.content
+    prompt = response.json()["prompt"]
+    names = [section["name"] for section in prompt["sections"]]
+    assert names[0] == "learned_context" and names in (["learned_context"], ["learned_context", "recovered_memory"])
+    learned = prompt["sections"][0]
+    kept = len(learned["entries"])
+    assert 0 < kept < len(made) and learned["truncated"] is True
+    assert set(learned["entries"]) <= {row.public_id for row in made}
+    assert learned["content"].rstrip().endswith(LEARNED_CONTEXT_TRUNCATED)
+    used = sum(estimate_tokens(section["content"]) for section in prompt["sections"])
+    assert used <= prompt["budget_tokens"] < estimate_tokens(learned["content"]) * 2
+    after = operator_client.get("/v1/status").json()["session_memory"]["metrics"]["prompt_limit_omitted_total"]
+    assert after - before == len(made) - kept
+
 
 def test_learned_context_reaches_runs_and_previews(api_client, session_id):
     helix = learning("Preferred editor is Helix.", kind="preference")

@@ -288,8 +288,9 @@ def test_extraction_schema_without_strict_mode_has_optional_fields():
     schema = extraction_json_schema(2, strict=False)
     assert "required" not in schema
     assert list(schema["properties"]) == ["candidate_1", "candidate_2"]
-    item = schema["properties"]["candidate_1"]
-    assert item["properties"]["confidence"] == {"type": "number"}
+    item, null = schema["properties"]["candidate_1"]["anyOf"]
+    assert null == {"type": "null"} and "additionalProperties" not in schema
+    assert item["properties"]["confidence"] == {"type": ["number", "null"]}
     assert item["required"] == ["kind", "content"]
 
 
@@ -301,12 +302,16 @@ def test_schemas_accept_what_the_normaliser_reads():
     }
     jsonschema.validate(strict_reply, extraction_json_schema(2))
     assert normalise_model_candidates(strict_reply, 2) == [Draft("fact", "Project codename is Atlas", 80)]
-    lenient_reply = {"candidate_2": {"kind": "preference", "content": "Dark mode", "confidence": 90}}
+    lenient_reply = {"candidate_1": None,
+                     "candidate_2": {"kind": "preference", "content": "Dark mode", "confidence": None}}
     jsonschema.validate({}, extraction_json_schema(2, strict=False))
     jsonschema.validate(lenient_reply, extraction_json_schema(2, strict=False))
-    assert normalise_model_candidates(lenient_reply, 2) == [Draft("preference", "Dark mode", 90)]
+    assert normalise_model_candidates(lenient_reply, 2) == [Draft("preference", "Dark mode", 80)]
+    jsonschema.validate({"candidate_3": {"extra": True}, "note": "x"}, extraction_json_schema(2, strict=False))
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"candidate_3": None}, extraction_json_schema(2, strict=False))
+        jsonschema.validate({"candidate_1": {"kind": "fact"}}, extraction_json_schema(2, strict=False))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"candidate_2": {"kind": "fact", "content": 7}}, extraction_json_schema(2, strict=False))
 
 
 def test_evidence_refs_for_run():

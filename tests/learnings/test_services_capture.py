@@ -92,6 +92,24 @@ def test_model_extraction_normalises_and_caps(session, fake_model):
     assert sorted(schema["properties"]) == ["candidate_1", "candidate_2"]  # at most max_candidates_per_run
 
 
+def test_model_replies_with_nulls_and_extra_fields_are_answers(session, fake_model):
+    """The system prompt lets the model set unused candidates to null; a null confidence is 80 and fields
+    past the maximum are ignored (§4.9): such a reply completes the capture, it is not a failure to retry."""
+    semantic_policy(max_candidates=2)
+    fake_model.reply_json({
+        "candidate_1": None,
+        "candidate_2": {"kind": "preference", "content": "Preferred shell is fish.", "confidence": None},
+        "candidate_3": {"kind": "fact", "content": "Beyond the maximum is ignored."},
+        "explanation": "one durable preference",
+    })
+    run = _terminal_run(session, "I always use the fish shell.")
+    outcome = capture.capture_run(run.pk)
+    assert outcome.error is None and receipt(run) == "completed"
+    assert [(c.kind, c.content, c.confidence) for c in semantic(run)] == [
+        ("preference", "Preferred shell is fish.", 80)]
+    assert capture.pending_capture_run_ids() == []
+
+
 def test_model_drafts_with_secrets_or_unknown_kinds_are_dropped(session, fake_model):
     semantic_policy(max_candidates=3)
     fake_model.reply_json({
@@ -124,6 +142,35 @@ def test_extraction_failure_leaves_receipt_pending_then_replay_succeeds(session,
     assert tasks.replay_pending_captures() == {"queued": 1}
     assert receipt(run) == "completed" and [c.content for c in semantic(run)] == ["Project codename is Atlas."]
     assert LearningCandidate.objects.filter(source_run=run, kind="run_summary").count() == 1
+
+
+def test_replay_tries_the_least_tried_receipts_first(session, fake_model):
+    """A run whose extraction keeps failing counts its attempts and goes to the back of the replay queue, so
+    a batch full of such runs cannot starve newer pending captures."""
+    semantic_policy(timeout_ms=500)
+    fake_model.reply_text("not json at all")
+    stubborn = _terminal_run(session, "We agreed on the codename Atlas for the project.")
+    for _ in range(2):
+        assert capture.capture_run(stubborn.pk).error
+    assert RunMemoryRecord.objects.get(run=stubborn).semantic_capture_attempts == 2
+    newer = _terminal_run(SessionFactory(), "The deploy window moved to Tuesday mornings.")
+    assert capture.pending_capture_run_ids() == [newer.pk, stubborn.pk]
+    assert capture.pending_capture_run_ids(limit=1) == [newer.pk]
+    assert receipt(stubborn) == receipt(newer) == "pending"
+
+
+def test_pending_receipts_wait_while_semantic_capture_is_off(session, llm_unconfigured):
+    """Capture runs only when enabled (§4.9): turning it off leaves a pending receipt pending - not replayed,
+    not marked skipped - and turning it back on captures the run."""
+    semantic_policy()
+    run = _terminal_run(session, PREFERENCE)
+    assert receipt(run) == "pending"
+    semantic_policy(enabled=False)
+    assert capture.capture_run(run.pk).receipt == "pending" and semantic(run) == []
+    assert capture.pending_capture_run_ids() == []
+    semantic_policy()
+    assert capture.pending_capture_run_ids() == [run.pk]
+    assert capture.capture_run(run.pk).receipt == "completed" and len(semantic(run)) == 1
 
 
 def test_no_model_configured_completes_without_candidates(session, llm_unconfigured):

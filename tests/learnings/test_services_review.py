@@ -169,6 +169,14 @@ def test_daemon_candidate_verified_and_published_active(capture_on):
     assert outcome.learning_id == published.public_id
     assert (published.status, published.verification_status, published.policy_decision,
             published.policy_actor) == ("active", "verified", "automatic", "daemon")
+    trail = {e.action: e for e in AuditEvent.objects.filter(subject_id__in=[cand.public_id, published.public_id])}
+    assert (trail["capture"].actor, trail["capture"].to_state) == ("daemon", "pending")
+    publish = AuditEvent.objects.get(subject_id=cand.public_id, action="publish")
+    assert (publish.actor, publish.from_state, publish.to_state) == ("daemon", "pending", "published")
+    assert publish.reason == LearningCandidate.objects.get(pk=cand.pk).automation_review["reason"] == \
+        "matched publication rule `prefs`"
+    learned = AuditEvent.objects.get(subject_id=published.public_id, action="publish")
+    assert (learned.actor, learned.to_state) == ("daemon", "active")
 
 
 def test_unsupported_daemon_candidate_is_downgraded(capture_on):
@@ -193,6 +201,9 @@ def test_conflicting_automatic_publication_escalates(capture_on):
     assert outcome.state == "escalated"
     assert outcome.review["reason"].endswith(
         f"; escalated because candidate conflicts with active learning {existing.public_id}")
+    audit = AuditEvent.objects.get(subject_id=cand.public_id, action="escalate")
+    assert (audit.actor, audit.from_state, audit.to_state, audit.reason) == (
+        "daemon", "pending", "escalated", outcome.review["reason"])
 
 
 # ---- judge (§4.11) ----------------------------------------------------------------------------------------
@@ -299,3 +310,44 @@ def test_policy_change_requeues_pending_candidates(django_capture_on_commit_call
         set_policy({"mode": "enabled", "publication": {"rules": [{"kind": "fact", "action": "reject"}]}})
     cand.refresh_from_db()
     assert cand.state == "rejected"
+
+
+def test_a_failed_review_is_queued_again(monkeypatch):
+    """§4.20: on an error the review is re-enqueued (after ≤500 ms) rather than left to the next sweep."""
+    from learnings import review, tasks
+
+    cand = candidate("Preferred editor is Helix.", kind="preference")
+    real = review.review_candidate
+    calls = []
+
+    def flaky(pk):
+        calls.append(pk)
+        if len(calls) == 1:
+            raise RuntimeError("database went away")
+        return real(pk)
+
+    monkeypatch.setattr(review, "review_candidate", flaky)
+    result = tasks.review_candidate.apply(args=[cand.pk], throw=False)
+    assert result.successful() and calls == [cand.pk, cand.pk]
+    assert result.result["mode"] == "shadow" and result.result["state"] == "pending"
+    cand.refresh_from_db()
+    assert cand.automation_review["action"] == "manual_review"
+    assert tasks.REVIEW_RETRY_DELAY_S <= 0.5
+
+
+def test_a_review_that_keeps_failing_stops_retrying(monkeypatch):
+    from learnings import review, tasks
+
+    cand = candidate()
+    calls = []
+
+    def broken(pk):
+        calls.append(pk)
+        raise RuntimeError("still broken")
+
+    monkeypatch.setattr(review, "review_candidate", broken)
+    monkeypatch.setitem(tasks.review_candidate.app.conf, "task_eager_propagates", False)  # each eager retry too
+    result = tasks.review_candidate.apply(args=[cand.pk], throw=False)
+    assert result.failed() and len(calls) == tasks.REVIEW_RETRIES + 1
+    cand.refresh_from_db()
+    assert cand.state == "pending" and cand.automation_review is None  # the sweep reviews it later
