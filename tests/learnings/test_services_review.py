@@ -351,3 +351,21 @@ def test_a_review_that_keeps_failing_stops_retrying(monkeypatch):
     assert result.failed() and len(calls) == tasks.REVIEW_RETRIES + 1
     cand.refresh_from_db()
     assert cand.state == "pending" and cand.automation_review is None  # the sweep reviews it later
+
+
+def test_worker_start_queues_pending_reviews_and_captures(llm_unconfigured):
+    """§4.16/§4.20 boot: a starting worker re-queues what a stopped one may have left - the pending
+    candidates' reviews and the pending captures."""
+    from learnings import tasks
+    from memory.models import RunMemoryRecord
+
+    set_policy({"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True}}})
+    waiting = candidate("Preferred editor is Helix.", kind="preference")
+    run = _terminal_run(SessionFactory(), "Preference: always report sizes in gigabytes, not gibibytes.")
+    assert RunMemoryRecord.objects.get(run=run).semantic_capture == "pending" and waiting.automation_review is None
+    tasks.queue_on_worker_start()
+    waiting.refresh_from_db()
+    assert waiting.automation_review["mode"] == "shadow" and waiting.state == "pending"
+    assert RunMemoryRecord.objects.get(run=run).semantic_capture == "completed"
+    captured = LearningCandidate.objects.filter(source_run=run).exclude(kind="run_summary").get()
+    assert captured.content == "always report sizes in gigabytes, not gibibytes"
