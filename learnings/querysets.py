@@ -77,6 +77,16 @@ def _row_version(model: type[Model]) -> RawSQL:
     return RawSQL(sql, ())  # noqa: S611
 
 
+def _shape_rows(manager: QuerySet, shape: str, keys: list[str], at_ms: int, fields: tuple[str, ...],
+                versioned: bool) -> QuerySet:
+    """``<shape>(keys, at_ms).order_by().values_list(*fields)``, with each row's ``ROW_VERSION`` last if asked."""
+    queryset = getattr(manager, shape)(keys, at_ms).order_by()
+    if versioned:
+        queryset = queryset.annotate(**{ROW_VERSION: _row_version(manager.model)})
+        fields = (*fields, ROW_VERSION)
+    return queryset.values_list(*fields)
+
+
 @lru_cache(maxsize=64)
 def _compiled(model: type[Model], alias: str, shape: str, fields: tuple[str, ...], key_count: int,
               versioned: bool = False):
@@ -84,11 +94,8 @@ def _compiled(model: type[Model], alias: str, shape: str, fields: tuple[str, ...
     ``key_count`` distinct keys (``versioned``: with each row's ``ROW_VERSION`` last), or ``None`` if the
     stand-ins cannot all be traced to a parameter."""
     keys = [_KEY_STAND_IN.format(index) for index in range(key_count)]
-    queryset = getattr(model.objects.using(alias), shape)(keys, _AT_STAND_IN).order_by()
-    if versioned:
-        queryset = queryset.annotate(**{ROW_VERSION: _row_version(model)})
-        fields = (*fields, ROW_VERSION)
-    sql, params = queryset.values_list(*fields).query.get_compiler(alias).as_sql()
+    queryset = _shape_rows(model.objects.using(alias), shape, keys, _AT_STAND_IN, fields, versioned)
+    sql, params = queryset.query.get_compiler(alias).as_sql()
     positions = {key: index for index, key in enumerate(keys)}
     slots = tuple(
         _Slot(key=positions[param]) if isinstance(param, str) and param in positions
@@ -151,12 +158,10 @@ class _ScopedQuerySet(QuerySet):
         keys = list(dict.fromkeys(scope_keys))
         compiled = _compiled(self.model, self.db, shape, tuple(fields), len(keys), versioned) if keys else None
         if compiled is None:
-            queryset = getattr(self, shape)(keys, at_ms).order_by()
-            if versioned:
-                queryset = queryset.annotate(**{ROW_VERSION: _row_version(self.model)})
-                fields = (*fields, ROW_VERSION)
-            return list(queryset.values_list(*fields))
-        return self._run(compiled, keys, at_ms, "fetchall")
+            return list(_shape_rows(self, shape, keys, at_ms, tuple(fields), versioned))
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(*self._statement(compiled, keys, at_ms))
+            return cursor.fetchall()
 
     def scoped_fingerprint(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> Fingerprint | None:
         """How many rows ``scoped_rows`` would return and the digest of their versions (``versions_digest``),
@@ -167,10 +172,12 @@ class _ScopedQuerySet(QuerySet):
         keys = list(dict.fromkeys(scope_keys))
         if not keys:
             return Fingerprint(0, b"")
-        compiled = _compiled_fingerprint(self.model, self.db, shape, len(keys))
-        if compiled is None:
+        statement = self.fingerprint_statement(shape, keys, at_ms)
+        if statement is None:
             return None
-        count, digest = self._run(compiled, keys, at_ms, "fetchone")
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(*statement)
+            count, digest = cursor.fetchone()
         return Fingerprint(count, bytes(digest or b""))
 
     def fingerprint_statement(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> tuple[str, list] | None:
@@ -188,12 +195,6 @@ class _ScopedQuerySet(QuerySet):
             keys[slot.key] if slot.key is not None else slot.at(at_ms) if slot.at else slot.constant
             for slot in slots
         ]
-
-    def _run(self, compiled: tuple[str, tuple[_Slot, ...]], keys: list[str], at_ms: int, fetch: str):
-        sql, params = self._statement(compiled, keys, at_ms)
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(sql, params)
-            return getattr(cursor, fetch)()
 
     def visible_to(self, user: object, *, operator: bool) -> QuerySet:
         """Operators see everything; an agent only what lies in the scopes of the sessions it owns."""

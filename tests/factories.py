@@ -38,3 +38,9 @@ class SessionFactory(factory.django.DjangoModelFactory):
         model = Session
 
     owner = factory.SubFactory(UserFactory)
+
+    @factory.post_generation
+    def projects(self, create, extracted, **kwargs):
+        """``SessionFactory(projects=[project, ...])`` attaches the session to those projects."""
+        if create and extracted:
+            self.projects.add(*extracted)

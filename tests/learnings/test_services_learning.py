@@ -351,10 +351,8 @@ def test_filters_by_policy_decision_actor_and_rule_name():
 # ---- retrieval (§4.7) -------------------------------------------------------------------------------------
 
 def test_bundle_order_session_project_workspace_skips_expired_and_procedure():
-    project = ProjectFactory(project_id="atlas")
     persona = PersonaFactory(persona_id="ops-bot")
-    session = SessionFactory(persona=persona)
-    session.projects.add(project)
+    session = SessionFactory(persona=persona, projects=[ProjectFactory(project_id="atlas")])
     workspace = learning("Workspace timezone is UTC.")
     project_one = learning("Project language is Rust.", scope=("project", "atlas"))
     persona_one = learning("Persona tone is formal.", scope=("persona", "ops-bot"))
@@ -376,9 +374,7 @@ def test_learned_records_are_the_reference_selection_and_never_stale():
     from learnings.semantic import select_for_prompt
     from memory.recall import LEARNED_CONTEXT_FORMAT
 
-    project = ProjectFactory(project_id="atlas")
-    session = SessionFactory()
-    session.projects.add(project)
+    session = SessionFactory(projects=[ProjectFactory(project_id="atlas")])
     learning("Preferred editor is Helix.", kind="preference")
     learning("Editor theme is dark.", scope=("project", "atlas"))
     learning("Deploy editor config is shared.", kind="decision", scope=("session", session.public_id))

@@ -21,9 +21,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def scoped():
-    project = ProjectFactory(project_id="atlas")
-    session = SessionFactory()
-    session.projects.add(project)
+    session = SessionFactory(projects=[ProjectFactory(project_id="atlas")])
     learning("Preferred editor is Helix.", kind="preference")
     learning("Project codename is Atlas.", scope=("project", "atlas"))
     learning("Session goal is cleanup.", kind="decision", scope=("session", session.public_id))
