@@ -36,6 +36,7 @@ class ProjectFactory(factory.django.DjangoModelFactory):
 class SessionFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Session
+        skip_postgeneration_save = True  # the projects hook saves through the m2m manager
 
     owner = factory.SubFactory(UserFactory)
 
