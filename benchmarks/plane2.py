@@ -14,7 +14,7 @@ from kheish import composition
 from memory import run_memory
 from memory.clock import now_ms
 from memory.models import Run, RunMemoryRecord, RunMemoryScope, RunStatus, Session
-from memory.redaction import scrub
+from memory.scrubbing import scrub
 from memory.runs import run_complete
 
 TOPICS = ["TLS certificate rotation on web-{n}", "disk usage on db-{n}", "backup restore drill {n}",

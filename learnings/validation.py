@@ -195,7 +195,7 @@ def content_has_secret_material(content: str) -> bool:
     Imported at call time so this module imports without the memory app's redaction module loaded
     (and so tests can substitute it).
     """
-    from memory.redaction import looks_like_secret
+    from memory.scrubbing import looks_like_secret
 
     return bool(looks_like_secret(content))
 

@@ -169,7 +169,7 @@ class BuiltRecord:
 
 def _scrub(text: str, redact_pii: bool):
     # Imported on use: ranking, rendering and packing never need the scrubber, and keep working on their own.
-    from memory.redaction import scrub
+    from memory.scrubbing import scrub
 
     return scrub(text, redact_pii=redact_pii)
 

@@ -80,7 +80,7 @@ class RedactionPreviewView(APIView):
     def post(self, request):
         data = RedactionPreviewRequest(data=request.data)
         data.is_valid(raise_exception=True)
-        from memory.redaction import scrub
+        from memory.scrubbing import scrub
 
         result = scrub(data.validated_data["text"], redact_pii=data.validated_data["redact_pii"])
         return Response({"text": result.text, "redaction_count": result.redaction_count,

@@ -188,9 +188,9 @@ def test_secret_guard_skips_run_summary_and_procedure(kind):
 
 
 def test_secret_guard_consults_memory_redaction(monkeypatch):
-    module = types.ModuleType("memory.redaction")
+    module = types.ModuleType("memory.scrubbing")
     module.looks_like_secret = lambda text: "banana" in text
-    monkeypatch.setitem(sys.modules, "memory.redaction", module)
+    monkeypatch.setitem(sys.modules, "memory.scrubbing", module)
     assert content_has_secret_material("a banana")
     assert not content_has_secret_material("The API key is sk-proj-secret.")
 

@@ -53,9 +53,9 @@ def spy_scrub(monkeypatch):
         redactions = {"secret": count, "pii": 1 if redact_pii and count else 0}
         return _Result(text.replace("SECRET", "<x>"), count, {k: v for k, v in redactions.items() if v})
 
-    module = types.ModuleType("memory.redaction")
+    module = types.ModuleType("memory.scrubbing")
     module.scrub = scrub
-    monkeypatch.setitem(sys.modules, "memory.redaction", module)
+    monkeypatch.setitem(sys.modules, "memory.scrubbing", module)
     return calls
 
 

@@ -1,4 +1,4 @@
-"""Scrubber (spec §4.2) and learning-content secret classifier (spec §4.19): ``memory.redaction``.
+"""Scrubber (spec §4.2) and learning-content secret classifier (spec §4.19): ``memory.scrubbing``.
 
 Plain functions, no database and no Django settings needed:
 ``.venv/bin/pytest -p no:django --noconftest tests/memory/test_redaction.py``.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.redaction import (
+from memory.scrubbing import (
     CARD_MARKER,
     CONFIG_ERROR_MARKER,
     EMAIL_MARKER,
@@ -415,7 +415,7 @@ def test_operator_tokens_never_rewrite_markers(settings_env) -> None:
 
 
 def test_auth_store_tokens_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memory.redaction as redaction
+    from memory.scrubbing import config as redaction
 
     monkeypatch.setattr(redaction, "_TOKEN_SOURCES", [])
     live = ["opaque-auth-canary"]
@@ -488,9 +488,9 @@ def test_scrub_result_is_frozen() -> None:
 
 def test_module_imports_without_django_settings() -> None:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-    code = "import memory.redaction as r; print(r.scrub('mail a@b.co').text)"
+    code = "import memory.scrubbing as r; print(r.scrub('mail a@b.co').text)"
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
+        [sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], env=env,
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert out.stdout.strip() == f"mail {EMAIL_MARKER}"

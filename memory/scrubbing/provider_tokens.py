@@ -1,4 +1,4 @@
-"""Provider credential shapes recognised by the scrubber (``memory.redaction``), beyond spec §4.2 step A.2.
+"""Provider credential shapes recognised by the scrubber (``memory.scrubbing``), beyond spec §4.2 step A.2.
 
 The formats follow gitleaks' public rule set (MIT; facts about token formats, not its code). Each shape is
 bounded so it does not eat surrounding text: the pattern itself fixes where the token ends (exact lengths
@@ -9,7 +9,7 @@ carry a negative look-ahead), and the character before a match is checked by the
 * ``"none"``   - the pattern carries its own context (``hooks.slack.com/…``, ``AccountKey=…``).
 
 ``prefixes`` are the literal beginnings of the pattern: the scrubber only tries a shape where the text
-starts with one of them (see ``memory.redaction`` on speed). Patterns are case-sensitive. ``keep`` is a regex
+starts with one of them (see ``memory.scrubbing`` on speed). Patterns are case-sensitive. ``keep`` is a regex
 for a leading part left visible (``AccountKey=`` stays, the key goes).
 """
 

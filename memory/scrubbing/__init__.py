@@ -1,0 +1,113 @@
+"""Secret and PII scrubbing (spec §4.2) and the learning-content secret classifier (spec §4.19): the public API.
+
+Pure functions: no database, no Django models. Scrubbing applies to the *derived* planes (recovered run
+memory, learnings, previews); the canonical session journal is never scrubbed - that is the callers' rule.
+
+* ``redact_secrets(text)`` - step A, the "debug redactor": PEM private keys, sensitive assignments,
+  provider tokens (the spec's prefixes plus the shapes in ``provider_tokens``), Bearer and other
+  Authorization credentials, JWTs, sensitive URL query parameters and URL passwords, then the operator's
+  literal tokens (``KHEISH_REDACT_TOKENS`` / ``KHEISH_REDACT_TOKENS_FILE``, longest first).
+* ``scrub(text, redact_pii=True)`` - step A, then step B (PII): the spec's number-run pass (Luhn cards,
+  NANP-shaped phones), SSNs, e-mail tokens (and e-mails glued to other text), and international phone
+  numbers found by ``phonenumbers`` (``Leniency.VALID``) over the regions in ``KHEISH_PHONE_REGIONS``.
+* ``looks_like_secret(text)`` - §4.19 ``learning_content_has_secret_material``.
+
+Counting: ``redaction_count`` is the spec's number (step A +1 if it changed the text at all, +1 per step-B
+replacement); ``redactions`` counts every individual replacement per kind.
+
+Speed. CPython's ``re`` costs ~100 ns for every position where a match attempt starts, so a pattern that
+begins with a common character class (letters, digits) reads only a few MB/s, while a pattern that begins
+with a literal is scanned at hundreds of MB/s, as are ``bytes.find``, ``bytes.translate`` and
+``bytes.lower`` (``str.lower`` of non-ASCII text is ten times slower: the lower-cased copy is made as bytes).
+Every pass here is therefore anchored on a literal: sensitive-key words (``key``, ``token``, ``cre`` for
+secret/credential, ``pass``, ...) in a lower-cased copy; provider tokens as runs of 20+ token characters in
+a character-class copy (`` aaaa…``), checked against the known prefixes; PII through a digit-class copy in
+which a few literal digit/separator shapes (``000s0000``, ``00s00s00s00``, ``p0``, ...) locate the only
+clusters of digits worth a closer look. Each such scan still costs ~3 ms per 5 MB; only a one-character
+search (memchr) is much cheaper, so rare literals are ruled out first by a capital letter they contain
+(``AKIA``, ``eyJ``, ``Key=``) and ``@`` / ``+`` are looked up directly. Python code runs per candidate, never
+per character, and it is kept short: ``split`` gives the offsets of dense hits in one search, ``findall``
+collects the URL parameter keys without match objects, and ``re.subn`` with a literal replacement (no
+callback, no template) redacts the Bearer tokens and the ``&`` parameters with a sensitive key.
+
+Layout (one module per seam): ``markers`` (literal markers, kinds, ``ScrubResult``) · ``scan`` (fast-scan
+helpers) · ``config`` (settings, operator tokens) · ``values`` (what a secret-looking value is: sensitive keys,
+placeholders and references, secret-shaped values - the one definition the scrubber and the classifier share) ·
+``provider_tokens`` (provider credential shapes) · ``credentials`` (step A) · ``pii`` and ``phones`` (step B) ·
+``classifier`` (§4.19).
+"""
+
+from __future__ import annotations
+
+from memory.scrubbing.classifier import _has_secret_assignment
+from memory.scrubbing.config import (
+    DEFAULT_PHONE_REGIONS,
+    SETTING_PHONE_REGIONS,
+    SETTING_TOKENS,
+    SETTING_TOKENS_FILE,
+    _config,
+    register_literal_token_source,
+)
+from memory.scrubbing.credentials import _step_a
+from memory.scrubbing.markers import (
+    CARD_MARKER,
+    CONFIG_ERROR_MARKER,
+    EMAIL_MARKER,
+    KIND_ASSIGNMENT,
+    KIND_CARD,
+    KIND_EMAIL,
+    KIND_OPERATOR_TOKEN,
+    KIND_PHONE,
+    KIND_PRIVATE_KEY,
+    KIND_SSN,
+    KIND_TOKEN,
+    KIND_URL_PARAM,
+    PHONE_MARKER,
+    PRIVATE_KEY_MARKER,
+    REDACTED,
+    SSN_MARKER,
+    ScrubResult,
+)
+from memory.scrubbing.pii import _step_b
+
+__all__ = [
+    "CARD_MARKER", "CONFIG_ERROR_MARKER", "DEFAULT_PHONE_REGIONS", "EMAIL_MARKER", "KIND_ASSIGNMENT", "KIND_CARD",
+    "KIND_EMAIL", "KIND_OPERATOR_TOKEN", "KIND_PHONE", "KIND_PRIVATE_KEY", "KIND_SSN", "KIND_TOKEN",
+    "KIND_URL_PARAM", "PHONE_MARKER", "PRIVATE_KEY_MARKER", "REDACTED", "SETTING_PHONE_REGIONS", "SETTING_TOKENS",
+    "SETTING_TOKENS_FILE", "SSN_MARKER", "ScrubResult", "looks_like_secret", "redact_secrets",
+    "register_literal_token_source", "scrub",
+]  # fmt: skip
+
+
+def redact_secrets(text: str) -> ScrubResult:
+    """Spec §4.2 step A (always applied). ``redaction_count`` is 1 if the text changed, else 0."""
+    redacted, counts = _step_a(text, _config())
+    return ScrubResult(text=redacted, redaction_count=int(redacted != text), redactions=counts)
+
+
+def scrub(text: str, *, redact_pii: bool = True) -> ScrubResult:
+    """Spec §4.2: step A, then (if ``redact_pii``) step B, each step-B replacement counting +1."""
+    config = _config()
+    redacted, counts = _step_a(text, config)
+    count = int(redacted != text)
+    if redact_pii and redacted != CONFIG_ERROR_MARKER:
+        redacted, pii_counts = _step_b(redacted, config.phone_regions)
+        count += sum(pii_counts.values())
+        for kind, n in pii_counts.items():
+            counts[kind] = counts.get(kind, 0) + n
+    return ScrubResult(text=redacted, redaction_count=count, redactions=counts)
+
+
+def looks_like_secret(text: str) -> bool:
+    """Spec §4.19 ``learning_content_has_secret_material``: a redaction marker, anything step A would
+    redact, or an assignment-shaped secret (word, squashed and structured markers)."""
+    trimmed = text.strip()
+    if not trimmed:
+        return False
+    lowered = trimmed.lower()
+    if "<redacted" in lowered:
+        return True
+    if _step_a(trimmed, _config())[0] != trimmed:
+        return True
+    return _has_secret_assignment(lowered)
+

@@ -1,0 +1,330 @@
+"""Spec §4.2 step B, PII: the number-run pass (Luhn cards with issuer ranges, NANP-shaped phones), SSNs,
+e-mail tokens (and e-mails glued to other text); international phones come from ``phones`` (phonenumbers).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from memory.scrubbing.markers import (
+    CARD_MARKER,
+    EMAIL_MARKER,
+    KIND_CARD,
+    KIND_EMAIL,
+    KIND_PHONE,
+    KIND_SSN,
+    PHONE_MARKER,
+    SSN_MARKER,
+    _bump,
+)
+from memory.scrubbing.phones import _international_phones
+from memory.scrubbing.scan import _class_table, _classify, _find_all, _literal_matches, _splice, _token_bounds
+
+# Digit-class copy of the text: digits -> 0, '-' -> d, '.' -> o, '+' -> p, other number separators
+# (space, tab, parentheses, slash) -> s, anything else -> x. Line breaks end a cluster (a phone number does
+# not span lines); '-' has its own class so that a date-time (0000d00d00s00) never looks like a number
+# written in pairs (00s00s00s00).
+_DIGIT_CLASS = _class_table({"0123456789": "0", " \t()/\u00a0": "s", "-": "d", ".": "o", "+": "p"}, "x")
+# Literal shapes of the digit-class copy that every phone / card / SSN candidate contains: 3 then 4 digits
+# (NANP, grouped cards and most national formats), dotted NANP / French, 3-3-2 and 2-2-2-2 groupings, a
+# 2-digit area code before a long block, the SSN, and +digit; plus runs of 13+ bare digits (cards written
+# without separators).
+_ANCHORS = (
+    b"000s0000", b"000d0000", b"000o000o0000", b"00o00o00o00", b"000s000s00", b"000d000d00", b"00s00s00s00",
+    b"00d00d00d00", b"00s000000", b"0d00d0000",
+)  # fmt: skip
+_PLUS_DIGIT = b"p0"  # the last anchor: '+' is rare, so its occurrences are found with a one-byte search
+_BARE_DIGITS = b"0" * 13
+_DIGIT_RUN = re.compile(b"0+")
+_CARD_FIRST_DIGITS = frozenset("234568")
+_INNER_START = re.compile(r"[\s(+]|[\-./][\-./]")
+
+
+def _has_digit(text: str) -> bool:
+    return (
+        "0" in text or "1" in text or "2" in text or "3" in text or "4" in text
+        or "5" in text or "6" in text or "7" in text or "8" in text or "9" in text
+    )  # fmt: skip
+
+
+def _step_b(text: str, regions: str) -> tuple[str, dict[str, int]]:
+    counts: dict[str, int] = {}
+    if not text:
+        return text, counts
+    if _has_digit(text):
+        edits = _digit_pii(text, counts, regions)
+        text = _splice(text, edits)
+    if "@" in text:
+        text = _redact_emails(text, counts)
+    return text, counts
+
+
+def _digit_clusters(text: str) -> list[tuple[int, int]]:
+    """Maximal runs of digits and number separators that contain an anchor shape, as sorted (start, end)."""
+    classes = _classify(text, _DIGIT_CLASS)
+    find = classes.find
+    hits: list[int] = []
+    for anchor in _ANCHORS:
+        hits.extend(_find_all(classes, anchor))
+    pos = find(b"p")
+    while pos >= 0:
+        if classes.startswith(_PLUS_DIGIT, pos):
+            hits.append(pos)
+        pos = find(b"p", pos + 1)
+    hits.extend(
+        run.start()
+        for run in _literal_matches(classes, _BARE_DIGITS, _DIGIT_RUN)
+        if text[run.start()] in _CARD_FIRST_DIGITS and run.end() - run.start() <= 19
+    )
+    hits.sort()
+    clusters: list[tuple[int, int]] = []
+    right = -1
+    for pos in hits:
+        if pos >= right:  # not in the cluster just found
+            right = find(b"x", pos)
+            if right < 0:
+                right = len(classes)
+            clusters.append((classes.rfind(b"x", 0, pos) + 1, right))
+    return clusters
+
+
+_CONTEXT = 3  # characters each side of a cluster that any rule looks at (look-arounds, matcher context)
+
+
+def _digit_pii(text: str, counts: dict[str, int], regions: str) -> list[tuple[int, int, str]]:
+    edits: list[tuple[int, int, str]] = []
+    last = 0
+    for left, right in _digit_clusters(text):
+        if left < last:
+            continue
+        base = left - _CONTEXT if left > _CONTEXT else 0
+        found = _cluster_pii(text[base : right + _CONTEXT], left - base, right - base, regions)
+        for start, end, marker, kind in found:
+            start += base
+            end += base
+            if kind == KIND_SSN:
+                token_start, token_end = _token_bounds(text, start, end)
+                if text[token_start:token_end].strip(_TRIM) == text[start:end] and token_start >= last:
+                    start, end = token_start, token_end  # spec: the whole whitespace token is replaced
+            edits.append((start, end, marker))
+            _bump(counts, kind)
+            last = end
+    return edits
+
+
+@functools.lru_cache(maxsize=65536)
+def _cluster_pii(snippet: str, left: int, right: int, regions: str) -> tuple[tuple[int, int, str, str], ...]:
+    """The PII of one digit cluster ``snippet[left:right]`` (with a little context around it), in spec
+    order: number runs, SSNs, then phonenumbers. Cached: logs repeat the same numbers a lot."""
+    if not _start_allowed(snippet, left) and _INNER_START.search(snippet, left, right) is None:
+        return ()  # glued to a word on the left with no other place to start (ORD-2024-000123, UUIDs)
+    edits: list[tuple[int, int, str, str]] = []
+    # Scans end two characters past the cluster so that look-aheads see the real context (the character at
+    # ``right`` is never a digit or separator, so no match can start there).
+    stop = min(len(snippet), right + 2)
+    for m in _RUN.finditer(snippet, left, stop):
+        edits.extend(_run_redactions(snippet, m.start(), m.end()))
+    for m in _SSN_SHAPE.finditer(snippet, left, stop):
+        start, end = m.span()
+        if not any(a < end and start < b for a, b, _, _ in edits):
+            edits.append((start, end, SSN_MARKER, KIND_SSN))
+    edits.sort()
+    for start, end in _international_phones(snippet, left, stop, regions):
+        if not any(a < end and start < b for a, b, _, _ in edits):
+            edits.append((start, end, PHONE_MARKER, KIND_PHONE))
+    edits.sort()
+    return tuple(edits)
+
+
+# Shapes (spec §4.2 step B).
+_EMAIL_CHARS = re.compile(r"[A-Za-z0-9@._%+\-]+")
+_SSN_SHAPE = re.compile(r"(?<![\w\-])\d{3}-\d{2}-\d{4}(?![\w\-])")
+_CARD_CHARS = re.compile(r"[\d\- ]+")
+_PHONE_CHARS = re.compile(r"[\d\s+\-().]+")
+_PHONE_SEPARATOR = re.compile(r"[\s+\-().]")
+_NON_DIGITS = re.compile(r"\D+")
+_DIGIT_GROUPS = re.compile(r"\d+")
+_TRIM = ".,;:!?\"'()[]{}<>"
+
+
+@functools.lru_cache(maxsize=8192)
+def _looks_like_email(token: str) -> bool:
+    if "@" not in token or not _EMAIL_CHARS.fullmatch(token):
+        return False
+    local, domain = token.split("@", 1)
+    if not local or "." not in domain or domain.startswith(".") or domain.endswith("."):
+        return False
+    # Extension: the top-level label has a letter, so ``react@18.2.0`` (a package version) is not an e-mail.
+    return any(ch.isalpha() for ch in domain.rsplit(".", 1)[1])
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, ch in enumerate(reversed(digits)):
+        value = ord(ch) - 48
+        if index % 2:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total != 0 and total % 10 == 0
+
+
+def _card_issuer_known(digits: str) -> bool:
+    """Issuer (IIN) ranges of the major networks: keeps Luhn-valid timestamps and ids out."""
+    n = len(digits)
+    p2, p3, p4, p6 = int(digits[:2]), int(digits[:3]), int(digits[:4]), int(digits[:6])
+    if digits[0] == "4":  # Visa
+        return True
+    if 51 <= p2 <= 55 or 2221 <= p4 <= 2720:  # Mastercard
+        return n == 16
+    if p2 in (34, 37):  # American Express
+        return n == 15
+    if 300 <= p3 <= 305 or p4 == 3095 or p2 in (36, 38, 39):  # Diners Club
+        return n >= 14
+    if 3528 <= p4 <= 3589:  # JCB
+        return n >= 16
+    if p4 == 6011 or 644 <= p3 <= 649 or p2 == 65 or 622126 <= p6 <= 622925:  # Discover
+        return n >= 16
+    if p2 in (62, 81) or 2200 <= p4 <= 2204:  # UnionPay, Mir
+        return n >= 16
+    return p2 in (50, 56, 57, 58, 60, 63, 67)  # Maestro, RuPay
+
+
+def _looks_like_card(token: str) -> bool:
+    if not _CARD_CHARS.fullmatch(token):
+        return False
+    digits = _NON_DIGITS.sub("", token)
+    return 13 <= len(digits) <= 19 and _luhn_valid(digits) and _card_issuer_known(digits)
+
+
+def _looks_like_phone(token: str) -> bool:
+    """The spec's phone shape, restricted to NANP numbers: grouping 3-3-4 / 1-3-3-4 / +1…, area code 2-9.
+
+    The spec's bare "10 digits with a separator" also matches ``2024-01-15 10:30``, ``192.168.10.10`` and
+    ``48.8566 2.3522``; other countries' numbers are found by ``phonenumbers`` instead.
+    """
+    if not _PHONE_CHARS.fullmatch(token) or not _PHONE_SEPARATOR.search(token):
+        return False
+    digits = _NON_DIGITS.sub("", token)
+    plus = token.startswith("+")
+    if plus:
+        if len(digits) != 11 or digits[0] != "1":
+            return False
+    elif not (len(digits) == 10 or (len(digits) == 11 and digits[0] == "1")):
+        return False
+    if digits[-10] in "01":
+        return False  # NANP area codes start with 2-9 (the exchange rule would reject the spec's 555-123-4567)
+    groups = [len(group) for group in _DIGIT_GROUPS.findall(token)]
+    if groups in ([3, 3, 4], [1, 3, 3, 4]):
+        return True
+    if plus and groups in ([11], [1, 10]):
+        return True
+    return "(" in token and groups in ([3, 7], [1, 3, 7])
+
+
+# B.1 number-run pass. A run starts at a digit, + or ( on a token boundary and extends over digits and
+# separators; whitespace is only taken when a digit (or "(digit") follows. Only runs with 10+ digits can be
+# a phone or a card, so the regex asks for them; a date-time prefix (``2024-01-15 10:30``) never starts one.
+_RUN = re.compile(
+    r"(?<![\w])(?<![\w][\-./])(?!(?:19|20)\d\d[\-/.][01]?\d[\-/.][0-3]?\d\s)"
+    r"[+(]*\d(?:(?:[+\-().]|[ \t]+(?=\(?\d))*\d){9,}"
+)
+
+
+_PLUS_ONE = re.compile(r"\+[\s(]*1")
+
+
+def _start_allowed(text: str, index: int) -> bool:
+    if index == 0:
+        return True
+    previous = text[index - 1]
+    if previous.isalnum() or previous == "_":
+        return False
+    return not (previous in "-./" and index >= 2 and (text[index - 2].isalnum() or text[index - 2] == "_"))
+
+
+def _end_allowed(text: str, index: int) -> bool:
+    """Not glued to a word on the right: ``4567abc`` and ``0076-ce4d`` (a UUID) do not end a number."""
+    if index >= len(text):
+        return True
+    following = text[index]
+    if following.isalnum() or following == "_":
+        return False
+    return not (following in "-./" and index + 1 < len(text) and (text[index + 1].isalnum() or text[index + 1] == "_"))
+
+
+def _run_redactions(text: str, start: int, end: int) -> list[tuple[int, int, str, str]]:
+    """Replacements inside one run ``text[start:end]`` (``end`` is just after its last digit).
+
+    As in the spec, every boundary position of the run is tried as a start: the candidate from there to
+    the end is a card, else a phone, else (starting with ``+``/``(``) a phone-shaped prefix ending at its
+    10th or 11th digit. Work per start is bounded: a whole candidate is only examined when it has at most
+    19 digits (no card or phone has more), and the prefix walk stops after 11 digits.
+    """
+    found: list[tuple[int, int, str, str]] = []
+    digits_after = [0] * (end - start + 1)  # digits in text[start + k : end]
+    for k in range(end - start - 1, -1, -1):
+        digits_after[k] = digits_after[k + 1] + text[start + k].isdigit()
+    whole_ok = _end_allowed(text, end)
+    pos = start
+    while pos < end:
+        ch = text[pos]
+        remaining = digits_after[pos - start]
+        if remaining < 10:
+            break
+        if not (ch.isdigit() or ch in "+(") or not _start_allowed(text, pos):
+            pos += 1
+            continue
+        if whole_ok and remaining <= 19:
+            candidate = text[pos:end]
+            if remaining >= 13 and _looks_like_card(candidate):
+                found.append((pos, end, CARD_MARKER, KIND_CARD))
+                break
+            if remaining <= 11 and _looks_like_phone(candidate):
+                found.append((pos, end, PHONE_MARKER, KIND_PHONE))
+                break
+        if ch == "(" or (ch == "+" and _PLUS_ONE.match(text, pos)):  # only +1… can start a NANP prefix
+            # The prefix walk: at the 10th or 11th digit, a phone-shaped prefix is redacted on its own.
+            seen = 0
+            stop = pos
+            prefix_end = -1
+            while stop < end and seen < 11:
+                if text[stop].isdigit():
+                    seen += 1
+                    if seen >= 10 and _end_allowed(text, stop + 1) and _looks_like_phone(text[pos : stop + 1]):
+                        prefix_end = stop + 1
+                        break
+                stop += 1
+            if prefix_end > 0:
+                found.append((pos, prefix_end, PHONE_MARKER, KIND_PHONE))
+                pos = prefix_end
+                continue
+        pos += 1
+    return found
+
+
+# B.2 e-mail tokens (checked trimmed, replaced whole), plus (extension) e-mails glued to other text
+# (``"email":"a@b.co"``, ``mailto:a@b.co``), replaced alone.
+_EMBEDDED_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"
+    r"(?![A-Za-z0-9\-])"
+)
+
+
+def _redact_emails(text: str, counts: dict[str, int]) -> str:
+    edits: list[tuple[int, int, str]] = []
+    find = text.find
+    at = find("@")
+    while at >= 0:
+        start, end = _token_bounds(text, at, at + 1)
+        if _looks_like_email(text[start:end].strip(_TRIM)):
+            edits.append((start, end, EMAIL_MARKER))
+        else:
+            edits.extend((m.start(), m.end(), EMAIL_MARKER) for m in _EMBEDDED_EMAIL.finditer(text, start, end))
+        at = find("@", max(end, at + 1))
+    if edits:
+        _bump(counts, KIND_EMAIL, len(edits))
+    return _splice(text, edits)
+
