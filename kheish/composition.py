@@ -4,55 +4,37 @@ packs the sections within one budget: learned_context first, then recovered_memo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib import import_module
-from typing import Any
-
 from django.db import transaction
 
+from learnings import retrieval
 from memory import compaction, metrics, run_memory
 from memory.models import Run, Session
-from memory.recall import estimate_tokens, memory_budget, pack_section, render_learned_context, render_recovered_memory
+from memory.recall import (
+    estimate_tokens,
+    memory_budget,
+    pack_section,
+    render_learned_context,
+    render_recovered_memory,
+    score_entry,
+)
 from memory.runs import RunInput, run_open
 from memory.sessions import effective_capability_scope, learning_scope_keys
-
-
-def _optional(module: str, name: str) -> Callable[..., Any] | None:
-    """A higher plane's function when that plane is installed (learnings, skills); None otherwise."""
-    try:
-        return getattr(import_module(module), name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        return None
-
-
-def _learned(name: str, session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
-    bundle = _optional("learnings.retrieval", name)
-    if bundle is None:
-        return [], False
-    return bundle(session=session, scope_keys=scope_keys, query=query, usage=usage)
+from skills import selectors as skill_selectors
 
 
 def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
     """learnings.retrieval.learned_bundle(session=, scope_keys=, query=, usage=) -> (entries, truncated)."""
-    return _learned("learned_bundle", session, scope_keys, query, usage)
+    return retrieval.learned_bundle(session=session, scope_keys=scope_keys, query=query, usage=usage)
 
 
 def learned_records(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
     """The same selection as ``learned_entries`` as records (``learning_id`` and the rendered ``block``), for
     the prompt, which needs no API dicts: learnings.retrieval.learned_records(...) -> (records, truncated)."""
-    return _learned("learned_records", session, scope_keys, query, usage)
+    return retrieval.learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage)
 
 
 def visible_skills(session: Session, scope_keys: list[str]) -> list[dict]:
-    func = _optional("skills.selectors", "session_visible_skills")
-    return func(session=session, scope_keys=scope_keys, query=None) if func else []
-
-
-def _search_hits(module: str, session: Session, scope_keys: list[str], query: str | None) -> list[dict]:
-    func = _optional(module, "search_hits")
-    return func(session=session, scope_keys=scope_keys, query=query) if func else []
+    return skill_selectors.session_visible_skills(session=session, scope_keys=scope_keys, query=None)
 
 
 def assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str = "prompt") -> dict:
@@ -120,12 +102,10 @@ def memory_context(session: Session, query: str | None) -> dict:
 
 
 def memory_search(session: Session, query: str | None, limit: int) -> dict:
-    from memory.recall import score_entry
-
     normalized = (query or "").strip().lower() or None
     scope_keys = learning_scope_keys(session)
     results: list[dict] = []
-    results += _search_hits("learnings.retrieval", session, scope_keys, normalized)
+    results += retrieval.search_hits(session=session, scope_keys=scope_keys, query=normalized)
     policy = run_memory.current_policy()  # read once for both reads below
     eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview", policy=policy).entries}
     for record in run_memory.search_records(session, scope_keys, policy=policy):
@@ -153,7 +133,7 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
             "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
         })
     if normalized:
-        results += _search_hits("skills.selectors", session, scope_keys, normalized)
+        results += skill_selectors.search_hits(session=session, scope_keys=scope_keys, query=normalized)
     results.sort(key=lambda r: (-r["score"], -r["timestamp_ms"], r["source_id"]))
     return {
         "session_id": session.public_id,

@@ -1,16 +1,11 @@
-"""Repair across planes: run memory first, then whatever the higher planes register."""
+"""Repair across planes: run memory first, then the skills plane's mounted files."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from memory import run_memory
-
-_repairers: dict[str, Callable[..., dict]] = {}
-
-
-def register(name: str, func: Callable[..., dict]) -> None:
-    _repairers[name] = func
+from skills.repair import repair_skills
 
 
 def repair_all(*, apply: bool, source: str, log: Callable[[str], object] = lambda s: None) -> dict:
@@ -21,14 +16,6 @@ def repair_all(*, apply: bool, source: str, log: Callable[[str], object] = lambd
         "missing_records_rebuilt": len(missing), "orphans": report["pruned_orphan_file_count"],
         "expired": report["pruned_ttl_count"], "overflow": report["pruned_overflow_count"],
         "stale_scope_keys": report["rescoped_record_count"], "diagnostics": len(report["diagnostics"])}}
-    try:
-        from skills.repair import repair_skills
-
-        register("skills", repair_skills)
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("skills.repair",):
-            raise
-    for name, func in _repairers.items():
-        log(f"{name}: checking…")
-        summary[name] = func(apply=apply)
+    log("skills: checking…")
+    summary["skills"] = repair_skills(apply=apply)
     return summary

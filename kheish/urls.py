@@ -4,7 +4,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
+from kheish.api import learnings as learnings_api
 from kheish.api import runtime
+from kheish.api import skills as skills_api
 from kheish.api.errors import JsonErrorsMixin
 from kheish.api.runs import RunViewSet, SessionRunsViewSet
 from kheish.api.sessions import PersonaViewSet, ProjectViewSet, SessionViewSet
@@ -24,14 +26,6 @@ router.register("personas", PersonaViewSet, basename="persona")
 router.register("projects", ProjectViewSet, basename="project")
 router.register("sessions", SessionViewSet, basename="session")
 router.register("runs", RunViewSet, basename="run")
-
-extra_urls = []
-for _module in ("kheish.api.learnings", "kheish.api.skills"):  # higher planes add their routes when present
-    try:
-        extra_urls += __import__(_module, fromlist=["urlpatterns"]).urlpatterns
-    except ModuleNotFoundError as exc:  # pragma: no cover
-        if exc.name != _module:
-            raise
 
 
 class UnknownRoute(APIView):
@@ -53,7 +47,8 @@ v1 = [
     path("runtime/redaction-preview", runtime.RedactionPreviewView.as_view(), name="redaction-preview"),
     path("status", runtime.StatusView.as_view(), name="status"),
     *router.urls,
-    *extra_urls,
+    *learnings_api.urlpatterns,
+    *skills_api.urlpatterns,
 ]
 
 urlpatterns = [

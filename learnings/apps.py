@@ -7,18 +7,19 @@ class LearningsConfig(AppConfig):
     verbose_name = "Learnings (candidates, published learnings, learning policy)"
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and the modules using them load only once the app registry is
+        # ready (Django's rule for AppConfig.ready). The learning plane reacts to memory through memory.hooks.
         from django.db import transaction
 
         from learnings import policy_store, tasks
         from memory import hooks
 
-        hooks._hooks.setdefault("learning_revoking", [])
-
         def queue_capture(run) -> None:
             run_pk = run.pk
             transaction.on_commit(lambda: tasks.capture_run.delay(run_pk))
 
-        hooks.register("terminal_run", queue_capture)
-        hooks.semantic_capture_enabled = lambda: (
-            policy_store.current_policy().capture.semantic_candidates.enabled
-        )
+        def semantic_capture_enabled() -> bool:
+            return policy_store.current_policy().capture.semantic_candidates.enabled
+
+        hooks.register(hooks.TERMINAL_RUN, queue_capture)
+        hooks.register(hooks.SEMANTIC_CAPTURE_ENABLED, semantic_capture_enabled)

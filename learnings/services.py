@@ -210,8 +210,7 @@ def _fire_revoking(learning: Learning, *, actor: object, reason: str, supersedin
     """Let higher planes react before ``learning`` stops being live (the skills plane revokes the promoted
     skill it grew). Listeners get ``(learning, actor=, reason=, superseding=)``; their errors propagate and
     abort the caller's transaction."""
-    if REVOKING_HOOK in hooks._hooks:
-        hooks.fire(REVOKING_HOOK, learning, actor=actor, reason=reason, superseding=superseding)
+    hooks.fire(REVOKING_HOOK, learning, actor=actor, reason=reason, superseding=superseding)
 
 
 # ---- candidates -------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory (sessions, runs, recovered run memory)"
 
     def ready(self) -> None:
-        from memory import checks, hooks, run_memory  # noqa: F401 - registers system checks
+        # Imported here, not at the top: models and the modules using them load only once the app registry is
+        # ready (Django's rule for AppConfig.ready).
+        from memory import checks, hooks, run_memory  # noqa: F401 - checks registers the system checks
 
-        hooks.register("terminal_run", lambda run: run_memory.record_terminal_run(run, fresh=True))
+        hooks.register(hooks.TERMINAL_RUN, lambda run: run_memory.record_terminal_run(run, fresh=True))

@@ -161,9 +161,8 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
 
 
 def _semantic_capture_on() -> bool:
-    """Whether the learning plane wants semantic capture (set by learnings at ready-time)."""
-    probe = getattr(hooks, "semantic_capture_enabled", None)
-    return bool(probe()) if callable(probe) else False
+    """Whether the learning plane wants semantic capture (its listener of the hook, registered at ready-time)."""
+    return any(hooks.fire(hooks.SEMANTIC_CAPTURE_ENABLED))
 
 
 def _delete_records(qs) -> int:

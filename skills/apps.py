@@ -1,7 +1,5 @@
 from django.apps import AppConfig
 
-REVOKING_HOOK = "learning_revoking"
-
 
 class SkillsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
@@ -9,14 +7,10 @@ class SkillsConfig(AppConfig):
     verbose_name = "Skills (catalog, promoted procedural skills)"
 
     def ready(self) -> None:
+        # Imported here, not at the top: models and the modules using them load only once the app registry is
+        # ready (Django's rule for AppConfig.ready). The skills plane reacts to learnings through memory.hooks.
         from memory import hooks
         from skills import checks  # noqa: F401 - registers the doctor checks
         from skills.services import on_learning_revoking
 
-        try:
-            hooks.register(REVOKING_HOOK, on_learning_revoking)
-        except KeyError:
-            # memory.hooks predates this hook name; the learning plane only fires hooks it finds registered.
-            listeners = hooks._hooks.setdefault(REVOKING_HOOK, [])
-            if on_learning_revoking not in listeners:
-                listeners.append(on_learning_revoking)
+        hooks.register(hooks.LEARNING_REVOKING, on_learning_revoking)
