@@ -10,19 +10,36 @@ Two surfaces, kept apart (memory-planes.md, "Skills"):
 
 from __future__ import annotations
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
+from learnings.models import Learning
 from memory.errors import NotFound, ValidationFailed
 from memory.models import Session
 from memory.sessions import effective_capability_scope
 from skills import catalog
 from skills.fingerprint import validate_skill_name
 from skills.models import LearningSkill, LearningSkillEvent, SkillStatus
-from skills.services import skill_not_found
 
 EXCERPT_CHARS = 180
 SOURCE_CATALOG = "catalog"
 SOURCE_PROMOTED = "promoted"
+
+
+def skill_not_found(name: object) -> NotFound:
+    return NotFound(f"unknown learning skill {name}", domain="skills", code="learning_skill_not_found")
+
+
+def active_skills_by_learning_dir() -> dict[str, LearningSkill]:
+    """Active records keyed by the mount directory they own (``learning-<id>``); what ``repair`` checks."""
+    return {
+        skill.source_learning_public_id: skill
+        for skill in LearningSkill.objects.filter(status=SkillStatus.ACTIVE).order_by("skill_name")
+    }
+
+
+def live_skill_for_learning(learning: Learning) -> LearningSkill | None:
+    """The skill a learning grew that is not revoked, if any."""
+    return LearningSkill.objects.filter(Q(source_learning=learning) & ~Q(status=SkillStatus.REVOKED)).first()
 
 
 # ---- the governance surface ------------------------------------------------------------------------------

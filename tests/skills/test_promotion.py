@@ -85,7 +85,7 @@ def test_learning_preconditions(make_learning, promote, variant, message):
         learning = make_learning()
         learning.publish_tier = "provisional"
         with pytest.raises(Exception) as info:
-            services._ensure_promotable(learning)
+            services.ensure_promotable(learning)
         assert info.value.detail == message.format(id=learning.public_id)
         return
     learning = make_learning(**variant)

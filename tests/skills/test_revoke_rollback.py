@@ -253,6 +253,7 @@ def test_cascade_failure_inside_the_listener_changes_nothing(
     transaction aborts, the skill is still active and its files were never touched."""
     from learnings import services as learning_services
     from learnings.models import Learning
+    from skills.services import transitions
 
     ladder(procedure)
     before = (skill_root / "procedural" / procedure.public_id / "SKILL.md").read_text()
@@ -260,7 +261,7 @@ def test_cascade_failure_inside_the_listener_changes_nothing(
     def failing_event(*args, **kwargs):
         raise RuntimeError("disk full while recording the revoke event")
 
-    monkeypatch.setattr(services, "_event", failing_event)
+    monkeypatch.setattr(transitions, "_event", failing_event)
     with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError):
         learning_services.learning_revoke(learning=procedure, actor=operator, reason="obsolete")
     assert callbacks == []
@@ -323,11 +324,12 @@ def test_revoke_matching_failure_restores_every_skill(
 ):
     from learnings import services as learning_services
     from learnings.models import Learning
+    from skills.services import transitions
 
     first, second = make_learning(), make_learning()
     ladder(first, "alpha")
     ladder(second, "beta")
-    real_event = services._event
+    real_event = transitions._event
     calls = {"n": 0}
 
     def second_fails(*args, **kwargs):
@@ -336,7 +338,7 @@ def test_revoke_matching_failure_restores_every_skill(
             raise RuntimeError("boom on the second skill")
         return real_event(*args, **kwargs)
 
-    monkeypatch.setattr(services, "_event", second_fails)
+    monkeypatch.setattr(transitions, "_event", second_fails)
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(Exception) as info:
         learning_services.learnings_revoke_matching(
             queryset=Learning.objects.filter(pk__in=[first.pk, second.pk]), actor=operator
