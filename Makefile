@@ -10,10 +10,12 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help venv run test bench lint migrations-check ci
+.PHONY: help venv run key password test bench lint migrations-check ci
 
 help:
 	@echo "make run               start web + worker + beat (embedded PostgreSQL unless DATABASE_URL is set)"
+	@echo "make key NAME=my-agent ROLE=agent   print a new API key once (ROLE=operator: an operator key)"
+	@echo "make password OPERATOR=operator     set a new password for an operator account (prompts)"
 	@echo "make test              run the test suite (PYTEST_ARGS='...' to pass pytest options)"
 	@echo "make bench             run the benchmarks (BENCH_ARGS='...')"
 	@echo "make lint              ruff check"
@@ -36,6 +38,14 @@ $(STAMP): pyproject.toml
 run: venv
 	$(PY) -m kheish.launcher run
 
+# Commands beside the service: manage.py finds its database and secret key itself (kheish/runtime.py).
+key: venv
+	@if [ -z "$(NAME)" ]; then echo "usage: make key NAME=my-agent ROLE=agent|operator" >&2; exit 2; fi
+	@$(PY) manage.py create_api_key "$(NAME)" --role "$(or $(ROLE),agent)"
+
+password: venv
+	@$(PY) manage.py changepassword "$(or $(OPERATOR),operator)"
+
 test: venv
 	$(PY) -m kheish.launcher test $(PYTEST_ARGS)
 
@@ -46,8 +56,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 migrations-check: venv
-	@mkdir -p var
-	SECRET_KEY="$${SECRET_KEY:-makemigrations-check-only}" $(PY) manage.py makemigrations --check --dry-run
+	$(PY) manage.py makemigrations --check --dry-run
 
 ci:
 	bash .ci/run

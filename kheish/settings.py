@@ -5,20 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
+from kheish import runtime
+
+BASE_DIR = runtime.REPO_DIR
+VAR_DIR = runtime.VAR_DIR  # KHEISH_VAR_DIR, else <repo>/var
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="")
+# SECRET_KEY, else the key `make run` generated in var/secret_key (kheish.runtime).
+SECRET_KEY = runtime.secret_key()
 if not SECRET_KEY:
     if not DEBUG:
-        from django.core.exceptions import ImproperlyConfigured
-
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (make run generates one).")
+        raise ImproperlyConfigured(runtime.NO_SECRET_KEY.format(path=runtime.SECRET_KEY_FILE))
     SECRET_KEY = "debug-only-insecure-key"  # noqa: S105 - only with DEBUG=1
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
@@ -72,20 +74,24 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
-DATABASES["default"]["ATOMIC_REQUESTS"] = False
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"].setdefault("OPTIONS", {})
-    DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
-    DATABASES["default"]["OPTIONS"].setdefault(
-        "init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+# PostgreSQL only: DATABASE_URL, else the URL `make run` was started with, else the running embedded server
+# (kheish.runtime). No database → a loud error naming what to run, never a fallback to another database.
+_database_url = runtime.configured_database_url()
+if not _database_url:
+    raise ImproperlyConfigured(runtime.NO_DATABASE.format(pgdata=runtime.PGDATA))
+DATABASES = {"default": env.db_url_config(_database_url)}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(
+        f"Kheish Memory runs on PostgreSQL only: DATABASE_URL must be postgres://..., "
+        f"not {_database_url.partition(':')[0]}:... (unset it to use the embedded PostgreSQL)."
     )
-else:
-    # OLTP tuning: the service's queries are small and indexed; parallel workers and JIT only add latency.
-    _pg_options = DATABASES["default"].setdefault("OPTIONS", {})
-    _pg_options.setdefault("options", "-c max_parallel_workers_per_gather=0 -c jit=off")
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+# OLTP tuning: the service's queries are small and indexed; parallel workers and JIT only add latency.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "options", "-c max_parallel_workers_per_gather=0 -c jit=off"
+)
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
