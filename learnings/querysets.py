@@ -51,7 +51,7 @@ _AT_STAND_IN = -7_070_707_070_707  # no real epoch-ms timestamp
 
 
 ROW_VERSION = "_row_version"
-"""A row version's identity on PostgreSQL: ``id:xmin:ctid``. ``xmin`` (the writing transaction) changes with
+"""A row version's identity: ``id:xmin:ctid``. ``xmin`` (the writing transaction) changes with
 every committed write and ``ctid`` (the tuple's place) with every write inside one transaction, whatever
 wrote it - the ORM, raw SQL or a console - so an unchanged identity means an unchanged row."""
 
@@ -71,7 +71,7 @@ def versions_digest(rows: Sequence[tuple]) -> bytes:
 
 
 def _row_version(model: type[Model]) -> RawSQL:
-    """``ROW_VERSION`` as an annotation (PostgreSQL): built from the model's own table and column names only."""
+    """``ROW_VERSION`` as an annotation: built from the model's own table and column names only."""
     table = f'"{model._meta.db_table}"'
     sql = f"""({table}."{model._meta.pk.column}"::text || ':' || {table}.xmin::text || ':' || {table}.ctid::text)"""
     return RawSQL(sql, ())  # noqa: S611
@@ -148,7 +148,7 @@ class _ScopedQuerySet(QuerySet):
     def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...], *,
                     versioned: bool = False) -> list:
         """``self.<shape>(scope_keys, at_ms).order_by().values_list(*fields)`` as a list of plain tuples
-        (``versioned``, PostgreSQL only: each with its ``ROW_VERSION`` last).
+        (``versioned``: each with its ``ROW_VERSION`` last).
 
         For the reads every new run makes: building that queryset and compiling it costs milliseconds of
         Python, so its SQL is compiled once per (database, shape, fields, number of keys) and run on a raw
@@ -165,10 +165,8 @@ class _ScopedQuerySet(QuerySet):
 
     def scoped_fingerprint(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> Fingerprint | None:
         """How many rows ``scoped_rows`` would return and the digest of their versions (``versions_digest``),
-        read without the rows: the same answer means the same rows. ``None`` where rows have no version
-        identity (databases other than PostgreSQL)."""
-        if connections[self.db].vendor != "postgresql":
-            return None
+        read without the rows: the same answer means the same rows. ``None`` when the shape's statement could
+        not be prepared (then read the rows)."""
         keys = list(dict.fromkeys(scope_keys))
         if not keys:
             return Fingerprint(0, b"")
@@ -183,7 +181,7 @@ class _ScopedQuerySet(QuerySet):
     def fingerprint_statement(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> tuple[str, list] | None:
         """The SQL and parameters ``scoped_fingerprint`` runs (for EXPLAIN), or ``None`` where it runs none."""
         keys = list(dict.fromkeys(scope_keys))
-        if connections[self.db].vendor != "postgresql" or not keys:
+        if not keys:
             return None
         compiled = _compiled_fingerprint(self.model, self.db, shape, len(keys))
         return None if compiled is None else self._statement(compiled, keys, at_ms)

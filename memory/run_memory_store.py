@@ -1,8 +1,8 @@
 """The run-memory writes of a terminal run, as hand-written SQL.
 
 Every terminal run records (and usually prunes) in its own transaction, so these few statements are the
-plane's hottest write path: plain ``INSERT``/``DELETE`` with parameters, valid on PostgreSQL and SQLite, instead
-of compiled ORM queries and the deletion collector. Table and column names are constants of this codebase,
+plane's hottest write path: plain ``INSERT``/``DELETE`` with parameters (data-modifying CTEs: one statement per
+step) instead of compiled ORM queries and the deletion collector. Table and column names are constants of this codebase,
 never input. The rules (what to store, what to prune) stay in ``memory.run_memory`` and ``memory.recall``.
 """
 
@@ -27,11 +27,9 @@ def _marks(count: int) -> str:
 
 
 def lock_session(session_id: int) -> None:
-    """Take the session row lock for this transaction (a no-op statement on SQLite, which locks on write)."""
-    conn = transaction.get_connection()
-    suffix = " FOR UPDATE" if conn.features.has_select_for_update else ""
-    with conn.cursor() as cursor:
-        cursor.execute(f"SELECT id FROM {_SESSIONS} WHERE id = %s{suffix}", [session_id])  # noqa: S608
+    """Take the session row lock for this transaction."""
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {_SESSIONS} WHERE id = %s FOR UPDATE", [session_id])  # noqa: S608
 
 
 @dataclass(frozen=True)
@@ -56,19 +54,10 @@ def session_snapshot(session_id: int) -> SessionSnapshot:
 def write_new_record(*, delete_run_pks: list[int], counters: dict[str, int], record: RunMemoryRecord | None,
                      scope_keys: list[str]) -> RunMemoryRecord | None:
     """The writes of a fresh terminal run, in order: prune ``delete_run_pks``, add to the counters, insert the
-    record (if any) and its scope rows. On PostgreSQL they are one statement (data-modifying CTEs; foreign
-    keys are checked at commit); elsewhere one statement each."""
+    record (if any) and its scope rows, as one statement (data-modifying CTEs; foreign keys are checked at
+    commit)."""
     counters = {name: amount for name, amount in counters.items() if amount > 0}
     conn = transaction.get_connection()
-    if conn.vendor != "postgresql":
-        delete_records_of_runs(delete_run_pks)
-        metrics.increment_many(counters)
-        if record is not None:
-            with conn.cursor() as cursor:
-                cursor.execute(*sql.insert_statement(record))
-                sql.mark_saved(record, cursor.fetchone()[0])
-            insert_scopes(record, dict.fromkeys(scope_keys))
-        return record
     parts: list[str] = []
     params: list = []
     if delete_run_pks:
@@ -111,17 +100,11 @@ def delete_records_of_runs(run_pks: list[int]) -> int:
     if not run_pks:
         return 0
     marks = _marks(len(run_pks))
-    conn = transaction.get_connection()
-    with conn.cursor() as cursor:
-        if conn.vendor == "postgresql":  # one statement (the foreign key is checked at commit)
-            cursor.execute(f"WITH gone AS (DELETE FROM {_RECORDS} WHERE run_id IN ({marks}) RETURNING id), "  # noqa: S608
-                           f"scoped AS (DELETE FROM {_SCOPES} WHERE record_id IN (SELECT id FROM gone)) "
-                           "SELECT count(*) FROM gone", run_pks)
-            return cursor.fetchone()[0]
-        cursor.execute(f"DELETE FROM {_SCOPES} WHERE record_id IN "  # noqa: S608
-                       f"(SELECT id FROM {_RECORDS} WHERE run_id IN ({marks}))", run_pks)
-        cursor.execute(f"DELETE FROM {_RECORDS} WHERE run_id IN ({marks})", run_pks)  # noqa: S608
-        return cursor.rowcount
+    with transaction.get_connection().cursor() as cursor:  # one statement (the foreign key is checked at commit)
+        cursor.execute(f"WITH gone AS (DELETE FROM {_RECORDS} WHERE run_id IN ({marks}) RETURNING id), "  # noqa: S608
+                       f"scoped AS (DELETE FROM {_SCOPES} WHERE record_id IN (SELECT id FROM gone)) "
+                       "SELECT count(*) FROM gone", run_pks)
+        return cursor.fetchone()[0]
 
 
 def insert_scopes(record: RunMemoryRecord, scope_keys: Iterable[str]) -> None:

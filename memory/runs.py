@@ -87,7 +87,7 @@ def lock_run(pk: int, *, owner: object = None) -> Run | None:
     user_model = get_user_model()
     query = _LOCKED_RUN_SQL.format(users=user_model._meta.db_table,
                                    owner="AND s.owner_id = %s" if owner is not None else "",
-                                   lock=" FOR UPDATE OF r" if conn.features.has_select_for_update_of else "")
+                                   lock=" FOR UPDATE OF r")
     params = [pk] if owner is None else [pk, owner.pk]
     run = next(iter(Run.objects.raw(query, params)), None)
     if run is None:

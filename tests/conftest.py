@@ -8,15 +8,6 @@ from rest_framework.test import APIClient
 pytest_plugins = ["tests.support.fixtures"]
 
 
-def pytest_collection_modifyitems(config, items):
-    from django.db import connection
-
-    skip_pg = pytest.mark.skip(reason="needs PostgreSQL (DATABASE_URL=postgres://…)")
-    for item in items:
-        if "postgres" in item.keywords and connection.vendor != "postgresql":
-            item.add_marker(skip_pg)
-
-
 @pytest.fixture
 def make_key(db):
     from memory.identity import api_key_create
