@@ -1,4 +1,7 @@
-"""Operator console for Plane 1 and Plane 2. Status fields are read-only: changes go through services."""
+"""Browsing Plane 1 and Plane 2 in the admin: API keys (created and revoked through ``memory.identity``), personas,
+projects, and read-only sessions (journal, injection ledger), runs, checkpoints, audit events, run-memory
+records, policy revisions and maintenance reports. Status fields are read-only: changes go through services.
+The session page's Memory card is added by ``kheish/admin.py`` (it reads across the planes)."""
 
 from __future__ import annotations
 
@@ -130,21 +133,7 @@ class SessionAdmin(ReadOnlyAdmin):
                 for e in page
             ]
             extra_context["recent_runs"] = Run.objects.filter(session=session).order_by("-id")[:10]
-            extra_context.update(self.memory_card(session))
         return super().change_view(request, object_id, form_url, extra_context)
-
-    def memory_card(self, session):
-        try:
-            from kheish import composition
-
-            preview = composition.memory_context(session, None)
-        except Exception:  # noqa: BLE001 - the card must never break the page
-            return {}
-        learned = (preview.get("learned_context") or {}).get("entries", [])
-        recovered = (preview.get("recovered_memory") or {}).get("entries", [])
-        return {"memory_card": {"learned": learned, "recovered": recovered,
-                                "capability_scope": session.capability_scope,
-                                "effective_capability_scope": preview["effective_capability_scope"]}}
 
 
 class RunStatusFilter(admin.SimpleListFilter):

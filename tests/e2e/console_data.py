@@ -11,7 +11,6 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 
 from kheish import composition
-from learnings import policy_store
 from learnings import services as learning_services
 from learnings.models import Learning, LearningCandidate
 from learnings.validation import LearningScope
@@ -69,7 +68,7 @@ def completed_run(session: Session, content: str, output: str = "Noted.") -> Run
 
 
 def set_learning_policy(policy: dict, actor: str = "tests") -> int:
-    return policy_store.set_policy({"policy": policy}, actor=actor)[1]
+    return learning_services.set_policy({"policy": policy}, actor=actor)[1]
 
 
 def capture(run: Run) -> list[LearningCandidate]:
@@ -89,7 +88,9 @@ def api_candidate(content: str, *, kind: str = "fact", scope: tuple[str, str] = 
 def published(content: str, *, kind: str = "fact", scope: tuple[str, str] = ("workspace", "default"),
               tier: str = "active") -> Learning:
     candidate = api_candidate(content, kind=kind, scope=scope)
-    return learning_services.candidate_publish(candidate=candidate, actor="tests", publish_tier=tier)
+    return learning_services.candidate_publish(
+        candidate=candidate, actor="tests", options=learning_services.PublishOptions.manual(publish_tier=tier)
+    )
 
 
 def procedure_learning(content: str = PROCEDURE) -> Learning:

@@ -175,7 +175,7 @@ def test_promote_is_offered_only_where_eligible(ops, world):
     assert reverse("console:learning-promote", args=[world["procedure"].pk]) not in html  # already a skill
     assert reverse("console:learning-promote", args=[world["active"].pk]) not in page(ops, "learnings")
     html = page(ops, "learning-promote", world["active"].pk)
-    assert "cannot be promoted" in html and "it is not a procedure" in html and 'id="promote-form"' not in html
+    assert "cannot be promoted" in html and "it is a decision learning" in html and 'id="promote-form"' not in html
     assert 'id="promote-form"' in page(ops, "learning-promote", other.pk)
 
 

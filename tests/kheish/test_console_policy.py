@@ -288,3 +288,22 @@ def test_run_memory_dry_run_then_save(ops, operator_user):
     event = AuditEvent.objects.filter(subject_type="policy", subject_id="run_memory", action="update").latest("id")
     assert (event.actor, event.to_state) == (operator_user.username, "r1")
     assert "r1" in ops.get(RUN_MEMORY).content.decode()
+
+
+def test_saved_policy_is_the_policy_in_force(ops, operator_user):
+    """Formerly the changelist's JSON policy dialog: the console's editor saves capture, judge and rules through
+    the policy code, as revision 1 by the operator, and the status line shows it."""
+    html = ops.get(LEARNING).content.decode()
+    assert "automation shadow" in html
+    policy = {"mode": "enabled", "capture": {"run_summary_candidates": True,
+                                             "semantic_candidates": {"enabled": True, "max_candidates_per_run": 3}},
+              "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]}}
+    digest = preview_digest(ops.post(LEARNING, learning_form(policy)).content.decode())
+    response = ops.post(LEARNING, learning_form(policy, action="save", previewed=digest))
+    assert response.status_code == 302
+    saved, revision = policy_store.current_policy_and_revision()
+    assert revision == 1 and saved.mode == "enabled" and saved.capture.semantic_candidates.enabled
+    assert saved.capture.semantic_candidates.max_candidates_per_run == 3
+    assert saved.publication.rules[0].name == "prefs" and saved.judge.enabled is False
+    assert PolicyRevision.objects.get().actor == operator_user.username
+    assert "policy revision 1 · 1 active rule ·" in ops.get(LEARNING).content.decode()

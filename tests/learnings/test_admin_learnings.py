@@ -1,24 +1,23 @@
-"""The operator console: review queue, learnings governance, policy editor. Every action posts the real admin
-forms (intermediate page, then confirmation) and goes through the services, leaving audit events."""
+"""The candidate and learning changelists: their filters, read-only records and bulk actions. Every bulk action
+posts the real admin forms (intermediate page, then confirmation, as the page sends them) and goes through the
+services, leaving audit events. Supersede opens the console's page; the policy editor is the console's."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 from django.urls import reverse
 
-from learnings import policy_store
 from learnings.models import Learning, LearningCandidate
 from memory.models import AuditEvent, PolicyRevision
-from tests.learnings.test_services_learning import candidate, learning, set_policy
+from tests.support.learnings import candidate, learning, set_policy
 
 pytestmark = pytest.mark.django_db
 
 CANDIDATES = reverse("admin:learnings_learningcandidate_changelist")
 LEARNINGS = reverse("admin:learnings_learning_changelist")
-POLICY = reverse("admin:learnings_learning_policy")
+POLICY = reverse("console:learning-policy")
 
 
 def action(client, url, name, objects, **extra):
@@ -27,7 +26,8 @@ def action(client, url, name, objects, **extra):
 
 
 def confirm(client, url, name, objects, **extra):
-    return action(client, url, name, objects, post="yes", **extra)
+    """The second step as the intermediate page posts it: ``post=yes`` and (confirmation pages) ``confirm=yes``."""
+    return action(client, url, name, objects, post="yes", confirm="yes", **extra)
 
 
 def messages_of(response) -> list[str]:
@@ -57,6 +57,7 @@ def test_review_queue_defaults_to_pending_and_escalated(admin_client):
     assert pending.public_id in page and escalated.public_id in page and rejected.public_id not in page
     assert "matched publication rule `decisions`" in page  # the rule reason is shown
     assert "automation enabled" in page and "Learning policy" in page
+    assert f'href="{POLICY}"' in page  # the one policy editor: the console's
     everything = admin_client.get(CANDIDATES + "?state=all").content.decode()
     assert rejected.public_id in everything
     only_rejected = admin_client.get(CANDIDATES + "?state=rejected").content.decode()
@@ -187,11 +188,16 @@ def test_revoke_with_a_secret_reason_fails_and_changes_nothing(admin_client):
     assert any("learning revocation reason contains secret-like material" in m for m in shown)
 
 
-def test_supersede_action_takes_new_content(admin_client):
+def test_supersede_action_opens_the_console_page_and_comes_back(admin_client):
     old = learning("Reports use gigabytes.", kind="preference")
-    page = action(admin_client, LEARNINGS, "supersede_selected", [old])
-    assert page.status_code == 200 and "New content" in page.content.decode()
-    confirm(admin_client, LEARNINGS, "supersede_selected", [old], content="Reports use gibibytes.")
+    opened = action(admin_client, LEARNINGS, "supersede_selected", [old])
+    page = reverse("console:learning-supersede", args=[old.pk])
+    assert opened.status_code == 302 and opened["Location"].startswith(page)
+    form = admin_client.get(opened["Location"]).content.decode()
+    assert "Corrected content" in form and "Reports use gigabytes." in form
+    assert f'name="next" value="{LEARNINGS}"' in form
+    done = admin_client.post(page, {"content": "Reports use gibibytes.", "next": LEARNINGS})
+    assert done.status_code == 302 and done["Location"] == LEARNINGS
     old.refresh_from_db()
     new = Learning.objects.get(supersedes=old)
     assert old.status == "superseded" and new.content == "Reports use gibibytes."
@@ -202,58 +208,29 @@ def test_supersede_action_takes_new_content(admin_client):
 def test_supersede_errors_rerender_the_form(admin_client):
     old = learning("Project codename is Atlas.")
     blocker = learning("Release train is weekly.")
-    page = confirm(admin_client, LEARNINGS, "supersede_selected", [old], content="Release train is daily.")
-    assert page.status_code == 200
-    assert f"learning conflicts with active learning {blocker.public_id}" in page.content.decode()
-    page = confirm(admin_client, LEARNINGS, "supersede_selected", [old], content="x" * 1601)
-    assert "learning content exceeds the 1600 character limit" in page.content.decode()
+    page = reverse("console:learning-supersede", args=[old.pk])
+    response = admin_client.post(page, {"content": "Release train is daily.", "next": LEARNINGS})
+    assert response.status_code == 400
+    assert f"learning conflicts with active learning {blocker.public_id}" in response.content.decode()
+    response = admin_client.post(page, {"content": "x" * 1601, "next": LEARNINGS})
+    assert "learning content exceeds the 1600 character limit" in response.content.decode()
     assert Learning.objects.count() == 2
-    response = confirm(admin_client, LEARNINGS, "supersede_selected", [old, blocker], content="x")
+    response = action(admin_client, LEARNINGS, "supersede_selected", [old, blocker])
     assert response.status_code == 302
     assert any("Select exactly one learning" in m for m in messages_of(admin_client.get(LEARNINGS)))
 
 
 # ---- policy editor ----------------------------------------------------------------------------------------
+# The policy editor is the console's (tests/kheish/test_console_policy.py: validation messages, dry run, save,
+# history); the changelist shows the policy in force and links there.
 
-def policy_form(**overrides) -> dict:
-    data = {"mode": "enabled", "run_summary_candidates": "on", "semantic_enabled": "on",
-            "max_candidates_per_run": "3", "semantic_timeout_ms": "", "judge_timeout_ms": "",
-            "publication": json.dumps({"rules": [{"name": "prefs", "kind": "preference",
-                                                  "action": "publish_active"}]}),
-            "expected_revision": "0"}
-    data.update(overrides)
-    return data
-
-
-def test_policy_editor_saves_through_the_policy_code(admin_client):
-    page = admin_client.get(POLICY)
-    assert page.status_code == 200 and "automation shadow" in page.content.decode()
-    response = admin_client.post(POLICY, policy_form())
-    assert response.status_code == 302
-    policy, revision = policy_store.current_policy_and_revision()
-    assert revision == 1 and policy.mode == "enabled" and policy.capture.semantic_candidates.enabled
-    assert policy.capture.semantic_candidates.max_candidates_per_run == 3
-    assert policy.publication.rules[0].name == "prefs" and policy.judge.enabled is False
-    assert PolicyRevision.objects.get().actor == "admin"
-    assert "1 active publication rule of 1" in admin_client.get(POLICY).content.decode()
-
-
-@pytest.mark.parametrize("overrides,message", [
-    ({"publication": json.dumps({"default_action": "publish_active"})},
-     "learning publication default_action cannot be publish_active"),
-    ({"max_candidates_per_run": "9"}, "semantic capture max_candidates_per_run must be 8 or lower"),
-    ({"judge_enabled": "on", "judge_timeout_ms": "0"}, "learning judge timeout_ms must be greater than zero"),
-    ({"publication": json.dumps({"rules": [{"action": "publish_active"}]})},
-     "learning publication rule #0 cannot use publish_active without an explicit kind filter"),
-    ({"publication": "{not json"}, "publication is not valid JSON"),
-    ({"publication": json.dumps({"rules": [], "bogus": 1})}, "unknown field `publication.bogus`"),
-    ({"expected_revision": "5"}, "runtime config revision conflict: expected 5, current 0"),
-])
-def test_policy_editor_shows_the_literal_messages(admin_client, overrides, message):
-    page = admin_client.post(POLICY, policy_form(**overrides))
-    assert page.status_code == 200
-    assert message in page.content.decode()
-    assert not PolicyRevision.objects.exists()
+def test_the_changelist_shows_the_policy_in_force_and_links_to_its_editor(admin_client):
+    set_policy({"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}}, "judge": {"enabled": True}})
+    page = admin_client.get(CANDIDATES).content.decode()
+    assert "● automation enabled · capture on · judge on · policy revision 1" in page
+    assert f'href="{POLICY}"' in page
+    editor = admin_client.get(POLICY)
+    assert editor.status_code == 200 and "automation enabled" in editor.content.decode()
 
 
 def test_policy_editor_requires_staff(client, django_user_model):
@@ -261,5 +238,5 @@ def test_policy_editor_requires_staff(client, django_user_model):
     client.force_login(user)
     response = client.get(POLICY)
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
-    assert client.post(POLICY, policy_form()).status_code == 302
+    assert client.post(POLICY, {"mode": "enabled", "action": "save"}).status_code == 302
     assert not PolicyRevision.objects.exists()

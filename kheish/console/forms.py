@@ -1,4 +1,6 @@
-"""Forms of the Memory console (kheish.console).
+"""Every form of the operator console, one per workflow, used by the console's pages and by the changelists'
+bulk actions alike (``kheish.console.bulk``): publish, reason + confirmation (reject, revoke, rollback, bulk
+revoke), supersede, promote, rollout check, skill status, the two policy editors, search.
 
 The forms only parse what the operator typed into the shapes the services take. They deliberately carry no
 range checks of their own: bounds are enforced by the same code as the API (``LearningPolicy.validate``,
@@ -38,6 +40,8 @@ def split_tools(value: str) -> list[str]:
 
 
 class PublishForm(forms.Form):
+    """Publish a candidate; the bulk action shows only the tier (``supersedes`` is for one candidate)."""
+
     publish_tier = forms.ChoiceField(
         choices=PublishTier.choices, initial=PublishTier.ACTIVE, label="Publish tier",
         help_text="active: eligible for prompts · provisional: kept, never injected.",
@@ -49,7 +53,8 @@ class PublishForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
-    """The second step of a destructive action: an optional reason and an explicit confirmation."""
+    """The second step of a destructive action (one object or a bulk selection): an optional reason and an
+    explicit confirmation (``confirm=yes``, a hidden field of the confirmation page)."""
 
     reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3}),
                              label="Reason (optional, kept in the audit trail)")

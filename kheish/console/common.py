@@ -1,0 +1,125 @@
+"""What every console page shares: the ``Stamp`` (epoch ms as relative / full / ISO time), ``render`` (a page in
+the console chrome with its tabs), ``next_url`` (the same-host ``next`` after an action), ``paginate`` (a page of rows
+without a COUNT over the table), the automation status line and the run link. No view lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from learnings import policy_store
+from memory.clock import now_ms
+
+PAGE_SIZE = 50
+TABS = (("dashboard", "Overview"), ("review", "Review"), ("learnings", "Learnings"), ("skills", "Skills"),
+        ("search", "Search"))
+MODE_DOT = {"enabled": "on", "shadow": "shadow", "manual_only": "off"}
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """An epoch-ms timestamp as the console shows it: relative text, full UTC time, ISO for ``<time>``."""
+
+    ms: int | None
+
+    @property
+    def iso(self) -> str:
+        return "" if not self.ms else datetime.fromtimestamp(self.ms / 1000, UTC).isoformat()
+
+    @property
+    def full(self) -> str:
+        return "" if not self.ms else datetime.fromtimestamp(self.ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    @property
+    def relative(self) -> str:
+        if not self.ms:
+            return "—"
+        delta = (now_ms() - self.ms) // 1000
+        future, delta = delta < 0, abs(delta)
+        if delta < 45:
+            return "just now"
+        if delta >= 30 * 86400:
+            return self.full[:10]
+        size, unit = next((s, u) for s, u in ((86400, "d"), (3600, "h"), (60, "min"), (1, "min")) if delta >= s)
+        amount = f"{max(1, delta // size) if unit == 'min' else delta // size} {unit}"
+        return f"in {amount}" if future else f"{amount} ago"
+
+    def __str__(self) -> str:
+        return self.relative
+
+
+def render(request: HttpRequest, template: str, title: str, *, tab: str | None = None, http_status: int = 200,
+           base: dict | None = None, **context) -> TemplateResponse:
+    return TemplateResponse(
+        request,
+        f"admin/console/{template}",
+        {
+            **(base if base is not None else admin.site.each_context(request)),
+            "is_nav_sidebar_enabled": False,
+            "title": title,
+            "tab": tab,
+            "tabs": TABS,
+            **context,
+        },
+        status=http_status,
+    )
+
+
+def next_url(request: HttpRequest, default: str) -> str:
+    """Where to go after an action: the ``next`` the form carried (same host only), else ``default``."""
+    target = request.POST.get("next") or request.GET.get("next")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return default
+
+
+def paginate(request: HttpRequest, queryset, size: int = PAGE_SIZE):
+    """A simple page of ``queryset`` without a COUNT over the whole table (one extra row tells "more")."""
+    try:
+        number = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        number = 1
+    rows = list(queryset[(number - 1) * size: number * size + 1])
+    query = request.GET.copy()
+    query.pop("page", None)
+    base = query.urlencode()
+
+    def link(number: int) -> str:
+        return f"?{base}&page={number}" if base else f"?page={number}"
+
+    return rows[:size], {
+        "number": number,
+        "previous": link(number - 1) if number > 1 else None,
+        "next": link(number + 1) if len(rows) > size else None,
+    }
+
+
+def learning_status_line() -> dict:
+    """The automation status line (mode, capture, judge, revision, rules) shown on the dashboard, the review
+    queue and the policy editor."""
+    policy, revision = policy_store.current_policy_and_revision()
+    return {
+        "mode": policy.mode,
+        "dot": MODE_DOT.get(policy.mode, "off"),
+        "capture": policy.capture.semantic_candidates.enabled,
+        "run_summary_capture": policy.capture.run_summary_candidates,
+        "judge": policy.judge.enabled,
+        "revision": revision,
+        "rule_count": len(policy.publication.rules),
+        "active_rule_count": len([rule for rule in policy.publication.rules
+                                  if (rule.name or "").strip().lower() not in policy.publication.quarantine_set]),
+        "default_action": policy.publication.default_action,
+    }
+
+
+def run_link(run_pk: int | None, fallback: str | None = None) -> dict | None:
+    if run_pk:
+        return {"label": f"run-{run_pk}", "url": reverse("admin:memory_run_change", args=[run_pk])}
+    return {"label": fallback, "url": None} if fallback else None

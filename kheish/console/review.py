@@ -1,0 +1,110 @@
+"""Review: the queue of pending and escalated candidates (with the automation's proposal, rule and judge
+reasons) and the one-candidate workflows, publish (tier, optional supersedes; a conflict offers supersede) and
+reject (confirmation page). Both call ``learnings.services``, which guards the transition and writes the audit
+event. The changelist's bulk publish / reject (``kheish.console.bulk``) use the same forms and services."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from kheish.console.common import Stamp, learning_status_line, next_url, paginate, render, run_link
+from kheish.console.forms import PublishForm, ReasonForm
+from learnings import services as learning_services
+from learnings.models import LearningCandidate, LearningKind, PublishTier
+from memory.errors import AppError
+
+KIND_PILLS = (("", "All"), ("fact", "fact"), ("preference", "preference"), ("decision", "decision"),
+              ("run_summary", "run summary"))
+REJECT_WARNING = "A rejected candidate is never published. Automation will not review it again."
+
+def _candidate_row(candidate: LearningCandidate) -> dict:
+    review = candidate.automation_review or {}
+    judge = review.get("judge") or {}
+    return {
+        "candidate": candidate,
+        "created": Stamp(candidate.created_at_ms),
+        "run": run_link(candidate.source_run_id, (candidate.source or {}).get("run_id")),
+        "proposal": review.get("action"),
+        "review_mode": review.get("mode"),
+        "rule": review.get("matched_rule_name"),
+        "judge_action": judge.get("action"),
+        "judge_reason": judge.get("reason"),
+        "rule_reason": review.get("reason"),
+    }
+
+
+def review_queue(request: HttpRequest) -> HttpResponse:
+    kind = request.GET.get("kind", "")
+    query = request.GET.get("q", "").strip()
+    queryset = LearningCandidate.objects.pending_review().order_by("-id")
+    if kind in LearningKind.values:
+        queryset = queryset.filter(kind=kind)
+    if query:
+        queryset = queryset.matching_query(query)
+    rows, page = paginate(request, queryset)
+    pills = [{"value": value, "label": label, "current": value == kind,
+              "url": "?" + urlencode([(k, v) for k, v in (("kind", value), ("q", query)) if v])}
+             for value, label in KIND_PILLS]
+    return render(
+        request, "review.html", "Review queue", tab="review",
+        rows=[_candidate_row(candidate) for candidate in rows], page=page, pills=pills, kind=kind, query=query,
+        tiers=PublishTier.choices, automation=learning_status_line(), here=request.get_full_path(),
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def candidate_publish(request: HttpRequest, pk: int) -> HttpResponse:
+    candidate = get_object_or_404(LearningCandidate, pk=pk)
+    form = PublishForm(request.POST or None, initial={"supersedes": request.GET.get("supersedes", "")})
+    conflict = None
+    if request.method == "POST" and form.is_valid():
+        tier = form.cleaned_data["publish_tier"]
+        try:
+            learning = learning_services.candidate_publish(
+                candidate=candidate.pk, actor=request.user, options=learning_services.PublishOptions.manual(
+                    publish_tier=tier, supersedes=form.cleaned_data["supersedes"].strip() or None),
+            )
+        except learning_services.LearningConflict as exc:
+            form.add_error(None, exc.detail)
+            conflict = exc.existing
+        except AppError as exc:
+            form.add_error(None, exc.detail)
+        else:
+            messages.success(request, f"Published {candidate.public_id} as {learning.public_id} ({learning.status}).")
+            return HttpResponseRedirect(next_url(request, reverse("console:review")))
+    return render(
+        request, "publish.html", f"Publish {candidate.public_id}", tab="review",
+        row=_candidate_row(candidate), form=form, conflict=conflict, next=next_url(request, reverse("console:review")),
+        http_status=400 if form.errors else 200,
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def candidate_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    candidate = get_object_or_404(LearningCandidate, pk=pk)
+    back = next_url(request, reverse("console:review"))
+    form = ReasonForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            learning_services.candidate_reject(candidate=candidate.pk, actor=request.user,
+                                               reason=form.cleaned_data["reason"])
+        except AppError as exc:
+            form.add_error(None, exc.detail)
+        else:
+            messages.success(request, f"Rejected {candidate.public_id}.")
+            return HttpResponseRedirect(back)
+    return render(
+        request, "confirm.html", f"Reject {candidate.public_id}?", tab="review", form=form, next=back,
+        verb="Reject", subject=candidate, content=candidate.content,
+        facts=[("Kind", candidate.kind), ("State", candidate.state), ("Scope", candidate.scope_key),
+               ("Confidence", candidate.confidence), ("Origin", candidate.origin)],
+        warning=REJECT_WARNING,
+        http_status=400 if form.errors else 200,
+    )
+
