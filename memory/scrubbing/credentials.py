@@ -25,6 +25,13 @@ from memory.scrubbing.markers import (
 )
 from memory.scrubbing.provider_tokens import TOKEN_SHAPES
 from memory.scrubbing.scan import _capital, _class_table, _classify, _lowered, _splice
+from memory.scrubbing.values import (
+    _is_sensitive_key,
+    _is_sensitive_url_key,
+    is_placeholder,
+    is_prose_word,
+    is_secret_shaped,
+)
 
 
 def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
@@ -73,44 +80,6 @@ def _redact_pem(text: str, counts: dict[str, int]) -> str:
     return _splice(text, edits)
 
 
-# A.1 sensitive-key rules (exact spec wording; cached because keys repeat a lot).
-_SENSITIVE_SUBSTRINGS = (
-    "authorization", "api_key", "api-key", "x-api-key", "x_goog_api_key", "error-json", "cookie",
-    "set-cookie", "proxy-authorization", "password", "passwd", "passphrase", "private_key", "privatekey",
-    "credential",
-)  # fmt: skip
-_SEPARATOR_CONTAINS = (
-    "access_token", "refresh_token", "id_token", "auth_token", "bearer_token", "secret", "password",
-    "passwd", "passphrase", "private_key", "privatekey", "credential",
-)  # fmt: skip
-_COMPACT_CONTAINS = (
-    "accesstoken", "refreshtoken", "idtoken", "authtoken", "bearertoken", "oauthtoken", "clientsecret",
-    "subscriptionkey", "secret", "password", "passphrase", "privatekey", "credential",
-)  # fmt: skip
-_NON_ALNUM = re.compile(r"[^a-z0-9]")
-
-
-@functools.lru_cache(maxsize=4096)
-def _is_sensitive_key(key: str) -> bool:
-    lowered = key.lower()
-    separated = lowered.replace("-", "_")
-    if any(needle in lowered or needle in separated for needle in _SENSITIVE_SUBSTRINGS):
-        return True
-    if separated == "token" or separated.endswith("_token"):
-        return True
-    if any(needle in separated for needle in _SEPARATOR_CONTAINS):
-        return True
-    compact = _NON_ALNUM.sub("", lowered)
-    if compact in ("token", "key", "apikey") or compact.endswith("apikey"):
-        return True
-    return any(needle in compact for needle in _COMPACT_CONTAINS)
-
-
-@functools.lru_cache(maxsize=1024)
-def _is_sensitive_url_key(name: str) -> bool:
-    compact = _NON_ALNUM.sub("", name.lower())
-    return compact in ("key", "sig", "signature", "code") or _is_sensitive_key(name)
-
 
 # Words without which no key is sensitive under the rules above, searched in the lower-cased text. Each
 # pattern starts with a rare literal (see the module docstring); ``tokens`` only counts after access /
@@ -143,22 +112,144 @@ _VALUE_STOP = re.compile(r"""[\s"',;&)\]}<]""")
 _SEPARATOR = re.compile(b"[=:]")
 
 
-def _line_value_span(text: str, line_start: int, sep: int, line_end: int) -> tuple[int, int] | None:
-    """A.1: the span of the value to redact on this line, or None when the key is not sensitive."""
+_AUTH_SCHEMES = frozenset(
+    {"basic", "bearer", "digest", "token", "bot", "apikey", "api-key", "sso-key", "ssws", "negotiate", "ntlm"}
+)
+_YAML_BLOCK = frozenset({"|", ">", "|-", ">-", "|+", ">+"})
+_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "secure", "httponly", "priority", "partitioned", "version",
+     "comment"}
+)  # fmt: skip
+_COOKIE_ITEM = re.compile(r"""[ \t]*([!#$%&'*+\-.^_`|~0-9A-Za-z]+)(?:=("[^"\n]*"|[^\s;]*))?[ \t]*""")
+_WORD_END = re.compile(r"\S+")
+_URL_START = re.compile(r"[ \t]+[A-Za-z][A-Za-z0-9+.\-]*://")
+_TRAILING = ".,;:!?)]}"
+
+
+def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> list[tuple[int, int]] | None:
+    """A.1: the spans of the value to redact on this line, or None when the key is not sensitive.
+
+    The value ends where it ends, not at the end of the line: a quoted value at its closing quote, a
+    bracketed one at its closing bracket, a YAML block scalar (``|``) at the dedent, a cookie header's values
+    one by one (names and attributes stay), a passphrase at the end of the line (it is a phrase), anything
+    else at the end of its token (an auth scheme takes the credential after it). Placeholders, references
+    and prose (``Password: must be 12+ characters``) are not values.
+    """
     key = text[line_start:sep].strip()
-    if text[sep] == ":" and key.strip("\"'\\").lower() == "authorization":
+    bare = key.strip("\"'\\`").lower()
+    if text[sep] == ":" and bare == "authorization":
         return None
     if not _is_sensitive_key(key):
         return None
     start = sep + 1
-    while start < line_end and text[start].isspace():
+    while start < line_end and text[start] in " \t":
         start += 1
     end = line_end
     while end > start and text[end - 1].isspace():
         end -= 1
-    if end <= start or _is_marker(text[start:end]):
+    if end <= start:
         return None
-    return start, end
+    first = text[start]
+    if first == "`":
+        return None  # ``api_key:`` quoted in documentation, no value follows
+    if bare.replace("_", "-").endswith("cookie"):
+        return _cookie_spans(text, start, end)
+    if first in "\"'":
+        close = _quoted_end(text, start, end)
+        span = (start + 1, close) if close > 0 else (start, end)
+    elif first in "{[":
+        close = _bracket_end(text, start, end)
+        span = (start, close + 1 if close > 0 else end)
+    elif text[start:end] in _YAML_BLOCK:
+        return _yaml_block_span(text, line_start, end)
+    else:
+        word = _WORD_END.match(text, start, end)
+        stop = word.end() if word else end
+        if "passphrase" in bare or "pass phrase" in bare:
+            url = _URL_START.search(text, start, end)
+            stop = url.start() if url else end
+        elif text[start:stop].lower() in _AUTH_SCHEMES and stop < end:
+            following = _WORD_END.search(text, stop, end)
+            stop = following.end() if following else stop
+        elif is_prose_word(text[start:stop]) and stop < end:
+            return None
+        while stop > start + 1 and text[stop - 1] in _TRAILING:
+            closing = text[stop - 1]
+            if closing in ")]}" and "([{"[")]}".index(closing)] in text[start:stop]:
+                break  # the bracket belongs to the value: ``f(x)``
+            stop -= 1
+        span = (start, stop)
+    value = text[span[0] : span[1]]
+    if span[1] <= span[0] or _is_marker(value) or is_placeholder(value):
+        return None
+    return [span]
+
+
+def _cookie_spans(text: str, start: int, end: int) -> list[tuple[int, int]] | None:
+    """``Cookie: a=1; b=2`` / ``Set-Cookie: sid=x; Path=/; HttpOnly``: each cookie value, not the names or
+    the attributes, and nothing after the last ``;``-separated item."""
+    spans: list[tuple[int, int]] = []
+    pos = start
+    while pos < end:
+        item = _COOKIE_ITEM.match(text, pos, end)
+        if item is None or item.end() == pos:
+            break
+        name, value = item.group(1), item.group(2)
+        if value and name.lower() not in _COOKIE_ATTRIBUTES:
+            a, b = item.span(2)
+            if value.startswith('"') and len(value) > 1:
+                a, b = a + 1, b - 1
+            if b > a and not _is_marker(text[a:b]) and not is_placeholder(text[a:b]):
+                spans.append((a, b))
+        pos = item.end()
+        if name.lower() == "expires" and pos < end and text[pos] == ",":  # Expires=Wed, 21 Oct 2015 …
+            semi = text.find(";", pos, end)
+            pos = semi if semi >= 0 else end
+        if pos >= end or text[pos] != ";":
+            break
+        pos += 1
+    return spans or None
+
+
+def _bracket_end(text: str, start: int, limit: int) -> int:
+    """Index of the bracket closing ``text[start]`` on this line (quoted strings skipped), or -1."""
+    depth = 0
+    i = start
+    while i < limit:
+        ch = text[i]
+        if ch in "\"'":
+            close = _quoted_end(text, i, limit)
+            if close < 0:
+                return -1
+            i = close
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _yaml_block_span(text: str, line_start: int, value_end: int) -> list[tuple[int, int]] | None:
+    """The lines of a YAML block scalar (``password: |``): every following line indented deeper than the key."""
+    indent = len(text[line_start:value_end]) - len(text[line_start:value_end].lstrip(" \t"))
+    pos = text.find("\n", value_end)
+    first = last = -1
+    while pos >= 0:
+        line = pos + 1
+        nxt = text.find("\n", line)
+        stop = len(text) if nxt < 0 else nxt
+        body = text[line:stop]
+        if body.strip():
+            if len(body) - len(body.lstrip(" \t")) <= indent:
+                break
+            if first < 0:
+                first = line + len(body) - len(body.lstrip(" \t"))
+            last = line + len(body.rstrip())
+        pos = nxt
+    return [(first, last)] if first >= 0 and last > first else None
 
 
 def _quoted_end(text: str, start: int, limit: int) -> int:
@@ -200,7 +291,8 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
     else:
         stop = _VALUE_STOP.search(text, value_start, line_end)
         span = (value_start, stop.start() if stop else line_end)
-    if span[1] <= span[0] or _is_marker(text[span[0] : span[1]]) or not _is_sensitive_key(key):
+    value = text[span[0] : span[1]]
+    if span[1] <= span[0] or _is_marker(value) or not _is_sensitive_key(key) or is_placeholder(value):
         return None
     return span
 
@@ -231,17 +323,25 @@ def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
             if separator(low, line_start, i) is None:
                 sep = separator(low, j, line_end)
                 if sep is not None:
-                    span = _line_value_span(text, line_start, sep.start(), line_end)
-                    if span is not None:
-                        edits.append((span[0], span[1], REDACTED))
-                        _bump(counts, KIND_ASSIGNMENT)
-                        done = line_end
+                    spans = _line_value_spans(text, line_start, sep.start(), line_end)
+                    if spans:
+                        for a, b in spans:
+                            edits.append((a, b, REDACTED))
+                            _bump(counts, KIND_ASSIGNMENT)
+                        done = max(b for _, b in spans)
+                        if done > line_end:  # a YAML block: its lines are done
+                            line_end = done
                         continue
         if low.startswith(b"authorization", i):
             # Extension: the credential of a non-Bearer scheme (``Authorization: Basic dXNlcjpwYXNz``; the
             # spec leaves ``Authorization:`` lines to the Bearer rule).
-            scheme = _AUTH_SCHEME.match(text, i)
-            if scheme is not None and not _is_marker(scheme.group(1)) and scheme.start(1) >= done:
+            scheme = _AUTH_SCHEME.match(text, i) or _AUTH_RAW.match(text, i)
+            if (
+                scheme is not None
+                and scheme.start(1) >= done
+                and not is_placeholder(scheme.group(1))
+                and (scheme.re is _AUTH_SCHEME or is_secret_shaped(scheme.group(1)))
+            ):
                 edits.append((scheme.start(1), scheme.end(1), REDACTED))
                 _bump(counts, KIND_TOKEN)
                 done = scheme.end()
@@ -278,6 +378,17 @@ _SPEC_PREFIXED = tuple(
     for prefix in ("sk-", "ghp_", "github_pat_", "xox[bp]-", "AKIA")
 )
 _NOT_A_TOKEN = re.compile(r"sk-learn\W*", re.IGNORECASE)  # the scikit-learn nickname, not a key
+# A prefix described in prose (``keys start with sk-proj-``) has no body: at least 6 characters must follow
+# the longest known prefix, and the whole token must not be a placeholder (``sk-...``, ``ghp_xxxx``).
+_KNOWN_PREFIXES = ("sk-ant-", "sk-proj-", "sk-svcacct-", "sk-admin-", "sk-", "ghp_", "github_pat_", "xoxb-", "xoxp-",
+                   "AKIA")  # fmt: skip
+_MIN_BODY = 6
+
+
+def _token_has_body(token: str) -> bool:
+    prefix = next((p for p in _KNOWN_PREFIXES if token.startswith(p)), "")
+    body = token[len(prefix) :].rstrip(".,:;!?")
+    return len(body) >= _MIN_BODY and not is_placeholder(token)
 
 
 def _redact_prefixed_tokens(text: str, counts: dict[str, int]) -> str:
@@ -287,7 +398,12 @@ def _redact_prefixed_tokens(text: str, counts: dict[str, int]) -> str:
             continue  # no capital K, no AKIA key
         for m in pattern.finditer(text):
             start = m.start()
-            if (not start or _is_delimiter(text[start - 1])) and not _NOT_A_TOKEN.fullmatch(m.group()):
+            token = m.group()
+            if (
+                (not start or _is_delimiter(text[start - 1]))
+                and not _NOT_A_TOKEN.fullmatch(token)
+                and _token_has_body(token)
+            ):
                 edits.append((start, m.end(), REDACTED))
     if not edits:
         return text
@@ -334,7 +450,7 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
         for shape, pattern, _ in _SHAPES:
             if starts(shape.prefixes, pos):
                 hit = pattern.match(text, pos)
-                if hit is not None:
+                if hit is not None and not is_placeholder(hit.group(0)):
                     edits.append((pos, hit.end(), REDACTED))
                     _bump(counts, KIND_TOKEN)
                     break
@@ -366,11 +482,25 @@ _AUTH_SCHEME = re.compile(
 )
 
 
+_AUTH_RAW = re.compile(r"""(?i:authorization)["']?[ \t]*[:=][ \t]*["']?([^\s"',;()\[\]{}<]{8,})""")
+_WHOLE_TOKEN = re.compile(r"\S*")
+
+
 def _redact_bearer(text: str, counts: dict[str, int]) -> str:
-    text, n = _BEARER.subn("earer " + REDACTED, text)
-    if n:
-        _bump(counts, KIND_TOKEN, n)
-    return text
+    """The token after ``Bearer ``, unless it is a placeholder or reference (``Bearer $TOKEN``,
+    ``Bearer ${API_TOKEN}``, ``Bearer <token>``) or a word of prose (``Bearer authentication``)."""
+    if "earer " not in text:
+        return text
+
+    def replace(m: re.Match[str]) -> str:
+        token = m.group(0)[6:]
+        whole = _WHOLE_TOKEN.match(m.string, m.start() + 6).group(0)
+        if is_prose_word(token) or is_placeholder(whole) or is_placeholder(token):
+            return m.group(0)
+        _bump(counts, KIND_TOKEN)
+        return "earer " + REDACTED
+
+    return _BEARER.sub(replace, text)
 
 
 # A.4 JWTs.
@@ -385,6 +515,17 @@ _LABEL_TAIL = re.compile(r"[\s:=]+\Z")
 def _jwt_shaped(token: str) -> bool:
     parts = token.split(".")
     return len(parts) == 3 and all(_JWT_PART.fullmatch(part) for part in parts)
+
+
+def _unsigned_jwt(token: str) -> bool:
+    """``alg: none``: header and payload, an empty signature after the last dot (the header must decode)."""
+    parts = token.split(".")
+    return (
+        len(parts) == 3
+        and parts[2] == ""
+        and all(_JWT_PART.fullmatch(part) for part in parts[:2])
+        and _jwt_header_decodes(token)
+    )
 
 
 def _jwt_header_decodes(token: str) -> bool:
@@ -409,14 +550,21 @@ def _redact_jwts(text: str, counts: dict[str, int]) -> str:
         start = m.start()
         token = m.group(0)
         previous = source[start - 1] if start else ""
-        if (not previous or _is_delimiter(previous)) and (_jwt_shaped(token) or _labelled_jwt(source, start, token)):
+        if (not previous or _is_delimiter(previous)) and (
+            _jwt_shaped(token) or _labelled_jwt(source, start, token) or _unsigned_jwt(token)
+        ):
             _bump(counts, KIND_TOKEN)
             return REDACTED
         if previous and (previous.isalnum() or previous in "_-."):
             return token
         # Extension: a JWT glued to other text (``id_token=eyJ…&``, ``…sig.``) - its header must decode.
-        core = _JWT_CORE.match(token).group(0).rstrip(".")
-        if (_jwt_shaped(core) and _jwt_header_decodes(core)) or _labelled_jwt(source, start, core):
+        full = _JWT_CORE.match(token).group(0)
+        core = full if _unsigned_jwt(full) else full.rstrip(".")
+        if (
+            (_jwt_shaped(core) and _jwt_header_decodes(core))
+            or _labelled_jwt(source, start, core)
+            or _unsigned_jwt(core)
+        ):
             _bump(counts, KIND_TOKEN)
             return REDACTED + token[len(core) :]
         return token
@@ -424,14 +572,16 @@ def _redact_jwts(text: str, counts: dict[str, int]) -> str:
     return _JWT_TOKEN.sub(replace, text)
 
 
-# A.6 URL query parameters (after '?' or '&'), plus (extension) the password of ``scheme://user:pw@host``.
-# Neither a parameter value nor a URL password can hold '<', so neither is ever a marker already.
+# A.6 URL query parameters (after '?' or '&'; extension: the first parameter of a fragment, ``#access_token=``),
+# plus (extension) the password of ``scheme://user:pw@host``. Neither a parameter value nor a URL password can
+# hold '<', so neither is ever a marker already; placeholders and references (``?key=$KEY``) stay.
 _PARAM_KEY = r"""([^\s&"'<>)\]}?=]+)="""
 _PARAM_VALUE = r"""[^\s&"'<>)\]}]"""
-_QUERY_PARAM = re.compile(rf"\?{_PARAM_KEY}({_PARAM_VALUE}*)")
-_QUERY_KEY = re.compile(rf"\?{_PARAM_KEY}")
+# One pattern per introducer, each starting with a literal (a character class would lose the fast scan).
+_QUERY_PARAMS = tuple(re.compile(rf"{lead}{_PARAM_KEY}({_PARAM_VALUE}*)") for lead in (r"\?", "#"))
+_QUERY_KEYS = tuple(re.compile(rf"{lead}{_PARAM_KEY}") for lead in (r"\?", "#"))
 _AMP_KEY = re.compile(f"&{_PARAM_KEY}")
-_URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)[^\s/@"'<>]+(?=@)""")
+_URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 
 @functools.lru_cache(maxsize=64)
@@ -444,11 +594,13 @@ def _amp_values(keys: frozenset[str]) -> re.Pattern[str]:
 def _redact_urls(text: str, counts: dict[str, int]) -> str:
     # Parameters after '?' (a value may hold another '?': matches as the spec's pattern finds them), then after
     # '&'. The keys are collected first (``findall``, no match objects); most texts have no sensitive one.
-    if any(map(_is_sensitive_url_key, set(_QUERY_KEY.findall(text)))):
+    for lead, query_key, query_param in zip("?#", _QUERY_KEYS, _QUERY_PARAMS, strict=True):
+        if lead not in text or not any(map(_is_sensitive_url_key, set(query_key.findall(text)))):
+            continue
         edits = [
             (m.start(2), m.end(2), REDACTED)
-            for m in _QUERY_PARAM.finditer(text)
-            if m.group(2) and _is_sensitive_url_key(m.group(1))
+            for m in query_param.finditer(text)
+            if m.group(2) and _is_sensitive_url_key(m.group(1)) and not _url_placeholder(m.string, m.end(2), m.group(2))
         ]
         if edits:
             _bump(counts, KIND_URL_PARAM, len(edits))
@@ -456,12 +608,28 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
     # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
     keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
     if keys:
-        text, n = _amp_values(keys).subn("=" + REDACTED, text)
-        if n:
-            _bump(counts, KIND_URL_PARAM, n)
+
+        def replace_value(m: re.Match[str]) -> str:
+            if _url_placeholder(m.string, m.end(), m.group(0)[1:]):
+                return m.group(0)
+            _bump(counts, KIND_URL_PARAM)
+            return "=" + REDACTED
+
+        text = _amp_values(keys).sub(replace_value, text)
     if "://" in text:
-        text, n = _URL_USERINFO.subn(r"\1" + REDACTED, text)
-        if n:
-            _bump(counts, KIND_URL_PARAM, n)
+
+        def replace_password(m: re.Match[str]) -> str:
+            if is_placeholder(m.group(2)):
+                return m.group(0)
+            _bump(counts, KIND_URL_PARAM)
+            return m.group(1) + REDACTED
+
+        text = _URL_USERINFO.sub(replace_password, text)
     return text
+
+
+def _url_placeholder(text: str, end: int, value: str) -> bool:
+    """``?key=$KEY``, ``?token={token}``, ``?key=YOUR_API_KEY``: a parameter value that stands for one."""
+    closing = text[end : end + 1]
+    return is_placeholder(value + closing if closing in ")]}" else value)
 

@@ -121,7 +121,7 @@ def _international_phones(text: str, left: int, right: int, regions: str) -> lis
             continue  # a bare run of digits (ids, timestamps) is not given to libphonenumber
         start, end = m.span()
         context_start = max(0, start - 1)
-        spans = _phone_spans(text[context_start : min(n, end + 3)], digits, international, regions)
+        spans = _phone_spans(text[context_start : min(n, end + 3, right)], digits, international, regions)
         cut = end
         while not spans and international:
             # ``+44 20 7946 0958 12``: a number followed by another group is rejected whole; retry without

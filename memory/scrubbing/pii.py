@@ -32,7 +32,7 @@ _DIGIT_CLASS = _class_table({"0123456789": "0", " \t()/\u00a0": "s", "-": "d", "
 # without separators).
 _ANCHORS = (
     b"000s0000", b"000d0000", b"000o000o0000", b"00o00o00o00", b"000s000s00", b"000d000d00", b"00s00s00s00",
-    b"00d00d00d00", b"00s000000", b"0d00d0000",
+    b"00d00d00d00", b"00s000000", b"0d00d0000", b"000s00s0000",
 )  # fmt: skip
 _PLUS_DIGIT = b"p0"  # the last anchor: '+' is rare, so its occurrences are found with a one-byte search
 _BARE_DIGITS = b"0" * 13
@@ -103,6 +103,8 @@ def _digit_pii(text: str, counts: dict[str, int], regions: str) -> list[tuple[in
         for start, end, marker, kind in found:
             start += base
             end += base
+            if kind == KIND_PHONE and _identifier_number(text, start, end):
+                continue
             if kind == KIND_SSN:
                 token_start, token_end = _token_bounds(text, start, end)
                 if text[token_start:token_end].strip(_TRIM) == text[start:end] and token_start >= last:
@@ -111,6 +113,24 @@ def _digit_pii(text: str, counts: dict[str, int], regions: str) -> list[tuple[in
             _bump(counts, kind)
             last = end
     return edits
+
+
+# Numbers that are identifiers, not phones: after a label naming one (``Order 555-123-4567``, ``invoice no.
+# 2024 555 0199``, ``P/N 0451-203-1178``) or ``#``, or a year joined to a sequence (``2024-555-1234``).
+_ID_LABEL = re.compile(
+    r"(?i)(?:\b(?:order|invoice|inv|part|p/n|pn|sku|po|ticket|case|ref|reference|tracking|serial|s/n|sn|item|"
+    r"model|batch|lot|build|job|request|req|incident|bug|issue|transaction|txn|confirmation|booking|receipt|"
+    r"shipment|parcel|claim|policy|contract)\b\.?(?:[ \t]*(?:no\.?|nr\.?|num(?:ber)?|id|#))?"
+    r"[ \t]*[#:]?[ \t]*|#[ \t]*)\Z"
+)
+_YEAR_SEQUENCE = re.compile(r"(?:19|20)\d\d[\-/._]\d")
+
+
+def _identifier_number(text: str, start: int, end: int) -> bool:
+    number = text[start:end]
+    if number[:1] not in "+(" and _YEAR_SEQUENCE.match(number):
+        return True
+    return _ID_LABEL.search(text, max(0, start - 40), start) is not None
 
 
 @functools.lru_cache(maxsize=65536)
@@ -130,16 +150,30 @@ def _cluster_pii(snippet: str, left: int, right: int, regions: str) -> tuple[tup
         if not any(a < end and start < b for a, b, _, _ in edits):
             edits.append((start, end, SSN_MARKER, KIND_SSN))
     edits.sort()
-    for start, end in _international_phones(snippet, left, stop, regions):
-        if not any(a < end and start < b for a, b, _, _ in edits):
-            edits.append((start, end, PHONE_MARKER, KIND_PHONE))
+    # International phones, in the gaps the rules above left (a long cluster of several numbers is split).
+    gaps: list[tuple[int, int]] = []
+    cursor = left
+    for a, b, _, _ in edits:
+        if a > cursor:
+            gaps.append((cursor, a))
+        cursor = max(cursor, b)
+    gaps.append((cursor, stop))
+    for gap_start, gap_end in gaps:
+        for start, end in _international_phones(snippet, gap_start, gap_end, regions):
+            if not any(a < end and start < b for a, b, _, _ in edits):
+                edits.append((start, end, PHONE_MARKER, KIND_PHONE))
     edits.sort()
     return tuple(edits)
 
 
 # Shapes (spec §4.2 step B).
 _EMAIL_CHARS = re.compile(r"[A-Za-z0-9@._%+\-]+")
-_SSN_SHAPE = re.compile(r"(?<![\w\-])\d{3}-\d{2}-\d{4}(?![\w\-])")
+# The spec's ddd-dd-dddd, and (extension) the same number written with spaces when it is a valid SSN (area
+# not 000, 666 or 9xx; group not 00; serial not 0000) and not one group of a longer sequence of numbers.
+_SSN_SHAPE = re.compile(
+    r"(?<![\w\-])\d{3}-\d{2}-\d{4}(?![\w\-])"
+    r"|(?<![\w\-])(?<!\d )(?!000|666|9)\d{3} (?!00)\d{2} (?!0000)\d{4}(?![\w\-])(?! \d)"
+)
 _CARD_CHARS = re.compile(r"[\d\- ]+")
 _PHONE_CHARS = re.compile(r"[\d\s+\-().]+")
 _PHONE_SEPARATOR = re.compile(r"[\s+\-().]")
@@ -277,6 +311,14 @@ def _run_redactions(text: str, start: int, end: int) -> list[tuple[int, int, str
         if not (ch.isdigit() or ch in "+(") or not _start_allowed(text, pos):
             pos += 1
             continue
+        if remaining > 19 and ch.isdigit() and _start_allowed(text, pos):
+            # Extension: a grouped card followed by more numbers (``4111 1111 1111 1111 123-45-6789``) ends
+            # at a group boundary inside the run.
+            card_end = _grouped_card_end(text, pos, end)
+            if card_end > 0:
+                found.append((pos, card_end, CARD_MARKER, KIND_CARD))
+                pos = card_end
+                continue
         if whole_ok and remaining <= 19:
             candidate = text[pos:end]
             if remaining >= 13 and _looks_like_card(candidate):
@@ -303,6 +345,22 @@ def _run_redactions(text: str, start: int, end: int) -> list[tuple[int, int, str
                 continue
         pos += 1
     return found
+
+
+def _grouped_card_end(text: str, start: int, end: int) -> int:
+    """End of a Luhn-valid, issuer-known card of 13-19 digits starting at ``start`` and ending where a digit
+    group ends (a space follows), or -1."""
+    digits = 0
+    i = start
+    while i < end and digits <= 19:
+        if text[i].isdigit():
+            digits += 1
+            if digits >= 13 and (i + 1 == end or text[i + 1] == " ") and _looks_like_card(text[start : i + 1]):
+                return i + 1
+        elif text[i] not in " -":
+            return -1
+        i += 1
+    return -1
 
 
 # B.2 e-mail tokens (checked trimmed, replaced whole), plus (extension) e-mails glued to other text

@@ -48,8 +48,9 @@ TOKEN_SHAPES: tuple[TokenShape, ...] = (
         ("gl",),
         r"gl(?:pat|dt|rt|ptt|ft|soat|oas|cbt|imt|agent|ffct)-[A-Za-z0-9_\-]{20,300}(?:\.[a-z0-9]{9})?",
     ),
-    # Slack bot / user / app / legacy workspace / refresh / config tokens and incoming-webhook URLs.
-    TokenShape("slack", ("xox",), r"xox[abposre]-[A-Za-z0-9\-]{10,}"),
+    # Slack bot / user / app / legacy workspace / refresh / config tokens and incoming-webhook URLs. A rotating
+    # token wraps another prefix (``xoxe.xoxp-1-…``, the refresh token ``xoxe-1-…``).
+    TokenShape("slack", ("xox",), r"xox[abposre](?:\.xox[abposre])?-[A-Za-z0-9\-]{10,}"),
     TokenShape("slack-app", ("xapp-",), r"xapp-\d-[A-Za-z0-9\-]{10,}"),
     TokenShape(
         "slack-webhook",
@@ -103,4 +104,12 @@ TOKEN_SHAPES: tuple[TokenShape, ...] = (
     TokenShape("vault", ("hvs.", "hvb."), r"hv[sb]\.[A-Za-z0-9_\-]{90,300}" + _END),
     TokenShape("postman", ("PMAK-",), r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}" + _END),
     TokenShape("age", ("AGE-SECRET-KEY-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
+    # Discord bot tokens: base64 user id (starts M/N/O) . timestamp . HMAC.
+    TokenShape(
+        "discord", ("M", "N", "O"), r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}" + _END
+    ),
+    # Telegram bot tokens: ``<bot id>:AA…`` (the secret half after the colon goes, the public id stays).
+    TokenShape(
+        "telegram", (":AA",), r":(?<=\d:)AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])", left="none", keep=":"
+    ),
 )

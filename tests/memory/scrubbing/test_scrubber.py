@@ -195,7 +195,7 @@ def test_sensitive_assignments() -> None:
     result = redact_secrets(text)
     assert result.text == (
         "ANTHROPIC_API_KEY=<redacted>\nx-api-key: <redacted>\n"
-        '"clientSecret": <redacted>\npassword=<redacted>\npassphrase: <redacted>\n'
+        '"clientSecret": "<redacted>"\npassword=<redacted>\npassphrase: <redacted>\n'
         "private_key=<redacted>\ncredential=<redacted>\napi-key: <redacted>\nAuthorization: Bearer <redacted>\n"
         "plain text"
     )
@@ -203,9 +203,10 @@ def test_sensitive_assignments() -> None:
     assert result.redactions == {"assignment": 8, "token": 1}
 
 
-def test_assignment_key_is_the_whole_prefix_of_the_line() -> None:
-    # Spec note: the key is everything before the first '=' or ':', so a long line loses the rest.
-    assert redact_secrets("first the api-key: abc then more text").text == "first the api-key: <redacted>"
+def test_assignment_value_ends_at_its_token() -> None:
+    # Changed for issue 15: the spec's note (the key is everything before the first '=' or ':', so a long line
+    # loses the rest) is the over-redaction the issue calls a false positive; the value ends at its token.
+    assert redact_secrets("first the api-key: abc then more text").text == "first the api-key: <redacted> then more text"
     assert redact_secrets("Status: the password is secret").text == "Status: the password is secret"
 
 
@@ -411,7 +412,7 @@ def test_operator_tokens_longest_first(settings_env) -> None:
 
 def test_operator_tokens_never_rewrite_markers(settings_env) -> None:
     settings_env("KHEISH_REDACT_TOKENS", "dacted,zz9")
-    assert redact_secrets("password=x zz9").text == "password=<redacted>"
+    assert redact_secrets("password=x zz9").text == "password=<redacted> <redacted>"
 
 
 def test_auth_store_tokens_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:

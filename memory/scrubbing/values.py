@@ -1,0 +1,220 @@
+"""What a secret-looking key and value are: the one definition the scrubber (step A) and the learning-content
+classifier (§4.19) share, and through the classifier the learning-candidate guard, skill metadata checks and
+revoke reasons.
+
+* Sensitive keys: the spec's A.1 wording, plus keys whose last word is ``token`` (``SessionToken``,
+  ``X-Amz-Security-Token``), URL parameters whose last word names a signature or credential
+  (``X-Amz-Signature``, ``X-Goog-Credential``), and never an exception class (``InvalidCredentialsException:``).
+* Placeholders and references are not secrets: ``$TOKEN``, ``${VAR}``, ``<your-key-here>``, ``{{ secrets.X }}``,
+  ``%VAR%``, ``os.environ[...]``, ``process.env.X``, masks (``***``, ``xxxx``, ``...``), markers, and values
+  whose words say they are not real (``your``, ``example``, ``changeme``, ``dummy``, ...).
+* Prose is not a value: a "value" that starts with a function word or a participle (``must``, ``is``,
+  ``stored``, ``required``) is a sentence about the secret.
+* Secret-shaped: token characters only, a length floor and ceiling, letters and digits (or base64 symbols)
+  mixed, and a Shannon entropy per character of at least ``clamp(0.75 * log2(len), FLOOR, CEILING)`` bits
+  (the floor rejects ``aaaa1111``, the ceiling keeps hex and long values reachable). ``strongly`` asks for three
+  character classes and 24+ characters: such a value needs no context word.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+from memory.scrubbing.markers import _is_marker
+
+# A.1 sensitive-key rules (exact spec wording; cached because keys repeat a lot).
+_SENSITIVE_SUBSTRINGS = (
+    "authorization", "api_key", "api-key", "x-api-key", "x_goog_api_key", "error-json", "cookie",
+    "set-cookie", "proxy-authorization", "password", "passwd", "passphrase", "private_key", "privatekey",
+    "credential",
+)  # fmt: skip
+_SEPARATOR_CONTAINS = (
+    "access_token", "refresh_token", "id_token", "auth_token", "bearer_token", "secret", "password",
+    "passwd", "passphrase", "private_key", "privatekey", "credential",
+)  # fmt: skip
+_COMPACT_CONTAINS = (
+    "accesstoken", "refreshtoken", "idtoken", "authtoken", "bearertoken", "oauthtoken", "clientsecret",
+    "subscriptionkey", "secret", "password", "passphrase", "privatekey", "credential",
+)  # fmt: skip
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+
+
+_EXCEPTION_KEY = re.compile(r"[\w.$]*(?:Exception|Error|Warning|Fault|Failure)\Z")
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def _key_words(key: str) -> list[str]:
+    """Lower-cased words of a key: split on non-alphanumerics and camelCase (``X-Amz-Signature`` -> x amz signature)."""
+    return [word.lower() for word in _WORDS.findall(key)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_sensitive_key(key: str) -> bool:
+    key = key.strip()
+    if _EXCEPTION_KEY.search(key.strip("\"'`")):
+        return False  # ``InvalidCredentialsException: 401`` is an error message, not an assignment
+    lowered = key.lower()
+    separated = lowered.replace("-", "_")
+    if any(needle in lowered or needle in separated for needle in _SENSITIVE_SUBSTRINGS):
+        return True
+    if separated == "token" or separated.endswith("_token"):
+        return True
+    if any(needle in separated for needle in _SEPARATOR_CONTAINS):
+        return True
+    compact = _NON_ALNUM.sub("", lowered)
+    if compact in ("token", "key", "apikey") or compact.endswith("apikey"):
+        return True
+    if any(needle in compact for needle in _COMPACT_CONTAINS):
+        return True
+    # Extension: any key whose last word is ``token`` (``SessionToken``, ``X-Amz-Security-Token``, ``csrftoken``).
+    return compact.endswith("token")
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_sensitive_url_key(name: str) -> bool:
+    compact = _NON_ALNUM.sub("", name.lower())
+    if compact in ("key", "sig", "signature", "code") or _is_sensitive_key(name):
+        return True
+    # Extension: pre-signed URLs (``X-Amz-Signature``, ``X-Goog-Credential``, ``Signature``, ``sig``).
+    words = _key_words(name)
+    return bool(words) and words[-1] in _URL_SECRET_WORDS
+
+
+
+_URL_SECRET_WORDS = frozenset({"sig", "signature", "credential", "credentials", "token", "secret", "password"})
+
+# --------------------------------------------------------------------------------------------------------
+# Placeholders and references
+# --------------------------------------------------------------------------------------------------------
+
+_REFERENCE = re.compile(
+    r"""(?x)
+    \$[A-Za-z_][A-Za-z0-9_]*                      # $TOKEN
+    | \$\{[^{}\s]*\}                                # ${VAR}, ${VAR:-default}
+    | \$\{\{.*\}\}                                  # ${{ secrets.X }}
+    | \$\([^()]*\)                                  # $(pass show x)
+    | \{\{.*\}\}                                     # {{ vault_token }}
+    | \{[A-Za-z_][\w.\-]*\}                          # {token}
+    | %[A-Za-z_][A-Za-z0-9_]*%                      # %API_KEY%
+    | %\([A-Za-z_]\w*\)s                             # %(password)s
+    | <[^<>\n]{1,80}>                               # <your-key-here>, <token>
+    | \[[A-Za-z_][\w \-]{0,60}\]                     # [YOUR_API_KEY]
+    | (?:os\.environ|os\.getenv|getenv|ENV|env|process\.env|import\.meta\.env|System\.getenv|Deno\.env
+       |secrets|vars|settings|config|credentials\.get|keyring\.get_password)[.\[(].*
+    """
+)
+_MASK = re.compile(r"x{4,}|X{4,}|\*{3,}|\.{3}|…|•{3,}|#{4,}|_{4,}|-{4,}")
+# Words found only in values that are not real: ``<your-key-here>``, ``changeme``, ``REPLACE_ME``.
+_PLACEHOLDER_WORDS = frozenset({
+    "your", "yours", "example", "examples", "placeholder", "changeme", "dummy", "replace", "replaceme",
+    "insert", "todo", "tbd", "fixme", "here", "redacted", "notset", "unset", "none", "null", "nil",
+    "undefined", "empty", "masked", "omitted",
+})  # fmt: skip
+# A value made only of these words names the secret instead of giving it: ``api_key=API_KEY``, ``token: token``.
+_NAME_WORDS = frozenset({
+    "api", "key", "keys", "token", "secret", "password", "passwd", "passphrase", "access", "auth", "client",
+    "id", "value", "my", "the", "a", "private", "bearer", "credential", "credentials", "pat",
+})  # fmt: skip
+_VALUE_TRIM = "\"'`.,;:!?()[]"
+_SPLIT_WORDS = re.compile(r"[^a-z0-9]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def is_placeholder(value: str) -> bool:
+    """A reference to a secret kept elsewhere, a mask, a marker, or a value whose words say it is not real."""
+    value = value.strip()
+    core = value.strip(_VALUE_TRIM)
+    if not core or _is_marker(value) or _is_marker(core):
+        return True
+    if _REFERENCE.fullmatch(core) or _REFERENCE.fullmatch(value.strip("\"'`")):
+        return True
+    if _MASK.search(core):
+        return True
+    lowered = core.lower()
+    if "example" in lowered:  # AKIAIOSFODNN7EXAMPLE, wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY: documentation
+        return True
+    words = [word for word in _SPLIT_WORDS.split(lowered) if word]
+    if any(word in _PLACEHOLDER_WORDS for word in words):
+        return True
+    return bool(words) and all(word in _NAME_WORDS for word in words)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Prose after a key
+# --------------------------------------------------------------------------------------------------------
+
+_PROSE_WORDS = frozenset({
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "will", "would", "should", "must", "can",
+    "could", "may", "might", "shall", "not", "no", "never", "always", "only", "now", "still", "then", "also",
+    "our", "their", "its", "his", "her", "this", "that", "these", "those", "in", "on", "at", "from", "for",
+    "to", "of", "by", "via", "with", "without", "per", "and", "or", "if", "when", "after", "before", "into",
+    "as", "set", "required", "optional", "valid", "invalid", "missing", "usually", "typically", "stored",
+    "kept", "rotated", "revoked", "expired", "expires", "sent", "passed", "used", "managed", "loaded", "read",
+    "provided", "injected", "mounted", "available", "visible", "shown", "configured", "generated", "issued",
+    "scoped", "hashed", "encrypted", "opaque", "long", "short", "header", "headers", "field", "parameter",
+    "policy", "rotation", "length", "format", "prefix", "budget", "limit", "see", "use", "uses",
+    "needed", "refreshed", "ignored", "supported", "mandatory", "disabled", "enabled", "handled",
+    "authentication", "authorization", "auth", "scheme", "token", "tokens", "credentials", "keys",
+})  # fmt: skip
+_PROSE_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
+
+
+def is_prose_word(word: str) -> bool:
+    """A function word or participle: what follows a key in a sentence about the secret, not a value."""
+    core = word.strip(_VALUE_TRIM).lower()
+    if not core.isalpha():
+        return False
+    return core in _PROSE_WORDS or (len(core) > 4 and core.endswith(_PROSE_SUFFIXES))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Secret-shaped values
+# --------------------------------------------------------------------------------------------------------
+
+MIN_SECRET_CHARS = 8
+MAX_SECRET_CHARS = 4096
+ENTROPY_FLOOR = 2.5  # bits per character: below this a value is a pattern (``aaaa1111``), never a secret
+ENTROPY_CEILING = 3.3  # the requirement never exceeds this (hex carries at most 4 bits a character)
+_SHAPE_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~]+")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_VERSIONISH = re.compile(r"v?\d+(?:[._\-]\d+)*(?:[._\-][A-Za-z]+\d*)?")
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    n = len(value)
+    counts: dict[str, int] = {}
+    for ch in value:
+        counts[ch] = counts.get(ch, 0) + 1
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def required_entropy(length: int) -> float:
+    return min(ENTROPY_CEILING, max(ENTROPY_FLOOR, 0.75 * math.log2(max(length, 2))))
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
+    """A value shaped like a credential: see the module docstring."""
+    value = value.strip(_VALUE_TRIM) if value[-1:] != "=" else value.lstrip(_VALUE_TRIM)
+    n = len(value)
+    if n < (24 if strongly else MIN_SECRET_CHARS) or n > MAX_SECRET_CHARS or not _SHAPE_CHARS.fullmatch(value):
+        return False
+    if _UUID.fullmatch(value) or _VERSIONISH.fullmatch(value) or is_placeholder(value):
+        return False
+    lower = any(ch.islower() for ch in value)
+    upper = any(ch.isupper() for ch in value)
+    digit = any(ch.isdigit() for ch in value)
+    symbol = any(ch in "+/=" for ch in value)
+    letters = lower or upper
+    if not letters:
+        return False  # numbers (ids, budgets, timestamps)
+    if strongly and lower + upper + digit + symbol < 3:
+        return False
+    if not (digit or symbol or (lower and upper and n >= 16)):
+        return False  # words and identifiers
+    if any(part.isalpha() and len(part) >= 4 for part in re.split(r"[_\-.]", value)) and "_" in value:
+        return False  # snake_case identifiers with a number: ``user_id_2024``
+    return entropy(value) >= required_entropy(n)
