@@ -1,13 +1,9 @@
-"""The learning policy in force (spec §2.1, §3.2): revisions stored through ``memory.policies``.
-
-A change re-queues every pending candidate for review, after commit.
-"""
+"""Reads of the learning policy (spec §2.1, §3.2): the revision in force (stored through ``memory.policies``)
+and the parsing of a policy request body. Writes (``set_policy``) are in ``learnings.services.policy``."""
 
 from __future__ import annotations
 
 import logging
-
-from django.db import transaction
 
 from learnings.policy import LearningPolicy, LearningPolicyError
 from memory import policies
@@ -51,24 +47,3 @@ def parse_request(body: object) -> tuple[LearningPolicy, int | None]:
     except LearningPolicyError as exc:
         raise policy_error(exc) from exc
     return parsed.policy, parsed.expected_revision
-
-
-@transaction.atomic
-def set_policy(body: object, actor: object) -> tuple[LearningPolicy, int]:
-    """Validate and store a new revision; re-queue every pending candidate once the change commits.
-
-    Returns ``(policy, revision)``. A stale ``expected_revision`` is a 409 ``runtime_revision_conflict``.
-    """
-    policy, expected_revision = parse_request(body)
-    row = policies.save_policy(
-        kind=PolicyKind.LEARNING, policy=policy.to_dict(), expected_revision=expected_revision, actor=actor
-    )
-    transaction.on_commit(requeue_pending_candidates)
-    return policy, row.revision
-
-
-def requeue_pending_candidates() -> None:
-    """Queue the review of every pending candidate (the sweep walks them in batches)."""
-    from learnings import tasks
-
-    tasks.shadow_review_sweep.delay()

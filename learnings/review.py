@@ -199,9 +199,7 @@ def _act(
             learning = services.candidate_publish(
                 candidate=candidate.pk,
                 actor="daemon",
-                governance=governance,
-                review=review,
-                revision=revision,
+                options=services.PublishOptions.automated(governance, review=review, revision=revision),
             )
         except services.LearningConflict as conflict:
             review = {

@@ -15,6 +15,11 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.db import transaction
 
+from learnings import capture, policy_store, review
+from learnings.models import LearningCandidate
+from learnings.services.queue import REVIEW_CANDIDATE_TASK, SHADOW_REVIEW_SWEEP_TASK
+from memory.clock import now_ms
+
 logger = logging.getLogger(__name__)
 
 SWEEP_BATCH = 100
@@ -25,8 +30,6 @@ SWEEP_LEASE_MS = 10 * 60 * 1000
 
 @shared_task(name="learnings.tasks.capture_run", acks_late=True)
 def capture_run(run_pk: int) -> dict | None:
-    from learnings import capture
-
     outcome = capture.capture_run(int(run_pk))
     return (
         None
@@ -40,12 +43,10 @@ def capture_run(run_pk: int) -> dict | None:
     )
 
 
-@shared_task(name="learnings.tasks.review_candidate", acks_late=True, bind=True, max_retries=REVIEW_RETRIES)
+@shared_task(name=REVIEW_CANDIDATE_TASK, acks_late=True, bind=True, max_retries=REVIEW_RETRIES)
 def review_candidate(self, candidate_pk: int) -> dict | None:
     """On an error the review (one transaction, so nothing half-done) is queued again after half a second
     (§4.20); after ``REVIEW_RETRIES`` the beat sweep is what tries again."""
-    from learnings import review
-
     try:
         outcome = review.review_candidate(int(candidate_pk))
     except Exception as exc:
@@ -67,10 +68,6 @@ def review_candidate(self, candidate_pk: int) -> dict | None:
 def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[int]:
     """Lease up to ``batch`` pending candidates that need a review under the current policy revision.
     Rows another sweep holds are skipped (``skip_locked``); the lease keeps them out of the next claim."""
-    from learnings import policy_store
-    from learnings.models import LearningCandidate
-    from memory.clock import now_ms
-
     revision = policy_store.policy_revision()
     now = now_ms()
     with transaction.atomic():
@@ -86,12 +83,10 @@ def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[i
     return ids
 
 
-@shared_task(name="learnings.tasks.shadow_review_sweep", acks_late=True)
+@shared_task(name=SHADOW_REVIEW_SWEEP_TASK, acks_late=True)
 def shadow_review_sweep(after_pk: int = 0) -> dict:
     """Review pending candidates in batches; a full batch queues the next one (a cursor, so a candidate
     that keeps failing cannot loop)."""
-    from learnings import policy_store, review
-
     if not policy_store.current_policy().reviews_candidates:
         return {"reviewed": 0, "failed": 0, "mode": "manual_only"}
     ids = claim_review_batch(after_pk=int(after_pk))
@@ -110,8 +105,6 @@ def shadow_review_sweep(after_pk: int = 0) -> dict:
 
 @shared_task(name="learnings.tasks.replay_pending_captures", acks_late=True)
 def replay_pending_captures() -> dict:
-    from learnings import capture
-
     run_ids = capture.pending_capture_run_ids()
     for run_pk in run_ids:
         capture_run.delay(run_pk)

@@ -310,15 +310,17 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         learning = services.candidate_publish(
             candidate=candidate,
             actor=request.user,
-            publish_tier=body["publish_tier"],
-            supersedes=body["supersedes"],
-            scope=_scope(body["scope"]),
-            kind=body["kind"],
-            sensitivity=body["sensitivity"],
-            content=body["content"],
-            confidence=body["confidence"],
-            expires_at_ms=body["expires_at_ms"],
-            evidence_refs=body["evidence_refs"],
+            options=services.PublishOptions.manual(
+                publish_tier=body["publish_tier"],
+                supersedes=body["supersedes"],
+                scope=_scope(body["scope"]),
+                kind=body["kind"],
+                sensitivity=body["sensitivity"],
+                content=body["content"],
+                confidence=body["confidence"],
+                expires_at_ms=body["expires_at_ms"],
+                evidence_refs=body["evidence_refs"],
+            ),
         )
         return Response(LearningViewSerializer(learning).data)
 
@@ -421,7 +423,7 @@ class LearningPolicyView(APIView):
         responses=POLICY_RESPONSE,
     )
     def post(self, request):
-        policy, revision = policy_store.set_policy(request.data, actor=request.user)
+        policy, revision = services.set_policy(request.data, actor=request.user)
         return Response(
             {
                 "run_memory_policy": run_memory.current_policy().to_dict(),

@@ -7,7 +7,7 @@ import pytest
 from learnings.models import Learning, LearningCandidate
 from memory.models import AuditEvent
 from tests.conftest import assert_problem
-from tests.learnings.test_services_learning import learning
+from tests.support.learnings import learning
 
 pytestmark = pytest.mark.django_db
 
@@ -284,7 +284,7 @@ def test_existing_learning_lets_published_candidate_point_at_it(operator_client)
 
 
 def test_creation_queues_the_automation_review(api_client, django_capture_on_commit_callbacks):
-    from tests.learnings.test_services_learning import set_policy
+    from tests.support.learnings import set_policy
 
     set_policy({"mode": "enabled", "publication": {"rules": [
         {"name": "trusted-facts", "kind": "fact", "require_evidence": True, "action": "publish_active"},

@@ -10,7 +10,7 @@ from memory import hooks
 from memory.clock import now_ms
 from memory.models import AuditEvent
 from tests.conftest import assert_problem
-from tests.learnings.test_services_learning import learning, set_policy
+from tests.support.learnings import learning, set_policy
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def test_list_filters(operator_client):
     set_policy({"mode": "enabled", "publication": {"rules": [
         {"name": "Auto-Facts", "kind": "fact", "action": "publish_provisional"}]}})
     from learnings.review import review_candidate
-    from tests.learnings.test_services_learning import candidate
+    from tests.support.learnings import candidate
 
     auto_candidate = candidate("Release train is weekly.")
     review_candidate(auto_candidate.pk)
@@ -231,7 +231,7 @@ def test_learned_context_is_packed_first_within_one_budget(api_client, session_i
     overflow stops it (truncated, with the omission note) and the omitted count feeds
     session_memory.metrics.prompt_limit_omitted_total; recovered_memory only gets what budget is left."""
     from memory.recall import LEARNED_CONTEXT_TRUNCATED, estimate_tokens
-    from tests.kheish.test_plane2_api import finish
+    from tests.support.api import finish
 
     finish(api_client, session_id, "Which editor theme do we use?", output="The editor theme is dark.")
     made = [learning(f"Editor setting {index} is value {index}.", kind="preference") for index in range(40)]

@@ -7,7 +7,7 @@ import pytest
 from learnings import policy_store
 from memory.models import AuditEvent, PolicyRevision
 from tests.conftest import assert_problem
-from tests.learnings.test_services_learning import candidate
+from tests.support.learnings import candidate
 
 pytestmark = pytest.mark.django_db
 

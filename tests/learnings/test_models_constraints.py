@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 
 from learnings.models import Learning, LearningCandidate, key_digest
 from tests.factories import SessionFactory
-from tests.learnings.test_services_learning import _terminal_run, candidate, learning
+from tests.support.learnings import candidate, learning, terminal_run
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +79,7 @@ def test_candidate_constraints():
 
 
 def test_one_run_summary_per_run_and_daemon_dedup():
-    run = _terminal_run(SessionFactory())
+    run = terminal_run(SessionFactory())
     base = {"origin": "daemon", "scope_kind": "session", "scope_id": run.session.public_id,
             "scope_key": f"session:{run.session.public_id}", "source_run": run}
     LearningCandidate.objects.create(kind="run_summary", content="Request: a", **base)

@@ -10,7 +10,7 @@ from learnings.models import LearningCandidate
 from memory.models import RunMemoryRecord
 from memory.runs import RunInput, run_fail, run_open, run_start
 from tests.factories import SessionFactory
-from tests.learnings.test_services_learning import _terminal_run, set_policy
+from tests.support.learnings import set_policy, terminal_run
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ def session():
 def test_terminal_run_queues_capture_on_commit(session, llm_unconfigured, django_capture_on_commit_callbacks):
     semantic_policy()
     with django_capture_on_commit_callbacks(execute=True):
-        run = _terminal_run(session, PREFERENCE)
+        run = terminal_run(session, PREFERENCE)
     summary = LearningCandidate.objects.get(source_run=run, kind="run_summary")
     assert summary.origin == "daemon" and summary.sensitivity == "sensitive" and summary.confidence == 100
     assert summary.scope_key == f"session:{session.public_id}"
@@ -57,7 +57,7 @@ def test_terminal_run_queues_capture_on_commit(session, llm_unconfigured, django
 
 def test_heuristic_trims_and_splits_labels(session, llm_unconfigured):
     semantic_policy(max_candidates=3)
-    run = _terminal_run(session, "Fact: Project codename is Atlas. Decision: ship on Fridays; reply exactly OK.")
+    run = terminal_run(session, "Fact: Project codename is Atlas. Decision: ship on Fridays; reply exactly OK.")
     capture.capture_run(run.pk)
     assert [(c.kind, c.content) for c in semantic(run)] == [("fact", "Project codename is Atlas"),
                                                             ("decision", "ship on Fridays")]
@@ -66,7 +66,7 @@ def test_heuristic_trims_and_splits_labels(session, llm_unconfigured):
 def test_capture_runs_exactly_once_when_delivered_twice(session, fake_model):
     semantic_policy()
     fake_model.reply_json({"candidate_1": {"kind": "fact", "content": "The project codename is Atlas."}})
-    run = _terminal_run(session, "We talked about the project codename, Atlas, and more.")
+    run = terminal_run(session, "We talked about the project codename, Atlas, and more.")
     first = tasks.capture_run(run.pk)
     second = tasks.capture_run(run.pk)
     assert len(first["created"]) == 2 and second["created"] == [] and second["receipt"] == "completed"
@@ -80,7 +80,7 @@ def test_model_extraction_normalises_and_caps(session, fake_model):
         "candidate_1": {"kind": "fact", "content": "Project   codename is Atlas.", "confidence": 130},
         "candidate_2": {"kind": "FACT", "content": "project codename: atlas"},
     })
-    run = _terminal_run(session, "Remember the codename for the project: Atlas.")
+    run = terminal_run(session, "Remember the codename for the project: Atlas.")
     capture.capture_run(run.pk)
     [fact] = semantic(run)
     assert (fact.content, fact.confidence) == ("Project codename is Atlas.", 100)
@@ -102,7 +102,7 @@ def test_model_replies_with_nulls_and_extra_fields_are_answers(session, fake_mod
         "candidate_3": {"kind": "fact", "content": "Beyond the maximum is ignored."},
         "explanation": "one durable preference",
     })
-    run = _terminal_run(session, "I always use the fish shell.")
+    run = terminal_run(session, "I always use the fish shell.")
     outcome = capture.capture_run(run.pk)
     assert outcome.error is None and receipt(run) == "completed"
     assert [(c.kind, c.content, c.confidence) for c in semantic(run)] == [
@@ -117,7 +117,7 @@ def test_model_drafts_with_secrets_or_unknown_kinds_are_dropped(session, fake_mo
         "candidate_2": {"kind": "fact", "content": "api_key=sk-abcdefghijklmnopqrstuvwx"},
         "candidate_3": {"kind": "preference", "content": "Preferred editor is Helix."},
     })
-    run = _terminal_run(session, "I like Helix as an editor.")
+    run = terminal_run(session, "I like Helix as an editor.")
     capture.capture_run(run.pk)
     assert [(c.kind, c.content) for c in semantic(run)] == [("preference", "Preferred editor is Helix.")]
 
@@ -132,7 +132,7 @@ def test_model_drafts_with_secrets_or_unknown_kinds_are_dropped(session, fake_mo
 def test_extraction_failure_leaves_receipt_pending_then_replay_succeeds(session, fake_model, script):
     semantic_policy(timeout_ms=500)
     script(fake_model)
-    run = _terminal_run(session, "We agreed on the codename Atlas for the project.")
+    run = terminal_run(session, "We agreed on the codename Atlas for the project.")
     outcome = capture.capture_run(run.pk)
     assert outcome.error and receipt(run) == "pending" and semantic(run) == []
     assert LearningCandidate.objects.filter(source_run=run, kind="run_summary").count() == 1
@@ -149,11 +149,11 @@ def test_replay_tries_the_least_tried_receipts_first(session, fake_model):
     a batch full of such runs cannot starve newer pending captures."""
     semantic_policy(timeout_ms=500)
     fake_model.reply_text("not json at all")
-    stubborn = _terminal_run(session, "We agreed on the codename Atlas for the project.")
+    stubborn = terminal_run(session, "We agreed on the codename Atlas for the project.")
     for _ in range(2):
         assert capture.capture_run(stubborn.pk).error
     assert RunMemoryRecord.objects.get(run=stubborn).semantic_capture_attempts == 2
-    newer = _terminal_run(SessionFactory(), "The deploy window moved to Tuesday mornings.")
+    newer = terminal_run(SessionFactory(), "The deploy window moved to Tuesday mornings.")
     assert capture.pending_capture_run_ids() == [newer.pk, stubborn.pk]
     assert capture.pending_capture_run_ids(limit=1) == [newer.pk]
     assert receipt(stubborn) == receipt(newer) == "pending"
@@ -163,7 +163,7 @@ def test_pending_receipts_wait_while_semantic_capture_is_off(session, llm_unconf
     """Capture runs only when enabled (§4.9): turning it off leaves a pending receipt pending - not replayed,
     not marked skipped - and turning it back on captures the run."""
     semantic_policy()
-    run = _terminal_run(session, PREFERENCE)
+    run = terminal_run(session, PREFERENCE)
     assert receipt(run) == "pending"
     semantic_policy(enabled=False)
     assert capture.capture_run(run.pk).receipt == "pending" and semantic(run) == []
@@ -175,14 +175,14 @@ def test_pending_receipts_wait_while_semantic_capture_is_off(session, llm_unconf
 
 def test_no_model_configured_completes_without_candidates(session, llm_unconfigured):
     semantic_policy()
-    run = _terminal_run(session, "Nothing labelled here.")
+    run = terminal_run(session, "Nothing labelled here.")
     capture.capture_run(run.pk)
     assert semantic(run) == [] and receipt(run) == "completed"
 
 
 def test_disabled_semantic_capture_is_skipped(session, llm_unconfigured):
     semantic_policy(enabled=False)
-    run = _terminal_run(session, PREFERENCE)
+    run = terminal_run(session, PREFERENCE)
     assert receipt(run) == "skipped"  # memory asked learnings whether capture is on
     capture.capture_run(run.pk)
     assert semantic(run) == [] and receipt(run) == "skipped"
@@ -191,7 +191,7 @@ def test_disabled_semantic_capture_is_skipped(session, llm_unconfigured):
 
 def test_run_summary_capture_can_be_turned_off(session, llm_unconfigured):
     semantic_policy(run_summary=False)
-    run = _terminal_run(session, PREFERENCE)
+    run = terminal_run(session, PREFERENCE)
     capture.capture_run(run.pk)
     assert not LearningCandidate.objects.filter(source_run=run, kind="run_summary").exists()
     assert len(semantic(run)) == 1
@@ -209,7 +209,7 @@ def test_failed_run_gets_a_run_summary_but_no_semantic_capture(session, llm_unco
 
 def test_existing_semantic_candidate_marks_capture_completed(session, llm_unconfigured):
     semantic_policy()
-    run = _terminal_run(session, PREFERENCE)
+    run = terminal_run(session, PREFERENCE)
     capture.capture_run(run.pk)
     assert len(semantic(run)) == 1
     RunMemoryRecord.objects.filter(run=run).update(semantic_capture="pending")
@@ -218,7 +218,7 @@ def test_existing_semantic_candidate_marks_capture_completed(session, llm_unconf
 
 def test_run_without_a_record_captures_nothing(session, llm_unconfigured):
     semantic_policy()
-    run = _terminal_run(session, PREFERENCE)
+    run = terminal_run(session, PREFERENCE)
     RunMemoryRecord.objects.filter(run=run).delete()
     assert capture.capture_run(run.pk) is None
     assert not LearningCandidate.objects.exists()

@@ -1,13 +1,13 @@
 """Learning services (spec §4.7, §4.13–§4.15; the §5 checklist of ``services/learning.rs``).
 
-The helpers at the top are imported by the other learning-plane test modules.
+The shared builders live in ``tests.support.learnings``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from learnings import policy_store, retrieval, services
+from learnings import retrieval, services
 from learnings.models import (
     CandidateState,
     Learning,
@@ -19,34 +19,16 @@ from learnings.models import (
 )
 from learnings.review import review_candidate
 from learnings.selectors import filter_learnings
+from learnings.services import PublishOptions
 from learnings.validation import LearningScope
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import AuditEvent
 from memory.sessions import learning_scope_keys
 from tests.factories import PersonaFactory, ProjectFactory, SessionFactory
+from tests.support.learnings import candidate, learning, set_policy, terminal_run
 
 pytestmark = pytest.mark.django_db
-
-WORKSPACE = ("workspace", "default")
-
-
-# ---- helpers (imported by other modules) ------------------------------------------------------------------
-
-def candidate(content="The project codename is Atlas.", *, kind="fact", scope=WORKSPACE, **extra) -> LearningCandidate:
-    return services.candidate_create(actor="tests", scope=LearningScope(*scope), kind=kind, content=content,
-                                     **extra)
-
-
-def learning(content="The project codename is Atlas.", *, kind="fact", scope=WORKSPACE, tier="active",
-             decision="manual", verification="unverified", candidate_extra=None, **publish) -> Learning:
-    cand = candidate(content, kind=kind, scope=scope, **(candidate_extra or {}))
-    governance = services.Governance(publish_tier=tier, policy_decision=decision, verification_status=verification)
-    return services.candidate_publish(candidate=cand, actor="tests", governance=governance, **publish)
-
-
-def set_policy(policy: dict, actor="tests"):
-    return policy_store.set_policy({"policy": policy}, actor=actor)
 
 
 def bundle(session, query=None):
@@ -85,9 +67,9 @@ def test_publish_then_bundle(session):
 
 def test_publish_overrides_and_provisional_tier():
     cand = candidate("Project codename is Atlas", evidence_refs=[{"note": "from the api"}])
-    published = services.candidate_publish(candidate=cand, actor="ops", publish_tier="provisional",
-                                           content="  Project codename is Atlas.  ", confidence=55,
-                                           evidence_refs=[{"run_id": "run-1", "note": "checked"}])
+    published = services.candidate_publish(candidate=cand, actor="ops", options=PublishOptions.manual(
+        publish_tier="provisional", content="  Project codename is Atlas.  ", confidence=55,
+        evidence_refs=[{"run_id": "run-1", "note": "checked"}]))
     assert published.status == published.publish_tier == "provisional"
     assert published.content == "Project codename is Atlas." and published.confidence == 55
     assert published.evidence_refs == [{"run_id": "run-1", "note": "checked"}]
@@ -120,30 +102,32 @@ def test_same_subject_conflict_is_detected_but_equivalent_is_not():
 def test_publish_with_supersedes_replaces_and_keeps_the_old_record():
     old = learning("Project codename is Atlas.")
     cand = candidate("Project codename is Borealis.")
-    new = services.candidate_publish(candidate=cand, actor="ops", supersedes=old.public_id)
+    new = services.candidate_publish(candidate=cand, actor="ops",
+                                     options=PublishOptions.manual(supersedes=old.public_id))
     old.refresh_from_db()
     assert old.status == LearningStatus.SUPERSEDED and old.superseded_by_id == new.pk
     assert new.supersedes_id == old.pk and new.status == "active"
     # a second candidate naming the same target reuses the live replacement
     other = candidate("Project codename is Caribou.")
-    assert services.candidate_publish(candidate=other, actor="ops", supersedes=old.public_id).pk == new.pk
+    assert services.candidate_publish(candidate=other, actor="ops",
+                                      options=PublishOptions.manual(supersedes=old.public_id)).pk == new.pk
 
 
 def test_supersedes_rules():
     old = learning("Project codename is Atlas.")
     with pytest.raises(ValidationFailed, match="superseding learnings must use the active publish tier"):
         services.candidate_publish(candidate=candidate("Project codename is B1."), actor="ops",
-                                   publish_tier="provisional", supersedes=old.public_id)
+                                   options=PublishOptions.manual(publish_tier="provisional", supersedes=old.public_id))
     with pytest.raises(ValidationFailed, match="superseding learning scope must match the source learning scope"):
         services.candidate_publish(candidate=candidate("Project codename is B1.", scope=("project", "p")),
-                                   actor="ops", supersedes=old.public_id)
+                                   actor="ops", options=PublishOptions.manual(supersedes=old.public_id))
     with pytest.raises(NotFound, match="unknown learning learning-999"):
         services.candidate_publish(candidate=candidate("Project codename is B2."), actor="ops",
-                                   supersedes="learning-999")
+                                   options=PublishOptions.manual(supersedes="learning-999"))
     services.learning_revoke(learning=old, actor="ops")
     with pytest.raises(Conflict, match=f"cannot supersede revoked learning {old.public_id}"):
         services.candidate_publish(candidate=candidate("Project codename is B3."), actor="ops",
-                                   supersedes=old.public_id)
+                                   options=PublishOptions.manual(supersedes=old.public_id))
 
 
 def test_repair_published_candidate_from_existing_learning():
@@ -187,16 +171,8 @@ def test_escalated_candidate_can_still_be_published_manually():
 
 # ---- daemon candidates ------------------------------------------------------------------------------------
 
-def _terminal_run(session, content="Preference: keep answers short."):
-    from memory.runs import RunInput, run_complete, run_open, run_start
-
-    run, _ = run_open(session=session, run_input=RunInput(content=content, attachments=[], metadata={}))
-    run = run_start(run=run)
-    return run_complete(run=run, output="Done.")
-
-
 def test_daemon_candidate_dedup_by_semantic_key(session):
-    run = _terminal_run(session)
+    run = terminal_run(session)
     first, created = services.daemon_candidate_create(run=run, kind="fact", content="The project codename is Atlas.",
                                                       confidence=98)
     again, created_again = services.daemon_candidate_create(run=run, kind="fact",
@@ -211,7 +187,7 @@ def test_daemon_candidate_dedup_by_semantic_key(session):
 
 
 def test_run_summary_candidate_one_per_run(session):
-    run = _terminal_run(session)
+    run = terminal_run(session)
     record = run.memory_record
     first, created = services.run_summary_candidate_ensure(run=run, record=record)
     again, created_again = services.run_summary_candidate_ensure(run=run, record=record)

@@ -10,7 +10,7 @@ from learnings.review import candidate_supported, review_candidate
 from learnings.tasks import shadow_review_sweep
 from memory.models import AuditEvent
 from tests.factories import SessionFactory
-from tests.learnings.test_services_learning import _terminal_run, candidate, learning, set_policy
+from tests.support.learnings import candidate, learning, set_policy, terminal_run
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +20,7 @@ PREFS_ACTIVE = {"name": "prefs", "kind": "preference", "action": "publish_active
 def daemon_candidate(content="Preference: always report sizes in gigabytes, not gibibytes."):
     """A daemon-origin preference captured (heuristically) from a completed run."""
     session = SessionFactory()
-    run = _terminal_run(session, content)
+    run = terminal_run(session, content)
     capture.capture_run(run.pk)
     return LearningCandidate.objects.exclude(kind="run_summary").get(source_run=run)
 
@@ -327,12 +327,20 @@ def test_a_failed_review_is_queued_again(monkeypatch):
         return real(pk)
 
     monkeypatch.setattr(review, "review_candidate", flaky)
+    real_retry = tasks.review_candidate.retry
+    countdowns = []
+
+    def spy_retry(*args, **kwargs):
+        countdowns.append(kwargs.get("countdown"))
+        return real_retry(*args, **kwargs)
+
+    monkeypatch.setattr(tasks.review_candidate, "retry", spy_retry)
     result = tasks.review_candidate.apply(args=[cand.pk], throw=False)
     assert result.successful() and calls == [cand.pk, cand.pk]
+    assert countdowns == [0.5]  # the countdown the task asked for, not a constant
     assert result.result["mode"] == "shadow" and result.result["state"] == "pending"
     cand.refresh_from_db()
     assert cand.automation_review["action"] == "manual_review"
-    assert tasks.REVIEW_RETRY_DELAY_S <= 0.5
 
 
 def test_a_review_that_keeps_failing_stops_retrying(monkeypatch):
@@ -361,7 +369,7 @@ def test_worker_start_queues_pending_reviews_and_captures(llm_unconfigured):
 
     set_policy({"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True}}})
     waiting = candidate("Preferred editor is Helix.", kind="preference")
-    run = _terminal_run(SessionFactory(), "Preference: always report sizes in gigabytes, not gibibytes.")
+    run = terminal_run(SessionFactory(), "Preference: always report sizes in gigabytes, not gibibytes.")
     assert RunMemoryRecord.objects.get(run=run).semantic_capture == "pending" and waiting.automation_review is None
     tasks.queue_on_worker_start()
     waiting.refresh_from_db()

@@ -14,7 +14,7 @@ from learnings.querysets import versions_digest
 from memory.clock import now_ms
 from memory.sessions import learning_scope_keys
 from tests.factories import ProjectFactory, SessionFactory
-from tests.learnings.test_services_learning import learning
+from tests.support.learnings import learning
 
 pytestmark = pytest.mark.django_db
 

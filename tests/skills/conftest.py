@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from skills import catalog
-
-MARKER = "PROCEDURE_OK"
-INSTRUCTIONS = f"Run the release checklist, then reply with exactly `{MARKER}`."
+from tests.support.skills import MARKER, promote_body
 
 
 @pytest.fixture(autouse=True)
@@ -37,17 +35,6 @@ def catalog_dir(skill_dirs) -> Path:
     return skill_dirs["catalog"]
 
 
-def write_catalog_skill(catalog_dir: Path, relative: str, text: str, runtime: str | None = None) -> Path:
-    directory = catalog_dir / relative
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "SKILL.md"
-    path.write_text(text, encoding="utf-8")
-    if runtime is not None:
-        (directory / "agents").mkdir(exist_ok=True)
-        (directory / "agents" / "kheish.yaml").write_text(runtime, encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def make_learning(db, operator):
     """``make_learning(kind=, scope=(kind, id), status=, tier=, content=)``. The ordinary case (an active
@@ -71,7 +58,9 @@ def make_learning(db, operator):
             actor=operator, scope=LearningScope(kind=scope[0], id=scope[1]), kind=kind, content=body, confidence=90
         )
         learning = services.candidate_publish(
-            candidate=candidate, actor=operator, publish_tier="active" if tier == "active" else "provisional"
+            candidate=candidate,
+            actor=operator,
+            options=services.PublishOptions.manual(publish_tier="active" if tier == "active" else "provisional"),
         )
         changes = {}
         if tier != learning.publish_tier:
@@ -91,18 +80,6 @@ def make_learning(db, operator):
 @pytest.fixture
 def procedure(make_learning):
     return make_learning()
-
-
-def promote_body(name: str = "release:checklist", **overrides) -> dict:
-    body = {
-        "skill_name": name,
-        "description": "Run the release checklist in a child agent.",
-        "when_to_use": "Use when a release is about to ship.",
-        "version": "1",
-        "instructions": INSTRUCTIONS,
-    }
-    body.update(overrides)
-    return body
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from skills import catalog
 from skills.fingerprint import SkillDefinition, SkillRuntime, definition_fingerprint, skill_name_problem
-from tests.skills.conftest import write_catalog_skill
+from tests.support.skills import write_catalog_skill
 
 GOOD = """---
 name: release-notes

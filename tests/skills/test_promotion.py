@@ -7,7 +7,7 @@ import pytest
 
 from skills.models import LearningSkill, LearningSkillEvent
 from tests.conftest import assert_problem
-from tests.skills.conftest import INSTRUCTIONS, promote_body, write_catalog_skill
+from tests.support.skills import INSTRUCTIONS, promote_body, write_catalog_skill
 
 SECRET = "the api key is sk-live-4f9c2a7e1b3d5f8a9c0e2b4d6f8a1c3e"
 

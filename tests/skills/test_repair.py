@@ -10,7 +10,7 @@ from django.core.management import call_command
 from skills import repair
 from skills.checks import skills_checks
 from skills.models import LearningSkill
-from tests.skills.conftest import write_catalog_skill
+from tests.support.skills import write_catalog_skill
 
 NAME = "release:checklist"
 

@@ -300,13 +300,14 @@ def test_cascade_with_a_failing_learning_update_keeps_the_skill(
     ladder, procedure, operator, skill_root, monkeypatch, django_capture_on_commit_callbacks
 ):
     from learnings import services as learning_services
+    from learnings.services import governance
 
     ladder(procedure)
 
     def failing_move(*args, **kwargs):
         raise RuntimeError("learning row is locked")
 
-    monkeypatch.setattr(learning_services, "_move_learning", failing_move)
+    monkeypatch.setattr(governance, "move_learning", failing_move)
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
         learning_services.learning_revoke(learning=procedure, actor=operator)
     assert LearningSkill.objects.get().status == "active"

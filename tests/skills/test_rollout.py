@@ -10,7 +10,7 @@ import pytest
 from skills import services
 from skills.models import LearningSkill, SkillStatus
 from tests.conftest import assert_problem
-from tests.skills.conftest import MARKER
+from tests.support.skills import MARKER
 
 NAME = "release:checklist"
 

@@ -9,7 +9,7 @@ import pytest
 from skills import mount
 from skills.models import LearningSkill
 from tests.conftest import assert_problem
-from tests.skills.conftest import write_catalog_skill
+from tests.support.skills import write_catalog_skill
 
 NAME = "release:checklist"
 CATALOG_SKILL = (

@@ -1,0 +1,403 @@
+"""Candidate workflows (spec §2.4, §4.8, §4.9, §4.13): creation by the API and by capture (deduplicated),
+the run_summary candidate, and the state moves reject / escalate / record a review / mark published - each a
+compare-and-swap update with its audit row. A new candidate's review is queued after commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from learnings import validation
+from learnings.models import (
+    CandidateOrigin,
+    CandidateState,
+    Learning,
+    LearningCandidate,
+    LearningKind,
+    Sensitivity,
+)
+from learnings.selectors import DOMAIN, candidate_not_found
+from learnings.services.cleaning import (
+    clean_evidence_refs,
+    clean_expiry,
+    clean_source,
+    invalid,
+    normalise_scope,
+    semantic_key_digests,
+)
+from learnings.services.queue import REVIEW_CANDIDATE_TASK, enqueue_on_commit
+from learnings.validation import LearningScope, LearningValidationError
+from memory.audit import record_audit
+from memory.clock import now_ms
+from memory.errors import Conflict, ValidationFailed
+from memory.models import Run, RunMemoryRecord
+
+RUN_SUMMARY_TTL_MS = 30 * 24 * 60 * 60 * 1000
+
+
+def _enqueue_review(candidate_pk: int) -> None:
+    enqueue_on_commit(REVIEW_CANDIDATE_TASK, candidate_pk)
+
+
+def _new_candidate(
+    *,
+    origin: str,
+    scope: LearningScope,
+    kind: str,
+    content: str,
+    sensitivity: str,
+    confidence: object,
+    source: dict,
+    evidence_refs: list,
+    created_at_ms: int,
+    expires_at_ms: int | None,
+    source_run: Run | None,
+) -> LearningCandidate:
+    content_key, subject_key = semantic_key_digests(content)
+    candidate = LearningCandidate(
+        origin=origin,
+        scope_kind=scope.kind,
+        scope_id=scope.id,
+        scope_key=scope.scope_key,
+        kind=kind,
+        sensitivity=sensitivity,
+        content=content,
+        confidence=confidence,
+        source=source,
+        evidence_refs=evidence_refs,
+        created_at_ms=created_at_ms,
+        expires_at_ms=expires_at_ms,
+        state=CandidateState.PENDING,
+        source_run=source_run,
+        content_key=content_key,
+        subject_key=subject_key,
+        updated_at_ms=now_ms(),
+    )
+    try:
+        validation.validate_candidate(candidate)
+    except LearningValidationError as exc:
+        raise invalid(exc, code="invalid_learning_candidate") from exc
+    if sensitivity not in Sensitivity.values:
+        raise ValidationFailed(
+            f"unknown learning sensitivity `{sensitivity}`",
+            field="sensitivity",
+            domain=DOMAIN,
+            code="invalid_learning_candidate",
+        )
+    return candidate
+
+
+@transaction.atomic
+def candidate_create(
+    *,
+    actor: object,
+    scope: LearningScope,
+    kind: str,
+    content: str,
+    sensitivity: str = Sensitivity.SCOPED,
+    confidence: object = 80,
+    source: object = None,
+    evidence_refs: object = None,
+    expires_at_ms: object = None,
+) -> LearningCandidate:
+    """``POST /v1/learning-candidates``: origin is always ``api`` (an API caller cannot forge daemon
+    provenance), state ``pending``, created now; then validated (§3.4) and queued for review."""
+    if not isinstance(content, str):
+        raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
+    candidate = _new_candidate(
+        origin=CandidateOrigin.API,
+        scope=normalise_scope(scope.kind, scope.id),
+        kind=kind,
+        content=content.strip(),
+        sensitivity=sensitivity,
+        confidence=confidence,
+        source=clean_source(source),
+        evidence_refs=clean_evidence_refs(evidence_refs),
+        created_at_ms=now_ms(),
+        expires_at_ms=clean_expiry(expires_at_ms),
+        source_run=None,
+    )
+    candidate.save()
+    record_audit(
+        subject_type="learning_candidate",
+        subject_id=candidate.public_id,
+        action="create",
+        actor=actor,
+        to_state=CandidateState.PENDING,
+        data={"origin": candidate.origin, "kind": candidate.kind, "scope": candidate.scope_key},
+    )
+    _enqueue_review(candidate.pk)
+    return candidate
+
+
+def daemon_source(run: Run) -> dict:
+    session = run.session
+    return {
+        "run_id": run.public_id,
+        "session_id": session.public_id,
+        "agent_id": session.owner.get_username(),
+    }
+
+
+@transaction.atomic
+def daemon_candidate_create(
+    *,
+    run: Run,
+    kind: str,
+    content: str,
+    confidence: int,
+    sensitivity: str = Sensitivity.SCOPED,
+    scope: LearningScope | None = None,
+    evidence_refs: list | None = None,
+    created_at_ms: int | None = None,
+    expires_at_ms: int | None = None,
+) -> tuple[LearningCandidate, bool]:
+    """A daemon-origin candidate from a run (capture), deduplicated (§4.9): same origin, scope, kind,
+    semantic content key and source run ⇒ the existing candidate is returned. Returns (candidate, created)."""
+    scope = scope or LearningScope(kind="session", id=run.session.public_id)
+    content = content.strip()
+    candidate = _new_candidate(
+        origin=CandidateOrigin.DAEMON,
+        scope=scope,
+        kind=kind,
+        content=content,
+        sensitivity=sensitivity,
+        confidence=confidence,
+        source=daemon_source(run),
+        evidence_refs=list(evidence_refs or []),
+        created_at_ms=now_ms() if created_at_ms is None else created_at_ms,
+        expires_at_ms=expires_at_ms,
+        source_run=run,
+    )
+    existing = LearningCandidate.objects.filter(
+        origin=CandidateOrigin.DAEMON,
+        scope_key=candidate.scope_key,
+        kind=kind,
+        content_key=candidate.content_key,
+        source_run=run,
+    ).first()
+    if kind == LearningKind.RUN_SUMMARY and existing is None:
+        existing = LearningCandidate.objects.filter(source_run=run, kind=LearningKind.RUN_SUMMARY).first()
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():
+            candidate.save()
+    except IntegrityError:  # a concurrent capture won: the unique constraints keep one
+        existing = (
+            LearningCandidate.objects.filter(
+                source_run=run,
+                kind=kind,
+                scope_key=candidate.scope_key,
+                origin=CandidateOrigin.DAEMON,
+            )
+            .filter(content_key=candidate.content_key)
+            .first()
+            or LearningCandidate.objects.filter(source_run=run, kind=LearningKind.RUN_SUMMARY).first()
+        )
+        if existing is None:
+            raise
+        return existing, False
+    record_audit(
+        subject_type="learning_candidate",
+        subject_id=candidate.public_id,
+        action="capture",
+        actor="daemon",
+        to_state=CandidateState.PENDING,
+        data={
+            "origin": candidate.origin,
+            "kind": kind,
+            "scope": candidate.scope_key,
+            "run_id": run.public_id,
+        },
+    )
+    _enqueue_review(candidate.pk)
+    return candidate, True
+
+
+def run_summary_candidate_ensure(*, run: Run, record: RunMemoryRecord) -> tuple[LearningCandidate | None, bool]:
+    """§4.8: one run_summary candidate per run (daemon origin, session scope, sensitive, confidence 100,
+    the run-memory summary, 30-day expiry). Skipped when the summary is blank."""
+    content = (record.summary or "").strip()
+    if not content:
+        return None, False
+    existing = LearningCandidate.objects.filter(source_run=run, kind=LearningKind.RUN_SUMMARY).first()
+    if existing is not None:
+        return existing, False
+    return daemon_candidate_create(
+        run=run,
+        kind=LearningKind.RUN_SUMMARY,
+        content=content,
+        confidence=100,
+        sensitivity=Sensitivity.SENSITIVE,
+        created_at_ms=record.recorded_at_ms,
+        expires_at_ms=now_ms() + RUN_SUMMARY_TTL_MS,
+    )
+
+
+def lock_candidate(candidate: LearningCandidate | int) -> LearningCandidate:
+    pk = candidate if isinstance(candidate, int) else candidate.pk
+    locked = LearningCandidate.objects.select_for_update().filter(pk=pk).first()
+    if locked is None:
+        raise candidate_not_found(f"learning-candidate-{pk}")
+    return locked
+
+
+def _move_candidate(
+    candidate: LearningCandidate,
+    *,
+    to_state: str,
+    actor: object,
+    action: str,
+    reason: str = "",
+    from_states: tuple[str, ...] | None = None,
+    **changes: Any,
+) -> LearningCandidate:
+    """Compare-and-swap the candidate's state and audit the transition."""
+    from_state = candidate.state
+    expected = from_states or (from_state,)
+    ts = now_ms()
+    updated = LearningCandidate.objects.filter(pk=candidate.pk, state__in=expected).update(
+        state=to_state, updated_at_ms=ts, **changes
+    )
+    if updated != 1:
+        raise Conflict(
+            f"learning candidate {candidate.public_id} changed concurrently; retry",
+            domain=DOMAIN,
+            code="candidate_changed",
+        )
+    record_audit(
+        subject_type="learning_candidate",
+        subject_id=candidate.public_id,
+        action=action,
+        actor=actor,
+        from_state=from_state,
+        to_state=to_state,
+        reason=reason,
+        data={
+            k: (f"learning-{v.pk}" if isinstance(v, Learning) else v)
+            for k, v in changes.items()
+            if k in ("published_learning", "matched_rule_name")
+        },
+    )
+    candidate.refresh_from_db()
+    return candidate
+
+
+def mark_published(
+    candidate: LearningCandidate,
+    learning: Learning,
+    *,
+    actor: object,
+    reason: str,
+    review: dict | None = None,
+    revision: int | None = None,
+) -> LearningCandidate:
+    changes: dict[str, Any] = {"published_learning": learning}
+    if review is not None:
+        changes.update(_review_fields(review, revision))
+    return _move_candidate(
+        candidate,
+        to_state=CandidateState.PUBLISHED,
+        actor=actor,
+        action="publish",
+        reason=reason,
+        from_states=(CandidateState.PENDING, CandidateState.ESCALATED, candidate.state),
+        **changes,
+    )
+
+
+def _review_fields(review: dict, revision: int | None) -> dict:
+    try:
+        validation.validate_review_reason(review.get("reason"))
+    except LearningValidationError as exc:
+        raise invalid(exc, code="invalid_learning_candidate") from exc
+    return {
+        "automation_review": review,
+        "matched_rule_name": (review.get("matched_rule_name") or "")[:200],
+        "reviewed_policy_revision": revision,
+        "review_lease_until_ms": None,
+    }
+
+
+@transaction.atomic
+def candidate_reject(
+    *,
+    candidate: LearningCandidate | int,
+    actor: object,
+    reason: str = "",
+    review: dict | None = None,
+    revision: int | None = None,
+) -> LearningCandidate:
+    """Reject a pending or escalated candidate (a rejected one: no-op; a published one: 409)."""
+    locked = lock_candidate(candidate)
+    if locked.state == CandidateState.PUBLISHED:
+        raise Conflict(
+            f"learning candidate {locked.public_id} was already published",
+            domain=DOMAIN,
+            code="candidate_already_published",
+        )
+    if locked.state == CandidateState.REJECTED:
+        return locked
+    changes = _review_fields(review, revision) if review is not None else {}
+    return _move_candidate(
+        locked,
+        to_state=CandidateState.REJECTED,
+        actor=actor,
+        action="reject",
+        reason=reason or (review or {}).get("reason", ""),
+        **changes,
+    )
+
+
+@transaction.atomic
+def candidate_escalate(
+    *, candidate: LearningCandidate | int, review: dict, revision: int | None, actor: object = "daemon"
+) -> LearningCandidate:
+    """Automation hands a pending candidate to an operator (state ``escalated``) with its review."""
+    locked = lock_candidate(candidate)
+    if locked.state != CandidateState.PENDING:
+        raise Conflict(
+            f"learning candidate {locked.public_id} is {locked.state}, not pending",
+            domain=DOMAIN,
+            code="candidate_changed",
+        )
+    return _move_candidate(
+        locked,
+        to_state=CandidateState.ESCALATED,
+        actor=actor,
+        action="escalate",
+        reason=review.get("reason", ""),
+        **_review_fields(review, revision),
+    )
+
+
+@transaction.atomic
+def candidate_record_review(
+    *, candidate: LearningCandidate | int, review: dict, revision: int | None, actor: object = "daemon"
+) -> LearningCandidate:
+    """Store an automation review without changing the state (shadow mode, or a candidate an operator
+    already published)."""
+    locked = lock_candidate(candidate)
+    LearningCandidate.objects.filter(pk=locked.pk, state=locked.state).update(
+        updated_at_ms=now_ms(), **_review_fields(review, revision)
+    )
+    record_audit(
+        subject_type="learning_candidate",
+        subject_id=locked.public_id,
+        action="review",
+        actor=actor,
+        from_state=locked.state,
+        to_state=locked.state,
+        reason=review.get("reason", ""),
+        data={
+            "mode": review.get("mode"),
+            "action": review.get("action"),
+            "matched_rule_name": review.get("matched_rule_name"),
+        },
+    )
+    locked.refresh_from_db()
+    return locked
+
+

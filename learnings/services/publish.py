@@ -1,0 +1,268 @@
+"""Publication (spec §4.14): ``candidate_publish`` turns a candidate into a learning. Operators publish
+``manual`` with optional edits (``PublishEdits``); automation passes its governance and review
+(``AutomationDecision``); both travel in one ``PublishOptions``. Equivalent learnings are reused,
+``supersedes`` replaces a learning, a same-subject conflict is refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from learnings.models import (
+    CandidateState,
+    Learning,
+    LearningCandidate,
+    PolicyDecision,
+    PublishTier,
+    Sensitivity,
+    VerificationStatus,
+)
+from learnings.policy import policy_actor_for, status_for_tier
+from learnings.selectors import DOMAIN, find_conflict, find_equivalent
+from learnings.services.candidates import lock_candidate, mark_published
+from learnings.services.cleaning import (
+    clean_content,
+    clean_evidence_refs,
+    clean_expiry,
+    normalise_scope,
+    semantic_key_digests,
+)
+from learnings.services.rows import (
+    LearningConflict,
+    fire_revoking,
+    record_supersede,
+    serialize_scope,
+    supersede_target,
+    validated_learning,
+)
+from learnings.validation import LearningScope
+from memory.audit import record_audit
+from memory.clock import now_ms
+from memory.errors import Conflict, ValidationFailed
+
+MSG_SUPERSEDE_TIER = "superseding learnings must use the active publish tier"
+
+
+@dataclass(frozen=True)
+class Governance:
+    """Who decided a publication and what it is: tier, decision, verification, expiry override."""
+
+    publish_tier: str = PublishTier.ACTIVE
+    policy_decision: str = PolicyDecision.MANUAL
+    verification_status: str = VerificationStatus.UNVERIFIED
+    expires_at_ms: int | None = None
+    use_expiry: bool = False  # True: expires_at_ms replaces the candidate's expiry even when None
+
+
+@dataclass(frozen=True)
+class PublishEdits:
+    """What an operator may change while publishing (``PublishLearningCandidateRequest``, spec §2.4): the
+    tier, the learning to supersede, and overrides of the candidate's scope, kind, sensitivity, content,
+    confidence, expiry and evidence. ``None`` keeps the candidate's value."""
+
+    publish_tier: str = PublishTier.ACTIVE
+    supersedes: str | None = None
+    scope: LearningScope | None = None
+    kind: str | None = None
+    sensitivity: str | None = None
+    content: str | None = None
+    confidence: object = None
+    expires_at_ms: object = None
+    evidence_refs: object = None
+
+
+@dataclass(frozen=True)
+class AutomationDecision:
+    """An automated publication: its governance and the review (with the policy revision) that decided it."""
+
+    governance: Governance
+    review: dict | None = None
+    revision: int | None = None
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    """Everything ``candidate_publish`` takes besides the candidate and the actor: an operator's ``edits``
+    and, for automation, its ``automation`` decision (whose governance then replaces the edits' tier)."""
+
+    edits: PublishEdits = field(default_factory=PublishEdits)
+    automation: AutomationDecision | None = None
+
+    @classmethod
+    def manual(cls, **edits: object) -> PublishOptions:
+        """An operator's publication: ``PublishOptions.manual(publish_tier="provisional", supersedes=...)``."""
+        return cls(edits=PublishEdits(**edits))  # type: ignore[arg-type]
+
+    @classmethod
+    def automated(
+        cls, governance: Governance, *, review: dict | None = None, revision: int | None = None, **edits: object
+    ) -> PublishOptions:
+        """An automated publication with the governance and review that decided it (and optional edits)."""
+        return cls(edits=PublishEdits(**edits), automation=AutomationDecision(governance, review, revision))  # type: ignore[arg-type]
+
+
+@transaction.atomic
+def candidate_publish(
+    *,
+    candidate: LearningCandidate | int,
+    actor: object,
+    options: PublishOptions | None = None,
+) -> Learning:
+    """Publish a candidate (§4.14); operators publish ``manual`` (``options.edits``), automation passes
+    ``options.automation`` (its governance, review and policy revision).
+
+    Unknown → 404; rejected → 409; a learning already built from it repairs the candidate and is returned;
+    already published → 409; an equivalent prompt-visible learning is reused; ``supersedes`` needs the active
+    tier and reuses a live replacement; a same-subject conflict → 409 unless superseded.
+    """
+    options = options or PublishOptions()
+    edits, automation = options.edits, options.automation
+    supersedes, scope = edits.supersedes, edits.scope
+    review, revision = (automation.review, automation.revision) if automation else (None, None)
+    governance = automation.governance if automation else Governance(publish_tier=edits.publish_tier)
+    actor_label = (
+        policy_actor_for(governance.policy_decision) if governance.policy_decision != "escalated" else "operator"
+    )
+    if governance.publish_tier not in PublishTier.values:
+        raise ValidationFailed(
+            f"unknown learning publish tier `{governance.publish_tier}`",
+            field="publish_tier",
+            domain=DOMAIN,
+            code="invalid_learning",
+        )
+    if supersedes is not None and governance.publish_tier != PublishTier.ACTIVE:
+        raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
+    locked = lock_candidate(candidate)
+    if locked.state == CandidateState.REJECTED:
+        raise Conflict(f"learning candidate {locked.public_id} was rejected", domain=DOMAIN, code="candidate_rejected")
+    built = Learning.objects.filter(source_candidate=locked).first()
+    if built is not None:
+        if locked.state != CandidateState.PUBLISHED or locked.published_learning_id != built.pk:
+            mark_published(locked, built, actor=actor, reason="repaired from the learning built from it")
+        return built
+    if locked.state == CandidateState.PUBLISHED:
+        raise Conflict(
+            f"learning candidate {locked.public_id} was already published",
+            domain=DOMAIN,
+            code="candidate_already_published",
+        )
+
+    at = now_ms()
+    scope = (
+        normalise_scope(scope.kind, scope.id)
+        if scope is not None
+        else LearningScope(kind=locked.scope_kind, id=locked.scope_id)
+    )
+    body = clean_content(edits.content) if edits.content is not None else locked.content
+    refs = clean_evidence_refs(edits.evidence_refs)
+    if governance.use_expiry:
+        expiry = governance.expires_at_ms
+    else:
+        override = clean_expiry(edits.expires_at_ms)
+        expiry = override if override is not None else locked.expires_at_ms
+    content_key, subject_key = semantic_key_digests(body)
+    learning = Learning(
+        scope_kind=scope.kind,
+        scope_id=scope.id,
+        scope_key=scope.scope_key,
+        kind=edits.kind or locked.kind,
+        sensitivity=edits.sensitivity or locked.sensitivity,
+        content=body,
+        confidence=locked.confidence if edits.confidence is None else edits.confidence,
+        source=locked.source,
+        source_run_id=locked.source_run_id,
+        evidence_refs=refs or locked.evidence_refs,
+        created_at_ms=locked.created_at_ms,
+        published_at_ms=at,
+        expires_at_ms=expiry,
+        status=status_for_tier(governance.publish_tier),
+        publish_tier=governance.publish_tier,
+        policy_decision=governance.policy_decision,
+        policy_actor=actor_label,
+        verification_status=governance.verification_status,
+        content_key=content_key,
+        subject_key=subject_key,
+        source_candidate=locked,
+        updated_at_ms=at,
+    )
+    if learning.sensitivity not in Sensitivity.values:
+        raise ValidationFailed(
+            f"unknown learning sensitivity `{learning.sensitivity}`",
+            field="sensitivity",
+            domain=DOMAIN,
+            code="invalid_learning",
+        )
+    validated_learning(learning)
+    reason = (
+        "published by an operator"
+        if governance.policy_decision == PolicyDecision.MANUAL
+        else (review or {}).get("reason", "published by automation")
+    )
+
+    serialize_scope(learning.scope_key, learning.kind)
+    equivalent = find_equivalent(scope_key=learning.scope_key, kind=learning.kind, content_key=content_key, at_ms=at)
+    if equivalent is not None:
+        mark_published(
+            locked,
+            equivalent,
+            actor=actor,
+            reason=f"equivalent to {equivalent.public_id}",
+            review=review,
+            revision=revision,
+        )
+        return equivalent
+
+    target = None
+    if supersedes is not None:
+        target, replacement = supersede_target(supersedes, scope_key=learning.scope_key)
+        if replacement is not None:
+            mark_published(
+                locked,
+                replacement,
+                actor=actor,
+                reason=f"reused replacement {replacement.public_id}",
+                review=review,
+                revision=revision,
+            )
+            return replacement
+    conflict = find_conflict(
+        scope_key=learning.scope_key,
+        kind=learning.kind,
+        subject_key=subject_key,
+        content_key=content_key,
+        at_ms=at,
+        exclude_ids=(target.pk,) if target else (),
+    )
+    if conflict is not None:
+        raise LearningConflict(conflict)
+    if target is not None:
+        fire_revoking(
+            target,
+            actor=actor,
+            reason=f"source learning {target.public_id} is being superseded",
+            superseding=True,
+        )
+        learning.supersedes = target
+    learning.save()
+    if target is not None:
+        record_supersede(target, learning, actor=actor)
+    else:
+        record_audit(
+            subject_type="learning",
+            subject_id=learning.public_id,
+            action="publish",
+            actor=actor,
+            to_state=learning.status,
+            reason=reason,
+            data={
+                "candidate": locked.public_id,
+                "publish_tier": learning.publish_tier,
+                "policy_decision": learning.policy_decision,
+                "verification_status": learning.verification_status,
+            },
+        )
+    mark_published(locked, learning, actor=actor, reason=reason, review=review, revision=revision)
+    return learning
+
+

@@ -1,0 +1,152 @@
+"""What the learning plane's publication and governance workflows share about ``Learning`` rows: the
+content-conflict error, validation of a new row, the per-(scope, kind) advisory lock, the row lock, the
+compare-and-swap status move with its audit row, the supersede bookkeeping, and the ``learning_revoking``
+hook fired before a learning stops being live."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+
+from learnings import validation
+from learnings.models import Learning, LearningStatus
+from learnings.selectors import DOMAIN, learning_not_found, parse_learning_id
+from learnings.services.cleaning import invalid
+from learnings.validation import LearningValidationError
+from memory import hooks
+from memory.audit import record_audit
+from memory.clock import now_ms
+from memory.errors import Conflict, ValidationFailed
+
+REVOKING_HOOK = "learning_revoking"
+MSG_SUPERSEDE_SCOPE = "superseding learning scope must match the source learning scope"
+
+
+class LearningConflict(Conflict):
+    """The content contradicts a prompt-visible learning about the same subject."""
+
+    def __init__(self, existing: Learning) -> None:
+        super().__init__(
+            f"learning conflicts with active learning {existing.public_id}; publish with supersedes to replace it",
+            field="content",
+            domain=DOMAIN,
+            code="learning_conflict",
+        )
+        self.existing = existing
+
+
+def fire_revoking(learning: Learning, *, actor: object, reason: str, superseding: bool = False) -> None:
+    """Let higher planes react before ``learning`` stops being live (the skills plane revokes the promoted
+    skill it grew). Listeners get ``(learning, actor=, reason=, superseding=)``; their errors propagate and
+    abort the caller's transaction."""
+    hooks.fire(REVOKING_HOOK, learning, actor=actor, reason=reason, superseding=superseding)
+
+
+def validated_learning(learning: Learning) -> Learning:
+    try:
+        validation.validate_learning(learning)
+    except LearningValidationError as exc:
+        raise invalid(exc) from exc
+    return learning
+
+
+def serialize_scope(scope_key: str, kind: str) -> None:
+    """Serialise publications into one (scope, kind) until commit, so the equivalence and conflict checks
+    that precede an insert cannot race (a transaction-scoped advisory lock on PostgreSQL; SQLite already
+    serialises writers)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"learnings:{scope_key}:{kind}"])
+
+
+def lock_learning(pk: int) -> Learning:
+    learning = Learning.objects.select_for_update().filter(pk=pk).first()
+    if learning is None:
+        raise learning_not_found(f"learning-{pk}")
+    return learning
+
+
+def live_replacement(learning: Learning, at_ms: int | None = None) -> Learning | None:
+    """A live learning that names ``learning`` in ``supersedes`` (its replacement), if any."""
+    return Learning.objects.filter(supersedes=learning).live(at_ms).order_by("-id").first()
+
+
+def move_learning(
+    learning: Learning, *, to_status: str, actor: object, action: str, reason: str = "", **changes: Any
+) -> Learning:
+    from_status = learning.status
+    updated = Learning.objects.filter(pk=learning.pk, status=from_status).update(
+        status=to_status, updated_at_ms=now_ms(), **changes
+    )
+    if updated != 1:
+        raise Conflict(
+            f"learning {learning.public_id} changed concurrently; retry",
+            domain=DOMAIN,
+            code="learning_changed",
+        )
+    record_audit(
+        subject_type="learning",
+        subject_id=learning.public_id,
+        action=action,
+        actor=actor,
+        from_state=from_status,
+        to_state=to_status,
+        reason=reason,
+        data={
+            k: (f"learning-{v.pk}" if isinstance(v, Learning) else v)
+            for k, v in changes.items()
+            if k == "superseded_by"
+        },
+    )
+    learning.refresh_from_db()
+    return learning
+
+
+def supersede_target(target_id: str, *, scope_key: str) -> tuple[Learning | None, Learning | None]:
+    """(target to supersede, existing live replacement to reuse) for a publication naming ``supersedes``."""
+    target = Learning.objects.select_for_update().filter(pk=parse_learning_id(target_id)).first()
+    if target is None:
+        raise learning_not_found(target_id)
+    replacement = live_replacement(target)
+    if replacement is not None:
+        return None, replacement
+    if target.status == LearningStatus.SUPERSEDED:
+        raise Conflict(
+            f"learning {target.public_id} was already superseded",
+            field="supersedes",
+            domain=DOMAIN,
+            code="learning_already_superseded",
+        )
+    if target.status == LearningStatus.REVOKED:
+        raise Conflict(
+            f"cannot supersede revoked learning {target.public_id}",
+            field="supersedes",
+            domain=DOMAIN,
+            code="learning_revoked",
+        )
+    if target.scope_key != scope_key:
+        raise ValidationFailed(MSG_SUPERSEDE_SCOPE, field="scope", domain=DOMAIN, code="invalid_learning")
+    return target, None
+
+
+def record_supersede(target: Learning, replacement: Learning, *, actor: object) -> None:
+    move_learning(
+        target,
+        to_status=LearningStatus.SUPERSEDED,
+        actor=actor,
+        action="supersede",
+        reason=f"superseded by {replacement.public_id}",
+        superseded_by=replacement,
+    )
+    record_audit(
+        subject_type="learning",
+        subject_id=replacement.public_id,
+        action="publish",
+        actor=actor,
+        to_state=replacement.status,
+        reason=f"supersedes {target.public_id}",
+        data={"supersedes": target.public_id},
+    )
+
+
