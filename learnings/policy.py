@@ -27,7 +27,6 @@ from learnings.validation import (
     SCOPE_KINDS,
     SEMANTIC_KINDS,
     SENSITIVITIES,
-    LearningValidationError,
     content_has_secret_material,
 )
 
@@ -728,40 +727,3 @@ def automatic_learning_fields(evaluation: Evaluation) -> dict[str, Any] | None:
         "verification_status": "unverified",
         "expires_at_ms": evaluation.expires_at_ms,
     }
-
-
-def check_promoted_skill_metadata(
-    *,
-    skill_name: str,
-    instructions: str,
-    description: str | None = None,
-    when_to_use: str | None = None,
-    version: str | None = None,
-    runtime: Mapping[str, Any] | None = None,
-) -> None:
-    """Reject promoted-skill metadata that looks secret (§4.18), field by field, with the literal messages.
-
-    ``runtime`` may hold ``allowed_tools`` / ``blocked_tools`` (lists) and ``agent_profile``, ``provider``,
-    ``model``, ``fallback_model`` (strings or null).
-    """
-    if content_has_secret_material(skill_name):
-        raise LearningValidationError("skill_name", "promoted skill name appears to contain secret material")
-    if content_has_secret_material(instructions):
-        raise LearningValidationError(
-            "instructions", "promoted skill instructions appear to contain secret material"
-        )
-    for name, value in (("description", description), ("when_to_use", when_to_use), ("version", version)):
-        if value is not None and content_has_secret_material(value):
-            raise LearningValidationError(name, f"promoted skill {name} appears to contain secret material")
-    runtime = runtime or {}
-    values: list[tuple[str, str]] = []
-    for name in ("allowed_tools", "blocked_tools"):
-        values.extend((name, value) for value in runtime.get(name) or ())
-    for name in ("agent_profile", "provider", "model", "fallback_model"):
-        if runtime.get(name) is not None:
-            values.append((name, runtime[name]))
-    for name, value in values:
-        if content_has_secret_material(value):
-            raise LearningValidationError(
-                f"runtime.{name}", f"promoted skill runtime {name} appears to contain secret material"
-            )

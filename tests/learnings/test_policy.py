@@ -19,13 +19,11 @@ from learnings.policy import (
     PublicationRule,
     SemanticCaptureConfig,
     automatic_learning_fields,
-    check_promoted_skill_metadata,
     evaluate_candidate,
     policy_actor_for,
     publish_tier_for_action,
     status_for_tier,
 )
-from learnings.validation import LearningValidationError
 from tests.learnings.secret_stub import secret_classifier_fixtures
 
 # Deterministic stand-in for memory.redaction.looks_like_secret (see test_validation.py).
@@ -741,94 +739,6 @@ def test_tier_and_status_helpers():
 
 
 # --- promoted-skill metadata secret guard -------------------------------------------------------------
-
-SAFE_SKILL = {
-    "skill_name": "learning:safe-procedure",
-    "description": "Run the safe procedure.",
-    "when_to_use": "Use for safe procedure checks.",
-    "version": "1",
-    "instructions": "Reply with exactly `OK`.",
-    "runtime": {"context": "fork", "agent_profile": "verification", "allowed_tools": [], "blocked_tools": []},
-}
-
-
-def with_runtime(**runtime):
-    return {**SAFE_SKILL, "runtime": {**SAFE_SKILL["runtime"], **runtime}}
-
-
-@pytest.mark.parametrize(
-    ("skill", "field", "message"),
-    [
-        ({**SAFE_SKILL, "skill_name": "api-key:sk-proj-secret"}, "skill_name", "promoted skill name appears"),
-        (
-            {**SAFE_SKILL, "version": "clientSecret: hunter2hunter2"},
-            "version",
-            "promoted skill version appears",
-        ),
-        (
-            {**SAFE_SKILL, "description": "secret_token=abc123456789"},
-            "description",
-            "promoted skill description",
-        ),
-        (
-            {**SAFE_SKILL, "when_to_use": "personal access token: ghp_1"},
-            "when_to_use",
-            "promoted skill when_to_use",
-        ),
-        (
-            {**SAFE_SKILL, "instructions": "x-api-key: abc123456789"},
-            "instructions",
-            "promoted skill instructions appear",
-        ),
-        (
-            with_runtime(allowed_tools=["api-key:abc123456789"]),
-            "runtime.allowed_tools",
-            "promoted skill runtime allowed_tools",
-        ),
-        (
-            with_runtime(blocked_tools=["ok", "clientSecret: hunter2"]),
-            "runtime.blocked_tools",
-            "promoted skill runtime",
-        ),
-        (
-            with_runtime(agent_profile="secret_token=abc123456789"),
-            "runtime.agent_profile",
-            "promoted skill runtime",
-        ),
-        (
-            with_runtime(provider="personal access token: ghp_1"),
-            "runtime.provider",
-            "promoted skill runtime provider",
-        ),
-        (with_runtime(model="x-api-key: abc123456789"), "runtime.model", "promoted skill runtime model"),
-        (
-            with_runtime(fallback_model="api-key: abc123456789"),
-            "runtime.fallback_model",
-            "promoted skill runtime",
-        ),
-    ],
-)
-def test_promoted_skill_secret_metadata_is_rejected_per_field(skill, field, message):
-    with pytest.raises(LearningValidationError) as info:
-        check_promoted_skill_metadata(**skill)
-    assert info.value.field == field
-    assert info.value.message.startswith(message)
-    assert "secret material" in info.value.message
-
-
-def test_promoted_skill_secret_messages_are_literal():
-    with pytest.raises(LearningValidationError) as info:
-        check_promoted_skill_metadata(**{**SAFE_SKILL, "instructions": "x-api-key: abc"})
-    assert info.value.message == "promoted skill instructions appear to contain secret material"
-    with pytest.raises(LearningValidationError) as info:
-        check_promoted_skill_metadata(**with_runtime(model="x-api-key: abc"))
-    assert info.value.message == "promoted skill runtime model appears to contain secret material"
-
-
-def test_clean_promoted_skill_metadata_passes():
-    check_promoted_skill_metadata(**SAFE_SKILL)
-    check_promoted_skill_metadata(skill_name="learning:x", instructions="Do it.")
-
 
 def test_default_config_objects():
     assert CaptureConfig() == CaptureConfig(
