@@ -183,7 +183,8 @@ def import_cycles(imports: list[Import], modules: set[str]) -> list[list[Import]
 
 
 def private_hook_uses(root: Path, apps: tuple[str, ...] = PLANES) -> list[str]:
-    """``hooks._name`` reads and ``hooks.name = ...`` writes outside memory/hooks.py."""
+    """``hooks._name`` reads, ``from memory.hooks import _name`` and ``hooks.name = ...`` writes outside
+    memory/hooks.py."""
     found = []
     for app in apps:
         for path in sorted((root / app).rglob("*.py")):
@@ -193,6 +194,9 @@ def private_hook_uses(root: Path, apps: tuple[str, ...] = PLANES) -> list[str]:
             assigned = {id(t) for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
             for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "memory.hooks":
+                    found += [f"{path.relative_to(root)}:{node.lineno} memory.hooks.{alias.name}"
+                              for alias in node.names if alias.name.startswith("_")]
                 on_hooks = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                     and node.value.id == "hooks"
                 if on_hooks and (node.attr.startswith("_") or id(node) in assigned):
@@ -274,6 +278,8 @@ def test_private_hook_uses_are_found(tmp_path):
         "memory/hooks.py": "_hooks = {}\n",
         "learnings/apps.py": "from memory import hooks\nhooks.probe = lambda: True\nhooks.register('x', f)\n",
         "learnings/services.py": "from memory import hooks\nif 'x' in hooks._hooks:\n    hooks.fire('x')\n",
+        "skills/apps.py": "from memory.hooks import _hooks, register\n",
     })
     (root / "kheish").mkdir()
-    assert private_hook_uses(root) == ["learnings/apps.py:2 hooks.probe", "learnings/services.py:2 hooks._hooks"]
+    assert private_hook_uses(root) == ["learnings/apps.py:2 hooks.probe", "learnings/services.py:2 hooks._hooks",
+                                       "skills/apps.py:1 memory.hooks._hooks"]
