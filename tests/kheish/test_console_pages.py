@@ -220,6 +220,23 @@ def test_rollout_and_status_pages(ops, world):
     assert "Change status" in html and '<option value="verified"' in html
 
 
+def test_session_page_has_the_memory_card(admin_client, world):
+    """The card kheish/admin.py adds to the session page: what the next prompt would be given, the capability
+    scopes, and links to the console; the memory app's own parts (injection ledger, journal) stay."""
+    preference = next(c for c in world["captured"] if c.kind == "preference")
+    learning_services.candidate_publish(candidate=preference, actor="tests")
+    session = world["session"]
+    response = admin_client.get(reverse("admin:memory_session_change", args=[session.pk]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="memory-card"' in html and 'id="capabilities-card"' in html
+    # the preference, the active decision and the superseding codename; the one recorded run
+    assert "3 learnings · 1 recovered runs eligible for the next prompt" in html
+    assert PREFERENCE in html
+    assert f"{reverse('console:search')}?session={session.public_id}" in html
+    assert 'id="injection-ledger"' in html and 'id="journal"' in html
+
+
 def test_search(ops, world):
     preference = next(c for c in world["captured"] if c.kind == "preference")
     learning_services.candidate_publish(candidate=preference, actor="tests")
