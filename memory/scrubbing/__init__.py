@@ -109,5 +109,5 @@ def looks_like_secret(text: str) -> bool:
         return True
     if _step_a(trimmed, _config())[0] != trimmed:
         return True
-    return _has_secret_assignment(lowered)
+    return _has_secret_assignment(trimmed)
 

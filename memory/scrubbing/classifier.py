@@ -1,11 +1,21 @@
 """Spec §4.19 ``learning_content_has_secret_material``: the learning-content secret classifier.
 
 Used by the learning-candidate guard, skill metadata checks and revoke reasons (through ``looks_like_secret``).
+
+The spec's word, squashed and structured markers find where content *names* a secret; a marker only counts
+when a value follows it, judged by the definition in ``values`` that the scrubber uses too: a placeholder or
+reference (``$TOKEN``, ``os.environ[...]``) is not a value, nor is prose (``The API key is stored in Vault``,
+``Password: must be 12+ characters``), nor a small number (``token: 1000``). Beyond the markers (extension),
+content is secret when a secret-shaped value is given to a key, signing secret, encryption key or passphrase
+(any key or phrase with such a word in the few words before the value), or when a value is strongly
+secret-shaped wherever it appears - except right after a word saying it is a digest or an identifier.
 """
 
 from __future__ import annotations
 
 import re
+
+from memory.scrubbing.values import _key_words, is_placeholder, is_prose_word, is_secret_shaped
 
 _WORD_MARKERS = (
     "access token is", "access token:", "access token =", "api key is", "api key:", "api key =",
@@ -32,6 +42,22 @@ _SECRET_KEY_PHRASES = (
     ("refresh", "token"), ("secret", "key"), ("secret", "token"), ("token",),
 )  # fmt: skip
 _NON_WORD = re.compile(r"[^\w]|_")
+_VALUE_TRIM = "\"'`.,;:!?()[]{}"
+_SMALL_NUMBER = re.compile(r"\d{1,6}")
+_SQUASH = re.compile(r"\s*([:=_\-])\s*")
+_BOUNDARY = re.compile(r"[a-z0-9]")
+# Words that name a secret when they come shortly before a secret-shaped value.
+_SECRET_NOUNS = frozenset({
+    "key", "keys", "apikey", "secret", "secrets", "passphrase", "password", "passwd", "pwd", "pw", "pass",
+    "token", "credential", "credentials", "signing", "signature", "hmac", "salt", "seed", "encryption",
+    "cipher", "private", "auth", "pin", "pat", "bearer", "webhook", "master",
+})  # fmt: skip
+# Words saying the value after them is a digest or an identifier, not a credential.
+_BENIGN_BEFORE = frozenset({
+    "commit", "sha", "sha1", "sha256", "sha512", "md5", "hash", "digest", "checksum", "fingerprint", "uuid",
+    "build", "version", "revision", "rev", "etag", "id", "ids", "request", "trace", "span", "image", "tag",
+})  # fmt: skip
+_LOOKBACK = 6
 
 
 def _key_looks_secret(key: str) -> bool:
@@ -41,16 +67,55 @@ def _key_looks_secret(key: str) -> bool:
     return any(tuple(words[-len(phrase) :]) == phrase for phrase in _SECRET_KEY_PHRASES)
 
 
-def _has_secret_assignment(lowered: str) -> bool:
+def _gives_value(rest: str) -> bool:
+    """Whether the text after a marker gives a value (see the module docstring)."""
+    words = rest.split(None, 1)
+    if not words:
+        return False
+    word = words[0]
+    core = word.strip(_VALUE_TRIM)
+    if not core or is_prose_word(word) or is_placeholder(word) or _SMALL_NUMBER.fullmatch(core):
+        return False
+    return not (core.lower() in ("bearer", "basic") and len(words) == 1)
+
+
+def _marker_gives_value(text: str, marker: str, *, boundary: bool) -> bool:
+    pos = text.find(marker)
+    while pos >= 0:
+        if not (boundary and pos and _BOUNDARY.match(text, pos - 1)) and _gives_value(text[pos + len(marker) :]):
+            return True
+        pos = text.find(marker, pos + 1)
+    return False
+
+
+def _has_secret_assignment(text: str) -> bool:
+    lowered = text.lower()
     words = " ".join(lowered.split())
-    if any(marker in words for marker in _WORD_MARKERS):
+    if any(marker in words and _marker_gives_value(words, marker, boundary=False) for marker in _WORD_MARKERS):
         return True
-    squashed = "".join(lowered.split())
-    if any(marker in squashed for marker in _SQUASHED_MARKERS):
+    squashed = _SQUASH.sub(r"\1", lowered)
+    if any(
+        marker in squashed and _marker_gives_value(squashed, marker, boundary=True) for marker in _SQUASHED_MARKERS
+    ):
         return True
     for line in lowered.split("\n"):
         for delimiter in (":", "="):
             key, found, value = line.partition(delimiter)
-            if found and value.strip() and _key_looks_secret(key):
+            if found and _gives_value(value) and _key_looks_secret(key):
                 return True
+    return _has_secret_shaped_value(text)
+
+
+def _has_secret_shaped_value(text: str) -> bool:
+    """Extension: a secret-shaped value after a secret noun, or a strongly secret-shaped value anywhere."""
+    tokens = re.split(r"[\s:=,;]+", text)
+    for index, token in enumerate(tokens):
+        value = token.strip(_VALUE_TRIM)
+        if len(value) < 8 or not is_secret_shaped(value):
+            continue
+        before = [word for tok in tokens[max(0, index - _LOOKBACK) : index] for word in _key_words(tok)]
+        if before[-2:] and any(word in _BENIGN_BEFORE for word in before[-2:]):
+            continue
+        if any(word in _SECRET_NOUNS for word in before) or is_secret_shaped(value, strongly=True):
+            return True
     return False

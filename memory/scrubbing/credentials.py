@@ -30,6 +30,7 @@ from memory.scrubbing.values import (
     _is_sensitive_url_key,
     is_placeholder,
     is_prose_word,
+    is_reference,
     is_secret_shaped,
 )
 
@@ -137,8 +138,11 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
     """
     key = text[line_start:sep].strip()
     bare = key.strip("\"'\\`").lower()
-    if text[sep] == ":" and bare == "authorization":
-        return None
+    last_word = bare.rsplit(None, 1)[-1] if bare else ""
+    if text[sep] == ":" and last_word.strip("\"'`") == "authorization":
+        return None  # the header's credential is the Bearer / scheme rules' (spec: ``authorization`` keys)
+    if any(ch in last_word for ch in "/?#&"):
+        return None  # a URL: its parameters are the URL rule's
     if not _is_sensitive_key(key):
         return None
     start = sep + 1
@@ -162,16 +166,20 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
         span = (start, close + 1 if close > 0 else end)
     elif text[start:end] in _YAML_BLOCK:
         return _yaml_block_span(text, line_start, end)
+    elif is_reference(text[start:end]):
+        return None  # ``${{ secrets.GITHUB_TOKEN }}``
     else:
         word = _WORD_END.match(text, start, end)
         stop = word.end() if word else end
+        if is_placeholder(text[start:stop]):
+            return None
         if "passphrase" in bare or "pass phrase" in bare:
             url = _URL_START.search(text, start, end)
             stop = url.start() if url else end
         elif text[start:stop].lower() in _AUTH_SCHEMES and stop < end:
             following = _WORD_END.search(text, stop, end)
             stop = following.end() if following else stop
-        elif is_prose_word(text[start:stop]) and stop < end:
+        elif is_prose_word(text[start:stop]):
             return None
         while stop > start + 1 and text[stop - 1] in _TRAILING:
             closing = text[stop - 1]

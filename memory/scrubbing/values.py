@@ -121,6 +121,11 @@ _VALUE_TRIM = "\"'`.,;:!?()[]"
 _SPLIT_WORDS = re.compile(r"[^a-z0-9]+")
 
 
+def is_reference(value: str) -> bool:
+    """A reference to a secret kept elsewhere (``${{ secrets.X }}``, ``os.environ["X"]``), spaces allowed."""
+    return _REFERENCE.fullmatch(value.strip().strip("\"'`")) is not None
+
+
 @functools.lru_cache(maxsize=4096)
 def is_placeholder(value: str) -> bool:
     """A reference to a secret kept elsewhere, a mask, a marker, or a value whose words say it is not real."""
@@ -130,7 +135,7 @@ def is_placeholder(value: str) -> bool:
         return True
     if _REFERENCE.fullmatch(core) or _REFERENCE.fullmatch(value.strip("\"'`")):
         return True
-    if _MASK.search(core):
+    if _MASK.search(value):
         return True
     lowered = core.lower()
     if "example" in lowered:  # AKIAIOSFODNN7EXAMPLE, wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY: documentation
@@ -164,6 +169,8 @@ _PROSE_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
 def is_prose_word(word: str) -> bool:
     """A function word or participle: what follows a key in a sentence about the secret, not a value."""
     core = word.strip(_VALUE_TRIM).lower()
+    if "-" in core and all(part.isalpha() for part in core.split("-")):
+        core = core.split("-", 1)[0]  # ``short-lived``
     if not core.isalpha():
         return False
     return core in _PROSE_WORDS or (len(core) > 4 and core.endswith(_PROSE_SUFFIXES))
@@ -177,8 +184,9 @@ MIN_SECRET_CHARS = 8
 MAX_SECRET_CHARS = 4096
 ENTROPY_FLOOR = 2.5  # bits per character: below this a value is a pattern (``aaaa1111``), never a secret
 ENTROPY_CEILING = 3.3  # the requirement never exceeds this (hex carries at most 4 bits a character)
-_SHAPE_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~]+")
+_SHAPE_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~!@#$%^&*]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_PARTS = re.compile(r"[_\-.]")
 _VERSIONISH = re.compile(r"v?\d+(?:[._\-]\d+)*(?:[._\-][A-Za-z]+\d*)?")
 
 
@@ -215,6 +223,7 @@ def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
         return False
     if not (digit or symbol or (lower and upper and n >= 16)):
         return False  # words and identifiers
-    if any(part.isalpha() and len(part) >= 4 for part in re.split(r"[_\-.]", value)) and "_" in value:
-        return False  # snake_case identifiers with a number: ``user_id_2024``
+    parts = _PARTS.split(value)
+    if len(parts) > 1 and all(part.isalpha() or len(part) <= 4 for part in parts):
+        return False  # identifiers made of words and short numbers: ``user_id_2024``, ``key-2024-v3``
     return entropy(value) >= required_entropy(n)

@@ -206,7 +206,8 @@ def test_sensitive_assignments() -> None:
 def test_assignment_value_ends_at_its_token() -> None:
     # Changed for issue 15: the spec's note (the key is everything before the first '=' or ':', so a long line
     # loses the rest) is the over-redaction the issue calls a false positive; the value ends at its token.
-    assert redact_secrets("first the api-key: abc then more text").text == "first the api-key: <redacted> then more text"
+    text = "first the api-key: abc then more text"
+    assert redact_secrets(text).text == "first the api-key: <redacted> then more text"
     assert redact_secrets("Status: the password is secret").text == "Status: the password is secret"
 
 
