@@ -182,13 +182,18 @@ def test_mcp_stdio_pinned_session(base_url, agent_client, agent_key):
     anyio.run(scenario)
 
 
-def test_mcp_over_streamable_http(http_mcp, agent_key, other_agent_key, ops_client, heuristic_capture):
+def test_mcp_over_streamable_http(http_mcp, agent_client, agent_key, other_agent_key, ops_client, heuristic_capture):
     async def scenario():
         async with http_client(http_mcp, agent_key.plaintext) as client:
             session_id = await worked_scenario(client, ops_client)
-        # The X-Kheish-Session header picks the current session for tools and the static resource.
-        async with http_client(http_mcp, agent_key.plaintext, {"X-Kheish-Session": session_id}) as client:
-            assert (await call(client, "recall"))["session_id"] == session_id
+        # A new connection with the same key keeps that key's current session (tools and the static resource).
+        async with http_client(http_mcp, agent_key.plaintext) as client:
+            card = await client.read_resource("kheish://session/memory")
+            assert session_id in card.contents[0].text and PREFERENCE_CONTENT in card.contents[0].text
+        # The X-Kheish-Session header picks the current session of the tools.
+        other = await anyio.to_thread.run_sync(lambda: agent_client.create_session().session_id)
+        async with http_client(http_mcp, agent_key.plaintext, {"X-Kheish-Session": other}) as client:
+            assert (await call(client, "recall"))["session_id"] == other
         async with http_client(http_mcp, other_agent_key.plaintext) as intruder:
             await authorisation_checks(intruder, session_id, ops_client)
 
