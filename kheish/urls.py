@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
+from kheish.api import agents as agents_api
 from kheish.api import learnings as learnings_api
 from kheish.api import runtime
 from kheish.api import skills as skills_api
@@ -47,6 +48,7 @@ v1 = [
     path("runtime/redaction-preview", runtime.RedactionPreviewView.as_view(), name="redaction-preview"),
     path("status", runtime.StatusView.as_view(), name="status"),
     *router.urls,
+    *agents_api.urlpatterns,
     *learnings_api.urlpatterns,
     *skills_api.urlpatterns,
 ]

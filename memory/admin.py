@@ -226,3 +226,4 @@ class MaintenanceReportAdmin(ReadOnlyAdmin):
 
 
 _ = transaction  # services own transactions
+from memory import admin_grants  # noqa: E402,F401  (agent grants, issue 14.1)

@@ -340,3 +340,19 @@ class MaintenanceReport(models.Model):
 
     def __str__(self) -> str:
         return f"maintenance report ({self.source})"
+
+
+class AgentGrant(models.Model):
+    """What an operator allows an agent principal to bind its sessions to. No row (or empty sets): the agent's
+    sessions are bound to no persona or project (its session and the workspace scope only)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_grant")
+    projects = models.ManyToManyField(Project, blank=True, related_name="agent_grants")
+    personas = models.ManyToManyField(Persona, blank=True, related_name="agent_grants")
+    updated_at_ms = models.BigIntegerField(default=now_ms, editable=False)
+
+    class Meta:
+        verbose_name = "agent grant"
+
+    def __str__(self) -> str:
+        return f"grants of {self.user}"

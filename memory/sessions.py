@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import QuerySet
 
+from memory import grants
 from memory.audit import record_audit
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
@@ -43,7 +44,9 @@ def _string_list(value: object, field: str, *, allow_none: bool = True) -> list[
 
 @transaction.atomic
 def session_create(*, owner: object, persona_id: str | None = None, project_ids: list[str] | None = None,
-                   capability_scope: list[str] | None = None, metadata: dict | None = None) -> Session:
+                   capability_scope: list[str] | None = None, metadata: dict | None = None,
+                   operator: bool | None = None) -> Session:
+    """An agent may bind only the personas and projects an operator granted it (memory.grants); operators any."""
     persona = None
     if persona_id is not None:
         persona = Persona.objects.filter(persona_id=persona_id).first()
@@ -58,6 +61,8 @@ def session_create(*, owner: object, persona_id: str | None = None, project_ids:
             raise ValidationFailed(f"unknown project {missing[0]}", field="project_ids")
     if metadata is not None and not isinstance(metadata, dict):
         raise ValidationFailed("metadata must be an object", field="metadata")
+    if not (operator if operator is not None else is_operator(owner)):
+        grants.check_binding(owner, persona=persona, projects=projects)
     session = Session.objects.create(
         owner=owner,
         persona=persona,

@@ -87,3 +87,15 @@ def assert_problem(response, status: int, code: str | None = None, field: str | 
     if field is not None:
         assert body.get("field") == field, body
     return body
+
+
+@pytest.fixture
+def grant(db):
+    """``grant(user, projects=[...], personas=[...])``: an operator grants an agent what its sessions may bind
+    to (issue 14.1); replaces the agent's grants whole."""
+    from memory.grants import grants_set
+
+    def give(user, *, projects=(), personas=()):
+        return grants_set(agent=user, project_ids=list(projects), persona_ids=list(personas), actor="tests")
+
+    return give

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
-from memory import compaction, sessions
+from memory import compaction, grants, sessions
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
 from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Run, Session
@@ -34,10 +34,14 @@ class PersonaCreateSerializer(StrictSerializer):
 
 
 class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    queryset = Persona.objects.all()
     serializer_class = PersonaSerializer
     permission_classes = [OperatorWritesOnly]
     lookup_field = "persona_id"
+
+    def get_queryset(self):  # an agent sees the personas it was granted (memory.grants)
+        if caller_is_operator(self.request):
+            return Persona.objects.all()
+        return grants.granted_personas(self.request.user).order_by("persona_id")
 
     @extend_schema(request=PersonaCreateSerializer, responses={201: PersonaSerializer})
     def create(self, request):
@@ -59,10 +63,14 @@ class ProjectCreateSerializer(StrictSerializer):
 
 
 class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    queryset = Project.objects.all()
     serializer_class = ProjectSerializer
     permission_classes = [OperatorWritesOnly]
     lookup_field = "project_id"
+
+    def get_queryset(self):  # an agent sees the projects it was granted (memory.grants)
+        if caller_is_operator(self.request):
+            return Project.objects.all()
+        return grants.granted_projects(self.request.user).order_by("project_id")
 
     @extend_schema(request=ProjectCreateSerializer, responses={201: ProjectSerializer})
     def create(self, request):
@@ -206,7 +214,8 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
     def create(self, request):
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        session = sessions.session_create(owner=request.user, **data.validated_data)
+        session = sessions.session_create(owner=request.user, operator=caller_is_operator(request),
+                                          **data.validated_data)
         session = self.get_visible_session(session.public_id)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 

@@ -44,10 +44,11 @@ def test_unknown_route_is_problem_404(api_client):
     assert body["detail"] == "unknown daemon API route /v1/nope/never"
 
 
-def test_session_create_and_view(api_client, operator_client):
+def test_session_create_and_view(api_client, operator_client, agent, grant):
     operator_client.post("/v1/personas", {"persona_id": "ops-bot", "display_name": "Ops",
                                           "capability_scope": ["shell", "web"]}, format="json")
     operator_client.post("/v1/projects", {"project_id": "atlas", "name": "Atlas"}, format="json")
+    grant(agent, projects=["atlas"], personas=["ops-bot"])
     response = api_client.post("/v1/sessions", {"persona_id": "ops-bot", "project_ids": ["atlas"],
                                                 "capability_scope": ["web", "mail"], "metadata": {"a": 1}},
                                format="json")

@@ -157,6 +157,7 @@ def test_ttl_prunes_on_read(api_client, session_id, operator_client):
     assert operator_client.get("/v1/status").json()["run_memory"]["metrics"]["pruned_ttl_total"] == 1
 
 
+@pytest.mark.usefixtures("spec_retrieval")  # the reference's ranking and budget
 def test_injection_ranks_packs_and_records_the_ledger(api_client, session_id, operator_client):
     finish(api_client, session_id, "Rotate the nginx TLS certificate", output="certificate rotated on web-1")
     finish(api_client, session_id, "Summarise the sales report", output="sales up 4%")
@@ -226,8 +227,9 @@ def test_prompt_injection_in_run_outputs_renders_inertly(api_client, session_id)
     assert not inside
 
 
-def test_memory_search_default_and_widened_visibility(api_client, operator_client, session_id):
+def test_memory_search_default_and_widened_visibility(api_client, operator_client, session_id, agent, grant):
     operator_client.post("/v1/projects", {"project_id": "atlas", "name": "Atlas"}, format="json")
+    grant(agent, projects=["atlas"])
     mine = api_client.post("/v1/sessions", {"project_ids": ["atlas"]}, format="json").json()["session_id"]
     theirs = api_client.post("/v1/sessions", {"project_ids": ["atlas"]}, format="json").json()["session_id"]
     finish(api_client, theirs, "Deploy the atlas billing service", output="atlas billing deployed")

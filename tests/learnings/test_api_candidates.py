@@ -122,9 +122,11 @@ def test_malformed_json_is_400(api_client):
     nothing_written()
 
 
-def test_agent_may_only_create_in_its_own_scopes(api_client, other_client, session_id, operator_client):
+def test_agent_may_only_create_in_its_own_scopes(api_client, other_client, session_id, operator_client, agent,
+                                                 grant):
     operator_client.post("/v1/projects", {"project_id": "atlas", "name": "Atlas"}, format="json")
     operator_client.post("/v1/personas", {"persona_id": "ops-bot", "display_name": "Ops"}, format="json")
+    grant(agent, projects=["atlas"], personas=["ops-bot"])
     mine = api_client.post("/v1/sessions", {"project_ids": ["atlas"], "persona_id": "ops-bot"},
                            format="json").json()
     for scope in ({"kind": "session", "id": mine["session_id"]}, {"kind": "project", "id": "atlas"},

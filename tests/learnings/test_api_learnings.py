@@ -74,8 +74,10 @@ def test_list_filters(operator_client):
         assert operator_client.get(URL + bad).status_code == 400
 
 
-def test_agents_read_only_within_their_sessions_scopes(api_client, other_client, operator_client, session_id):
+def test_agents_read_only_within_their_sessions_scopes(api_client, other_client, operator_client, session_id,
+                                                       other_agent_key, grant):
     operator_client.post("/v1/projects", {"project_id": "atlas", "name": "Atlas"}, format="json")
+    grant(other_agent_key.api_key.user, projects=["atlas"])
     other_session = other_client.post("/v1/sessions", {"project_ids": ["atlas"]}, format="json").json()
     mine = learning("Session note is private.", scope=("session", session_id))
     theirs = learning("Their note is private.", scope=("session", other_session["session_id"]))
@@ -226,6 +228,7 @@ def test_supersede_bad_input(operator_client, body, message):
 
 # ---- learned_context through runs, memory-context, memory-search -------------------------------------------
 
+@pytest.mark.usefixtures("spec_retrieval")  # the reference's ranking and budget
 def test_learned_context_is_packed_first_within_one_budget(api_client, session_id, operator_client):
     """§4.17: learned_context is packed first, entry by entry while the rendered section fits; the first
     overflow stops it (truncated, with the omission note) and the omitted count feeds

@@ -93,12 +93,13 @@ def test_session_skills_follow_the_effective_capability_scope(ladder, procedure,
     assert [s["name"] for s in context["visible_skills"]] == ["code-review"]
 
 
-def test_persona_scope_intersects_the_session_scope(ladder, procedure, api_client, catalog_dir):
+def test_persona_scope_intersects_the_session_scope(ladder, procedure, api_client, catalog_dir, agent, grant):
     from memory.models import Persona
 
     write_catalog_skill(catalog_dir, "code-review", CATALOG_SKILL)
     ladder(procedure)
     Persona.objects.create(persona_id="reviewer", display_name="Reviewer", capability_scope=["code-review"])
+    grant(agent, personas=["reviewer"])
     session = api_client.post(
         "/v1/sessions", {"persona_id": "reviewer", "capability_scope": ["code-review", NAME]}, format="json"
     ).json()
