@@ -9,9 +9,10 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from memory import sql
 from memory.audit import record_audit
 from memory.errors import ValidationFailed
 from memory.models import ApiKey, ApiKeyRole
@@ -70,38 +71,29 @@ def api_key_revoke(*, api_key: ApiKey, actor: object) -> ApiKey:
     return api_key
 
 
-_KEY_SQL = (  # table names are constants of this codebase, not input
-    "SELECT u.*, k.id AS key_id, k.name AS key_name, k.role AS key_role, k.key_hash AS key_hash, "  # noqa: S608
-    "CASE WHEN k.last_used_at IS NULL OR k.last_used_at < %s THEN 1 ELSE 0 END AS key_touch_due "
-    f"FROM {ApiKey._meta.db_table} k JOIN {{users}} u ON u.id = k.user_id "
-    "WHERE k.prefix = %s AND k.revoked_at IS NULL"
-)
 LAST_USED_RESOLUTION_S = 60
 
 
 def authenticate_key(plaintext: str) -> ApiKey | None:
     """Return the active key for a presented secret, touching last_used_at (at most once a minute).
 
-    Every /v1 request passes here, so the key and its user come back in one hand-written query (a raw
-    queryset of the user model, the key's columns alongside) rather than a compiled ORM join."""
+    Every /v1 request passes here, so the key and its user - complete instances of both - come back in one
+    hand-written query (``memory.sql.active_key_with_user``) rather than a compiled ORM join."""
     parts = plaintext.rsplit("_", 1)
     if len(parts) != 2 or not parts[0].startswith(f"{KEY_PREFIX}_"):
         return None
     now = timezone.now()
-    user_model = get_user_model()
-    sql = _KEY_SQL.format(users=user_model._meta.db_table)
-    stale_before = connection.ops.adapt_datetimefield_value(now - timedelta(seconds=LAST_USED_RESOLUTION_S))
-    user = next(iter(user_model.objects.raw(sql, [stale_before, parts[0]])), None)
-    if user is None or not secrets.compare_digest(user.key_hash, hash_key(plaintext)):
+    found = sql.active_key_with_user(parts[0], stale_before=now - timedelta(seconds=LAST_USED_RESOLUTION_S))
+    if found is None:
         return None
-    if not user.is_active:
+    key, touch_due = found
+    if not secrets.compare_digest(key.key_hash, hash_key(plaintext)):
         return None
-    if user.key_role == ApiKeyRole.OPERATOR and not user.is_staff:
+    if not key.user.is_active:
         return None
-    key = ApiKey(id=user.key_id, user=user, name=user.key_name, role=user.key_role, prefix=parts[0],
-                 key_hash=user.key_hash)
-    key._state.adding = False
-    if user.key_touch_due:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    if key.role == ApiKeyRole.OPERATOR and not key.user.is_staff:
+        return None
+    if touch_due:
+        sql.update(ApiKey, key.pk, last_used_at=now)
         key.last_used_at = now
     return key

@@ -7,18 +7,7 @@ from collections.abc import Iterable
 from django.db import IntegrityError, transaction
 
 from memory.models import Counter
-
-_TABLE = Counter._meta.db_table  # a constant of this codebase, not input
-
-
-def add_statement(amounts: dict[str, int]) -> tuple[str, list]:
-    """The ``UPDATE`` adding each amount to its named counter (existing rows only), and its parameters."""
-    names = list(amounts)
-    cases = " ".join(["WHEN %s THEN %s"] * len(names))
-    marks = ", ".join(["%s"] * len(names))
-    params = [item for name in names for item in (name, amounts[name])] + names
-    return (f"UPDATE {_TABLE} SET value = value + CASE name {cases} ELSE 0 END "  # noqa: S608
-            f"WHERE name IN ({marks})"), params
+from memory.sql import counters_add_statement as add_statement
 
 
 def _add(amounts: dict[str, int]) -> int:

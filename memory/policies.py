@@ -5,27 +5,20 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from memory import sql
 from memory.audit import record_audit
 from memory.errors import Conflict
 from memory.models import PolicyRevision
-
-_CURRENT_SQL = (  # the table name is a constant of this codebase, not input
-    f"SELECT revision, policy FROM {PolicyRevision._meta.db_table} WHERE kind = %s "  # noqa: S608
-    "ORDER BY revision DESC LIMIT 1"
-)
-_POLICY_FIELD = PolicyRevision._meta.get_field("policy")
 
 
 def current_policy_dict(kind: str) -> tuple[dict | None, int]:
     """The policy in force and its revision; (None, 0) before the first save. Read on every terminal run and
     prompt assembly, and always fresh (another process may have just saved a revision): one indexed query."""
-    conn = transaction.get_connection()
-    with conn.cursor() as cursor:
-        cursor.execute(_CURRENT_SQL, [kind])
-        row = cursor.fetchone()
-    if row is None:
+    current = sql.current_policy(kind)
+    if current is None:
         return None, 0
-    return _POLICY_FIELD.from_db_value(row[1], None, conn), row[0]
+    revision, policy = current
+    return policy, revision
 
 
 @transaction.atomic

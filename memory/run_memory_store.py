@@ -15,7 +15,8 @@ from django.db import transaction
 
 from memory import metrics, sql
 from memory.models import RunMemoryRecord, RunMemoryScope, Session
-from memory.sessions import SCOPE_PARTS_SQL, scope_keys_from_parts
+from memory.sessions import scope_keys_from_parts
+from memory.sql import SCOPE_PARTS_SQL
 
 _RECORDS = RunMemoryRecord._meta.db_table
 _SCOPES = RunMemoryScope._meta.db_table

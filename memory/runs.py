@@ -8,7 +8,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from memory import hooks, sql
@@ -60,18 +59,11 @@ def get_run(run_id: str, *, queryset=None) -> Run:
     return run
 
 
-_LOCKED_RUN_SQL = (  # table names are constants of this codebase, not input
-    f"SELECT r.*, s.owner_id AS owner_pk, u.username AS owner_username FROM {Run._meta.db_table} r "  # noqa: S608
-    f"JOIN {Session._meta.db_table} s ON s.id = r.session_id "
-    f"JOIN {{users}} u ON u.id = s.owner_id WHERE r.id = %s {{owner}}{{lock}}"
-)
-
-
 def get_locked_run(run_id: str, *, owner: object = None) -> Run:
     """The run row locked for this transaction, for a run action. With ``owner`` only that owner's runs are
     visible (another's is "unknown", never "forbidden"). Every run action starts here, so it is one
-    hand-written query rather than a compiled ORM join; ``run.session.owner`` carries the owner's id and
-    username (the rest of those rows loads on demand)."""
+    hand-written query (``memory.sql.locked_run``) rather than a compiled ORM join; ``run.session`` and
+    ``run.session.owner`` come loaded with it."""
     pk = parse_public_id(run_id, "run", domain="runs", code="run_not_found", noun="run")
     run = lock_run(pk, owner=owner)
     if run is None:
@@ -81,21 +73,11 @@ def get_locked_run(run_id: str, *, owner: object = None) -> Run:
 
 def lock_run(pk: int, *, owner: object = None) -> Run | None:
     """``get_locked_run`` by primary key; None when there is no such run (visible to ``owner``)."""
-    conn = transaction.get_connection()
-    if not conn.in_atomic_block:
+    if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("lock_run must be called inside transaction.atomic()")
-    user_model = get_user_model()
-    query = _LOCKED_RUN_SQL.format(users=user_model._meta.db_table,
-                                   owner="AND s.owner_id = %s" if owner is not None else "",
-                                   lock=" FOR UPDATE OF r")
-    params = [pk] if owner is None else [pk, owner.pk]
-    run = next(iter(Run.objects.raw(query, params)), None)
+    run = sql.locked_run(pk, owner_pk=None if owner is None else owner.pk)
     if run is None:
         return None
-    session = Session.from_db(conn.alias, ["id", "owner_id"], [run.session_id, run.owner_pk])
-    session.owner = owner if owner is not None else user_model.from_db(
-        conn.alias, [user_model._meta.pk.attname, user_model.USERNAME_FIELD], [run.owner_pk, run.owner_username])
-    run.session = session
     run.locked_for_update = True
     return run
 

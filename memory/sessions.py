@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import QuerySet
 
-from memory import grants
+from memory import grants, sql
 from memory.audit import record_audit
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
@@ -94,19 +94,8 @@ def learning_scope_keys(session: Session) -> list[str]:
     return keys
 
 
-_SESSIONS, _PERSONAS = Session._meta.db_table, Persona._meta.db_table
-_PROJECTS, _SESSION_PROJECTS = Project._meta.db_table, Session.projects.through._meta.db_table
-SCOPE_PARTS_SQL = (  # table names are constants of this codebase, not input; params: [session_id, session_id]
-    f"SELECT 'persona' AS part, p.persona_id AS value FROM {_SESSIONS} s "  # noqa: S608
-    f"JOIN {_PERSONAS} p ON p.id = s.persona_id WHERE s.id = %s UNION ALL "
-    f"SELECT 'project' AS part, pr.project_id AS value FROM {_SESSION_PROJECTS} l "
-    f"JOIN {_PROJECTS} pr ON pr.id = l.project_id WHERE l.session_id = %s"
-)
-"""The rows (part, value) that a session's learning scope keys are made of: its persona and its projects."""
-
-
 def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list[str]:
-    """``learning_scope_keys`` from the rows of :data:`SCOPE_PARTS_SQL`."""
+    """``learning_scope_keys`` from the rows of :data:`memory.sql.SCOPE_PARTS_SQL`."""
     keys = [f"session:session-{session_id}"]
     keys += [f"persona:{value}" for part, value in parts if part == "persona"]
     keys += [f"project:{value}" for value in sorted(value for part, value in parts if part == "project")]
@@ -116,9 +105,7 @@ def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list
 
 def session_scope_keys(session_id: int) -> list[str]:
     """``learning_scope_keys`` for a session known only by id, in one query."""
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(SCOPE_PARTS_SQL, [session_id, session_id])
-        return scope_keys_from_parts(session_id, cursor.fetchall())
+    return scope_keys_from_parts(session_id, sql.session_scope_parts(session_id))
 
 
 def effective_capability_scope(session: Session) -> list[str] | None:

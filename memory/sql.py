@@ -1,18 +1,28 @@
-"""Single-row writes without the query compiler, for the service's hottest paths.
+"""The memory plane's hand-written SQL: every statement that bypasses the query compiler lives here (or in the
+two hot-path stores, ``memory.journal`` and ``memory.run_memory_store``), each with a test that it answers what
+the ORM query it replaces answers (tests/memory/test_sql.py).
 
 On this class of machine compiling one ORM statement costs more than the database round trip itself, and the
 run and journal writes happen several times per API call. ``create`` and ``update`` do what ``Model.objects.create``
 and ``QuerySet.update`` do for plain column values - the same ``pre_save``/``get_db_prep_save`` preparation,
 defaults included - with the SQL text built once per model and column set. No signals are sent (this codebase
 connects none to these models). Expressions (``F()``) are not supported: write those statements by hand.
+``select``/``select_instances`` read with a hand-written tail through the ORM's own column converters. Below
+them, the named reads of the hot paths: the key of a request with its user, a run action's locked run, the
+policy in force, a session's scope parts, the counters' increment. Table and column names come from the models'
+``_meta`` (constants of this codebase, never input).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache, lru_cache
 from typing import Any, TypeVar
 
+from django.contrib.auth import get_user_model
 from django.db import models, transaction
+
+from memory.models import ApiKey, Counter, Persona, PolicyRevision, Project, Run, Session
 
 M = TypeVar("M", bound=models.Model)
 
@@ -100,22 +110,133 @@ def select(model: type[models.Model], tail: str, params: list[Any], *, fields: t
     with conn.cursor() as cursor:
         cursor.execute(head + tail, params)
         rows = cursor.fetchall()
-    converted = [(index, col, converters) for index, (col, converters) in enumerate(plan) if converters]
-    if not converted:
-        return rows
-    out = []
-    for row in rows:
-        values = list(row)
-        for index, col, converters in converted:
-            value = values[index]
-            for converter in converters:
-                value = converter(value, col, conn)
-            values[index] = value
-        out.append(tuple(values))
-    return out
+    return [_converted(plan, row, conn) for row in rows]
+
+
+def _converted(plan, row, conn) -> tuple:
+    """``row`` (one value per entry of ``plan``) through the ORM's column converters."""
+    if not any(converters for _, converters in plan):
+        return tuple(row)
+    values = list(row)
+    for index, (col, converters) in enumerate(plan):
+        for converter in converters:
+            values[index] = converter(values[index], col, conn)
+    return tuple(values)
 
 
 def select_instances(model: type[M], tail: str, params: list[Any], *, alias: str = "default") -> list[M]:
     """:func:`select` of every concrete field, as model instances in their stored state."""
     attnames, _, _ = _select_plan(model, None, alias)
     return [model.from_db(alias, attnames, values) for values in select(model, tail, params, alias=alias)]
+
+
+def _instance(model: type[M], row: tuple, alias: str) -> M:
+    """A complete, stored instance from the values of every concrete field (in ``_meta`` order)."""
+    attnames, _, plan = _select_plan(model, None, alias)
+    return model.from_db(alias, attnames, _converted(plan, row, transaction.get_connection(alias)))
+
+
+def _columns(model: type[models.Model], table_alias: str) -> str:
+    return ", ".join(f'{table_alias}."{field.column}"' for field in model._meta.concrete_fields)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Named reads of the hot paths
+
+
+@lru_cache(maxsize=4)
+def _key_sql(user_model: type[models.Model]) -> str:
+    return (f"SELECT {_columns(ApiKey, 'k')}, {_columns(user_model, 'u')}, "  # noqa: S608
+            "k.last_used_at IS NULL OR k.last_used_at < %s "
+            f'FROM "{ApiKey._meta.db_table}" k JOIN "{user_model._meta.db_table}" u ON u.id = k.user_id '
+            "WHERE k.prefix = %s AND k.revoked_at IS NULL")
+
+
+def active_key_with_user(prefix: str, *, stale_before: datetime) -> tuple[ApiKey, bool] | None:
+    """``ApiKey.objects.select_related("user").get(prefix=prefix, revoked_at__isnull=True)`` - complete
+    instances of both - and whether its ``last_used_at`` is older than ``stale_before`` (or unset); None when
+    there is no such key. Every /v1 request passes here."""
+    user_model = get_user_model()
+    conn = transaction.get_connection()
+    with conn.cursor() as cursor:
+        cursor.execute(_key_sql(user_model), [stale_before, prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    width = len(ApiKey._meta.concrete_fields)
+    key = _instance(ApiKey, row[:width], conn.alias)
+    key.user = _instance(user_model, row[width:-1], conn.alias)
+    return key, bool(row[-1])
+
+
+@lru_cache(maxsize=4)
+def _locked_run_sql(user_model: type[models.Model], by_owner: bool) -> str:
+    return (f"SELECT {_columns(Run, 'r')}, {_columns(Session, 's')}, {_columns(user_model, 'u')} "  # noqa: S608
+            f'FROM "{Run._meta.db_table}" r JOIN "{Session._meta.db_table}" s ON s.id = r.session_id '
+            f'JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
+            f"WHERE r.id = %s {'AND s.owner_id = %s ' if by_owner else ''}FOR UPDATE OF r")
+
+
+def locked_run(pk: int, *, owner_pk: int | None = None) -> Run | None:
+    """``Run.objects.select_for_update(of=("self",)).select_related("session__owner").get(pk=pk)`` (with
+    ``owner_pk``: only if the session belongs to that user) - complete instances of the three rows; the run row
+    is locked until the transaction ends. None when there is no such (visible) run."""
+    user_model = get_user_model()
+    conn = transaction.get_connection()
+    params = [pk] if owner_pk is None else [pk, owner_pk]
+    with conn.cursor() as cursor:
+        cursor.execute(_locked_run_sql(user_model, owner_pk is not None), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    runs, sessions = len(Run._meta.concrete_fields), len(Session._meta.concrete_fields)
+    run = _instance(Run, row[:runs], conn.alias)
+    run.session = _instance(Session, row[runs:runs + sessions], conn.alias)
+    run.session.owner = _instance(user_model, row[runs + sessions:], conn.alias)
+    return run
+
+
+_CURRENT_POLICY_SQL = (f'SELECT revision, policy FROM "{PolicyRevision._meta.db_table}" '  # noqa: S608
+                       "WHERE kind = %s ORDER BY revision DESC LIMIT 1")
+
+
+def current_policy(kind: str) -> tuple[int, dict] | None:
+    """``PolicyRevision.objects.filter(kind=kind).order_by("-revision").values_list("revision", "policy")
+    .first()``: the newest revision of a policy, read fresh on every terminal run and prompt assembly."""
+    conn = transaction.get_connection()
+    with conn.cursor() as cursor:
+        cursor.execute(_CURRENT_POLICY_SQL, [kind])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    policy = PolicyRevision._meta.get_field("policy")
+    return row[0], policy.from_db_value(row[1], None, conn)
+
+
+_PROJECT_LINKS = Session.projects.through._meta.db_table
+SCOPE_PARTS_SQL = (  # params: [session_id, session_id]
+    f'SELECT \'persona\' AS part, p.persona_id AS value FROM "{Session._meta.db_table}" s '  # noqa: S608
+    f'JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id WHERE s.id = %s UNION ALL '
+    f'SELECT \'project\' AS part, pr.project_id AS value FROM "{_PROJECT_LINKS}" l '
+    f'JOIN "{Project._meta.db_table}" pr ON pr.id = l.project_id WHERE l.session_id = %s'
+)
+"""The rows (part, value) that a session's learning scope keys are made of: its persona and its projects -
+``session.persona.persona_id`` and ``session.projects.values_list("project_id")``."""
+
+
+def session_scope_parts(session_id: int) -> list[tuple[str, str]]:
+    """The rows of :data:`SCOPE_PARTS_SQL` for one session."""
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(SCOPE_PARTS_SQL, [session_id, session_id])
+        return cursor.fetchall()
+
+
+def counters_add_statement(amounts: dict[str, int]) -> tuple[str, list]:
+    """``Counter.objects.filter(name__in=amounts).update(value=F("value") + Case(When(name=..., then=amount)
+    ...))`` as SQL and parameters (existing rows only), to run or to embed in a larger statement."""
+    names = list(amounts)
+    cases = " ".join(["WHEN %s THEN %s"] * len(names))
+    marks = ", ".join(["%s"] * len(names))
+    params = [item for name in names for item in (name, amounts[name])] + names
+    return (f'UPDATE "{Counter._meta.db_table}" SET value = value + CASE name {cases} ELSE 0 END '  # noqa: S608
+            f"WHERE name IN ({marks})"), params

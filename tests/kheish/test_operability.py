@@ -35,10 +35,10 @@ def test_ensure_operator_creates_once():
     out = io.StringIO()
     call_command("ensure_operator", stdout=out)
     assert "Created operator account 'operator'" in out.getvalue()
-    assert "http://127.0.0.1:" in out.getvalue() and "create_api_key" in out.getvalue()
+    assert "http://127.0.0.1:" in out.getvalue() and "make key NAME=my-agent ROLE=agent" in out.getvalue()
     out = io.StringIO()
     call_command("ensure_operator", stdout=out)
-    assert "exists" in out.getvalue()
+    assert "exists" in out.getvalue() and "make password OPERATOR=operator" in out.getvalue()
 
 
 @pytest.fixture
@@ -132,7 +132,6 @@ def _start_server(port: int) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not start")
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_restarting_the_server_loses_nothing(make_key):
     key = make_key("restart-agent").plaintext

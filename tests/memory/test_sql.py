@@ -62,3 +62,95 @@ def test_select_instances_are_the_orm_instances():
     assert isinstance(found, Run) and not found._state.adding and found._state.db == "default"
     assert {f.attname: getattr(found, f.attname) for f in Run._meta.concrete_fields} == \
         {f.attname: getattr(expected, f.attname) for f in Run._meta.concrete_fields}
+
+
+# --------------------------------------------------------------------------------------------------------
+# The named reads answer what the ORM queries they replace answer.
+
+
+def _values(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+def test_active_key_with_user_is_the_orm_join():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    user = UserFactory(is_staff=True)
+    key = ApiKey.objects.create(user=user, name="k", role="operator", prefix="khm_0123456789ab", key_hash="f" * 64)
+    ApiKey.objects.create(user=user, name="gone", role="agent", prefix="khm_revoked00000", key_hash="e" * 64,
+                          revoked_at=timezone.now())
+    expected = ApiKey.objects.select_related("user").get(prefix=key.prefix, revoked_at__isnull=True)
+    found, touch_due = sql.active_key_with_user(key.prefix, stale_before=timezone.now())
+    assert isinstance(found, ApiKey) and not found._state.adding
+    assert _values(found) == _values(expected) and found.created_at is not None
+    assert _values(found.user) == _values(expected.user)
+    assert touch_due  # never used
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    assert sql.active_key_with_user(key.prefix, stale_before=timezone.now() - timedelta(minutes=1))[1] is False
+    assert sql.active_key_with_user("khm_revoked00000", stale_before=timezone.now()) is None
+    assert sql.active_key_with_user("khm_nosuchkey000", stale_before=timezone.now()) is None
+
+
+def test_locked_run_is_the_orm_select_related_and_locks_the_row():
+    session = SessionFactory(metadata={"a": [1, "é"]}, capability_scope=["read"])
+    run = Run.objects.create(session=session, status=RunStatus.RUNNING, outputs=[{"content": "x"}])
+    with transaction.atomic():
+        found = sql.locked_run(run.pk)
+        expected = Run.objects.select_related("session__owner").get(pk=run.pk)
+        assert _values(found) == _values(expected)
+        assert _values(found.session) == _values(expected.session)
+        assert _values(found.session.owner) == _values(expected.session.owner)
+        assert sql.locked_run(run.pk, owner_pk=session.owner_id).pk == run.pk
+        assert sql.locked_run(run.pk, owner_pk=UserFactory().pk) is None
+        assert sql.locked_run(-1) is None
+        from django.db import connection
+
+        with connection.cursor() as cursor:  # FOR UPDATE OF r: this transaction holds the run's row lock
+            cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                           "WHERE c.relname = %s AND l.mode = 'RowShareLock' AND l.pid = pg_backend_pid()",
+                           [Run._meta.db_table])
+            assert cursor.fetchone()[0] >= 1
+
+
+def test_current_policy_is_the_newest_revision():
+    from memory.models import PolicyRevision
+
+    assert sql.current_policy("run_memory") is None
+    for revision in (1, 2, 3):
+        PolicyRevision.objects.create(kind="run_memory", revision=revision, policy={"r": revision, "x": [None]},
+                                      actor="t")
+    PolicyRevision.objects.create(kind="learning", revision=9, policy={"other": True}, actor="t")
+    expected = PolicyRevision.objects.filter(kind="run_memory").order_by("-revision") \
+        .values_list("revision", "policy").first()
+    assert sql.current_policy("run_memory") == expected == (3, {"r": 3, "x": [None]})
+
+
+def test_session_scope_parts_are_the_persona_and_projects():
+    from tests.factories import PersonaFactory, ProjectFactory
+
+    projects = [ProjectFactory(), ProjectFactory()]
+    session = SessionFactory(persona=PersonaFactory(), projects=projects)
+    SessionFactory(persona=PersonaFactory(), projects=[ProjectFactory()])  # another session's parts stay out
+    expected = {("persona", session.persona.persona_id)} | {
+        ("project", pid) for pid in session.projects.values_list("project_id", flat=True)}
+    assert set(sql.session_scope_parts(session.pk)) == expected and len(expected) == 3
+    assert sql.session_scope_parts(SessionFactory().pk) == []
+
+
+def test_counters_add_statement_is_the_orm_update():
+    from django.db.models import Case, F, When
+
+    for name, value in (("a.total", 1), ("b.total", 10), ("c.total", 100)):
+        Counter.objects.create(name=name, value=value)
+    amounts = {"a.total": 2, "b.total": 5, "missing.total": 7}
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(*sql.counters_add_statement(amounts))
+        changed = cursor.rowcount
+    by_sql = dict(Counter.objects.values_list("name", "value"))
+    Counter.objects.filter(name__in=amounts).update(  # the ORM statement, applied once more
+        value=F("value") + Case(*[When(name=n, then=a) for n, a in amounts.items()], default=0))
+    by_orm = dict(Counter.objects.values_list("name", "value"))
+    assert changed == 2 and by_sql == {"a.total": 3, "b.total": 15, "c.total": 100}
+    assert by_orm == {"a.total": 5, "b.total": 20, "c.total": 100}  # the same increments again
