@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from learnings import retrieval
+from learnings.policy import RetrievalConfig
 from memory import compaction, metrics, run_memory
 from memory.models import Run, Session
 from memory.recall import (
@@ -22,15 +23,19 @@ from memory.sessions import effective_capability_scope, learning_scope_keys
 from skills import selectors as skill_selectors
 
 
-def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
+def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str,
+                    config: RetrievalConfig | None = None) -> tuple[list, bool]:
     """learnings.retrieval.learned_bundle(session=, scope_keys=, query=, usage=) -> (entries, truncated)."""
-    return retrieval.learned_bundle(session=session, scope_keys=scope_keys, query=query, usage=usage)
+    return retrieval.learned_bundle(session=session, scope_keys=scope_keys, query=query, usage=usage,
+                                    config=config)
 
 
-def learned_records(session: Session, scope_keys: list[str], query: str | None, usage: str) -> tuple[list, bool]:
+def learned_records(session: Session, scope_keys: list[str], query: str | None, usage: str,
+                    config: RetrievalConfig | None = None) -> tuple[list, bool]:
     """The same selection as ``learned_entries`` as records (``learning_id`` and the rendered ``block``), for
     the prompt, which needs no API dicts: learnings.retrieval.learned_records(...) -> (records, truncated)."""
-    return retrieval.learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage)
+    return retrieval.learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage,
+                                     config=config)
 
 
 def visible_skills(session: Session, scope_keys: list[str]) -> list[dict]:
@@ -46,16 +51,19 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
                                  max_output_tokens=model.get("max_output_tokens"))
     budget = total_budget
     scope_keys = learning_scope_keys(session)
+    config = retrieval.current_retrieval()
     sections = []
-    learned, learned_truncated = learned_records(session, scope_keys, content, usage)
-    packed_learned = pack_section(learned, render_learned_context, budget, truncated=learned_truncated,
-                                  blocks=[record.block for record in learned])
+    learned, learned_truncated = learned_records(session, scope_keys, content, usage, config)
+    # learned_context is bounded by the policy's retrieval.max_tokens under the window budget (the smaller).
+    packed_learned = pack_section(learned, render_learned_context, min(budget, config.max_tokens),
+                                  truncated=learned_truncated, blocks=[record.block for record in learned],
+                                  skip_oversized=config.ranker == "hybrid")
     if packed_learned.text is not None:
         sections.append({"name": "learned_context", "content": packed_learned.text,
                          "entries": [e.learning_id for e in packed_learned.entries],
                          "truncated": packed_learned.truncated})
         budget = max(0, budget - estimate_tokens(packed_learned.text))
-    bundle = run_memory.recovered_bundle(session, content, usage=usage)
+    bundle = run_memory.recovered_bundle(session, content, usage=usage, ranker=config.ranker)
     packed_recovered = pack_section(bundle.entries, render_recovered_memory, budget, truncated=bundle.truncated)
     if packed_recovered.text is not None:
         sections.append({"name": "recovered_memory", "content": packed_recovered.text,
@@ -84,13 +92,15 @@ def open_run(*, session: Session, run_input: RunInput, kind: str, idempotency_ke
 def memory_context(session: Session, query: str | None) -> dict:
     """The no-side-effect preview of what the next input would be eligible to receive."""
     scope_keys = learning_scope_keys(session)
-    learned, learned_truncated = learned_entries(session, scope_keys, query, "preview")
-    bundle = run_memory.recovered_bundle(session, query, usage="preview")
+    config = retrieval.current_retrieval()
+    learned, learned_truncated = learned_entries(session, scope_keys, query, "preview", config)
+    bundle = run_memory.recovered_bundle(session, query, usage="preview", ranker=config.ranker)
     skills = visible_skills(session, scope_keys)
     return {
         "session_id": session.public_id,
         "effective_capability_scope": effective_capability_scope(session),
         "learning_scopes": scope_keys,
+        "retrieval": config.to_dict(),
         "learned_context": {"entries": learned, "truncated": learned_truncated,
                             "rendered": render_learned_context(learned, learned_truncated) if learned else None}
         if learned else None,
@@ -104,11 +114,17 @@ def memory_context(session: Session, query: str | None) -> dict:
 def memory_search(session: Session, query: str | None, limit: int) -> dict:
     normalized = (query or "").strip().lower() or None
     scope_keys = learning_scope_keys(session)
+    config = retrieval.current_retrieval()
     results: list[dict] = []
-    results += retrieval.search_hits(session=session, scope_keys=scope_keys, query=normalized)
+    results += retrieval.search_hits(session=session, scope_keys=scope_keys, query=normalized, config=config)
     policy = run_memory.current_policy()  # read once for both reads below
-    eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview", policy=policy).entries}
-    for record in run_memory.search_records(session, scope_keys, policy=policy):
+    eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview", policy=policy,
+                                                              ranker=config.ranker).entries}
+    records = run_memory.search_records(session, scope_keys, policy=policy)
+    if config.ranker == "hybrid":
+        results += _hybrid_run_hits(records, normalized, eligible)
+        records = []
+    for record in records:
         entry = run_memory.entry_of(record)
         score = 0
         matched = []
@@ -143,6 +159,29 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
         "truncated": len(results) > limit,
         "results": results[:limit],
     }
+
+
+def _run_hit(entry, record, score: int, eligible: set[str], matched: list[str]) -> dict:
+    return {
+        "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
+        "excerpt": entry.summary if len(entry.summary) <= 180 else entry.summary[:180] + "…",
+        "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
+        "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
+    }
+
+
+def _hybrid_run_hits(records: list, query: str | None, eligible: set[str]) -> list[dict]:
+    """Run-memory hits ranked by the hybrid ranker (scores on the learnings' scale: fused × 1000)."""
+    pairs = [(record, run_memory.entry_of(record)) for record in records]
+    if not query:
+        return [_run_hit(entry, record, 0, eligible, []) for record, entry in pairs]
+    ranked = run_memory.rank_hybrid([entry for _, entry in pairs], query)
+    by_run = {entry.run_id: record for record, entry in pairs}
+    hits = []
+    for position, entry in enumerate(ranked):
+        score = round(retrieval.SEARCH_SCORE_SCALE * (1 - position / max(1, len(ranked))))
+        hits.append(_run_hit(entry, by_run[entry.run_id], score, eligible, ["summary"]))
+    return hits
 
 
 def status_view() -> dict:

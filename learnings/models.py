@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Length
@@ -18,6 +19,8 @@ from django.db.models.lookups import LessThanOrEqual
 
 from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
 from memory.clock import now_ms
+from memory.embedding import DIMENSIONS as EMBEDDING_DIMENSIONS
+from memory.embedding import embed
 
 MAX_CONTENT_CHARS = 1600
 CANDIDATE_PREFIX = "learning-candidate"
@@ -254,6 +257,10 @@ class Learning(ScopedRecord):
     )
     revoked_at_ms = models.BigIntegerField(null=True, blank=True)
     revoked_reason = models.TextField(null=True, blank=True)
+    embedding = ArrayField(models.FloatField(), size=EMBEDDING_DIMENSIONS, null=True, blank=True, editable=False)
+    """The content's sentence embedding (``memory.embedding``), derived on save like a slug; the migration adds
+    a generated pgvector column (HNSW-indexed) from it where the extension exists, and a generated full-text
+    vector (GIN-indexed) from the content (``learnings.recall_sql``)."""
 
     objects = LearningQuerySet.as_manager()
 
@@ -312,6 +319,14 @@ class Learning(ScopedRecord):
 
     def __str__(self) -> str:
         return self.public_id
+
+    def save(self, *args, **kwargs) -> None:
+        """Fill the derived embedding when a learning is written without one (publish, supersede)."""
+        if self.embedding is None and self.content:
+            self.embedding = embed(self.content)
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "embedding"}
+        super().save(*args, **kwargs)
 
     @property
     def public_id(self) -> str:

@@ -1,9 +1,15 @@
 """Reading learnings for a session: the ``learned_context`` bundle (spec §4.7) and memory-search hits
-(§4.21). One indexed query by ``scope_key`` and status, then scoring in Python (``learnings.semantic``).
+(§4.21), with the ranker the learning policy's ``retrieval.ranker`` selects.
 
-Both run, for every new run or search, over every learning a session sees (its projects' and the whole
-workspace's: a thousand or more). So rows are read as plain tuples (``scoped_rows``) rather than through the
-ORM, what no query changes is prepared once per learning, and scoring works column-wise in C."""
+* ``hybrid`` (the default): a candidate pool from the recall indexes (``learnings.recall_sql``: full-text GIN
+  and pgvector HNSW), ordered by the shared hybrid ranker (``memory.ranking``: BM25 over stemmed terms fused
+  with embedding similarity, scope and recency priors). A query reads a bounded pool, never the whole
+  visible set, so its cost does not grow with the number of learnings a session sees.
+* ``lexical``: the spec's §4.7 scoring exactly. One indexed query by ``scope_key`` and status, rows read as
+  plain tuples (``scoped_rows``), what no query changes prepared once per learning, scoring column-wise.
+
+Either way the §4.7 visibility and prompt gates are applied in SQL: ranking only chooses among the
+prompt-visible set."""
 
 from __future__ import annotations
 
@@ -14,9 +20,13 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
-from learnings import semantic
+import numpy as np
+
+from learnings import policy_store, recall_sql, semantic
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
+from learnings.policy import RetrievalConfig
 from learnings.querysets import versions_digest
+from memory import embedding, ranking
 from memory.clock import now_ms
 from memory.recall import LEARNED_CONTEXT_FORMAT, Block
 
@@ -141,28 +151,91 @@ def _prompt_visible(at: int, scope_keys: list[str]) -> _VisibleSet | None:
     return visible
 
 
-def learned_records(
-    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt"
-) -> tuple[list[LearnedRecord], bool]:
-    """The learnings that may enter ``learned_context`` for this input, best first (§4.7).
-
-    Visibility (scopes, live, unexpired, unshadowed) and every prompt gate (kind, active tier, not sensitive,
-    not failed, automatic ⇒ verified, never escalated) are applied in SQL; scoring, the zero-score omission
-    and the explicit-memory fallback in Python (``semantic.prompt_order_of_visible``) over the visible set,
-    prepared once per process. Never truncated here: the prompt packer applies the budget.
-    """
+def _lexical_records(scope_keys: list[str], query: str | None) -> list[LearnedRecord]:
+    """§4.7 exactly: every prompt-visible learning scored on content, zero scores dropped unless the query
+    explicitly asks for memory, over the visible set prepared once per process."""
     visible = _prompt_visible(now_ms(), scope_keys)
     if visible is None:
-        return [], False
+        return []
     order = semantic.prompt_order_of_visible(visible.lowered, visible.term_sets, query)
-    return [visible.records[index] for index in order], False
+    return [visible.records[index] for index in order]
+
+
+SCOPE_PRIOR = 0.02
+"""Fused-score bonus per scope level nearer the session (session > persona > project > workspace)."""
+RECENCY_PRIOR = 0.01
+"""Fused-score bonus of the newest candidate of a pool (the oldest gets none)."""
+
+
+def _priors(scope_kinds: list[str], published: list[int]) -> np.ndarray:
+    priority = np.array([semantic.SCOPE_PRIORITY.get(kind, 3) for kind in scope_kinds], dtype=np.float64)
+    times = np.array(published, dtype=np.float64)
+    span = times.max() - times.min() if len(times) else 0.0
+    recency = (times - times.min()) / span if span > 0 else np.zeros_like(times)
+    return SCOPE_PRIOR * (3 - priority) + RECENCY_PRIOR * recency
+
+
+def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) -> tuple[list[tuple], np.ndarray]:
+    """The pool of a query (``recall_sql.pool``) in hybrid order, irrelevant candidates dropped, with the fused
+    score of each row returned."""
+    query_vector = embedding.embed_many([query])[0].astype(np.float64)
+    words = [word for word in semantic.query_terms(query.lower())][:64]
+    found = recall_sql.pool(shape, scope_keys=scope_keys, at_ms=at, words=words, query_vector=query_vector)
+    if not found.rows:
+        return [], np.zeros(0)
+    scope_kind_column = 3
+    published_column = 5
+    ranked = ranking.rank(
+        query, [row[2] for row in found.rows], None, None, cosines=found.cosines,
+        priors=_priors([row[scope_kind_column] for row in found.rows], [row[published_column] for row in found.rows]),
+    )
+    return [found.rows[index] for index in ranked.order], ranked.scores[ranked.order]
+
+
+def _hybrid_records(scope_keys: list[str], query: str | None, config: RetrievalConfig) -> tuple[list, bool]:
+    at = now_ms()
+    limit = config.max_entries
+    normalised = semantic.normalise_query(query)
+    if normalised is None:
+        rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
+        return [_prepared(row)[0] for row in rows[:limit]], len(rows) > limit
+    rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at)
+    if not rows and semantic.is_explicit_memory_request(normalised):
+        rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
+    return [_prepared(row)[0] for row in rows[:limit]], len(rows) > limit
+
+
+def learned_records(
+    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
+    config: RetrievalConfig | None = None,
+) -> tuple[list[LearnedRecord], bool]:
+    """The learnings that may enter ``learned_context`` for this input, best first, and whether relevant ones
+    were left out by ``retrieval.max_entries``.
+
+    Visibility (scopes, live, unexpired, unshadowed) and every prompt gate (kind, active tier, not sensitive,
+    not failed, automatic ⇒ verified, never escalated) are applied in SQL; the ranker the policy selects
+    orders the visible learnings; the explicit-memory fallback (§4.7) works with both. The token budget is the
+    prompt packer's (``kheish.composition``).
+    """
+    config = config or current_retrieval()
+    if config.ranker == "lexical":
+        records = _lexical_records(scope_keys, query)
+        limit = config.max_entries
+        return records[:limit], len(records) > limit
+    return _hybrid_records(scope_keys, query, config)
+
+
+def current_retrieval() -> RetrievalConfig:
+    return policy_store.current_policy().retrieval
 
 
 def learned_bundle(
-    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt"
+    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
+    config: RetrievalConfig | None = None,
 ) -> tuple[list[dict], bool]:
     """:func:`learned_records` as the API's bundle entries (memory-context)."""
-    records, truncated = learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage)
+    records, truncated = learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage,
+                                         config=config)
     return [record.to_dict() for record in records], truncated
 
 
@@ -205,11 +278,23 @@ def _search_rows(scope_keys: list[str], normalised: str | None) -> list[tuple]:
     return list(browse.values_list(*_SEARCH_FIELDS))
 
 
-def search_hits(*, session: object, scope_keys: list[str], query: str | None) -> list[dict]:
+SEARCH_SCORE_SCALE = 1000
+"""Hybrid search scores are the fused score × 1000, rounded (the API's scores are integers)."""
+
+
+def search_hits(
+    *, session: object, scope_keys: list[str], query: str | None, config: RetrievalConfig | None = None
+) -> list[dict]:
     """Memory-search hits for learnings (§4.21): the session's visible learnings (not the prompt gates),
-    never sensitive ones, scored on content, kind and scope; with a query zero scores are dropped.
-    ``prompt_eligible`` says whether the learning passes every prompt gate."""
+    never sensitive ones; with a query irrelevant ones are dropped. ``lexical``: scored on content, kind and
+    scope as the spec says; ``hybrid``: the pool of the query in hybrid order. ``prompt_eligible`` says whether
+    the learning passes every prompt gate."""
+    config = config or current_retrieval()
     normalised = semantic.normalise_query(query)
+    if config.ranker != "lexical" and normalised is not None:
+        rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms())
+        return [_hit(row, round(float(score) * SEARCH_SCORE_SCALE), ["content"]) for row, score in
+                zip(rows, scores, strict=True)]
     if normalised is not None and not semantic.query_terms(normalised):
         return []  # a query of stop-words only scores nothing
     rows = _search_rows(scope_keys, normalised)

@@ -775,6 +775,7 @@ def pack_section(
     *,
     truncated: bool = False,
     blocks: Sequence[tuple[str, int]] | None = None,
+    skip_oversized: bool = False,
 ) -> Packed:
     """Spec §4.17: add entries in order while the fully rendered section stays within ``budget_tokens``.
 
@@ -785,6 +786,8 @@ def pack_section(
     entry is rendered once and the section text is assembled once, whatever the number of entries.
     ``blocks`` are the entries' rendered blocks (``(text, size)`` from the format's ``block``) when the caller
     keeps them: ``learnings.retrieval`` renders each learning once per process.
+    ``skip_oversized`` (the hybrid ranker's packing, beyond the reference): an entry that does not fit is
+    skipped and packing goes on with the next ones, so one long entry does not keep shorter relevant ones out.
     """
     section = render if isinstance(render, SectionFormat) else _SECTION_FORMATS[render]
     entries = list(entries)
@@ -793,9 +796,30 @@ def pack_section(
     if budget_tokens <= 0:
         return Packed([], None, True, len(entries))
     texts, sizes = zip(*(map(section.block, entries) if blocks is None else blocks), strict=True)
+    if skip_oversized:
+        return _pack_skipping(section, entries, texts, sizes, budget_tokens, truncated)
     count = _packed_count(section, sizes, budget_tokens, truncated)
     if count == 0:
         return Packed([], None, True, len(entries))
     omitted = len(entries) - count
     text = section.join(texts[:count], truncated or omitted > 0)
     return Packed(entries[:count], text, truncated or omitted > 0, omitted)
+
+
+def _pack_skipping(section: SectionFormat, entries: list[Any], texts: Sequence[str], sizes: Sequence[int],
+                   budget_tokens: int, truncated: bool) -> Packed:
+    """Best-first packing that skips what does not fit; the section is always measured with the truncation
+    note when anything is left out (so the result never exceeds the budget)."""
+    note = _SEPARATOR_SIZE + _utf8_size(section.truncated_note)
+    used = _utf8_size(section.heading) + _SEPARATOR_SIZE + _utf8_size(section.intro)
+    chosen: list[int] = []
+    for index, size in enumerate(sizes):
+        if _byte_tokens(used + _SEPARATOR_SIZE + size + note) <= budget_tokens:
+            used += _SEPARATOR_SIZE + size
+            chosen.append(index)
+    if not chosen:
+        return Packed([], None, True, len(entries))
+    omitted = len(entries) - len(chosen)
+    cut = truncated or omitted > 0
+    text = section.join([texts[index] for index in chosen], cut)
+    return Packed([entries[index] for index in chosen], text, cut, omitted)

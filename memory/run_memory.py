@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import Count
 
-from memory import hooks, metrics, policies, sql
+from memory import hooks, metrics, policies, ranking, sql
 from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
@@ -32,6 +32,8 @@ from memory.run_memory_policy import PolicyValidationError, RunMemoryPolicy
 logger = logging.getLogger(__name__)
 
 M = "run_memory."
+RECENCY_PRIOR = 0.01
+"""Hybrid ranking: fused-score bonus of the newest record (the oldest gets none)."""
 METRIC_NAMES = ("stored_total", "injected_total", "skipped_unreadable_total", "pruned_ttl_total",
                 "pruned_overflow_total", "pruned_orphan_total", "redacted_fields_total",
                 "ranked_candidates_total", "prompt_limit_omitted_total")
@@ -310,9 +312,23 @@ class Bundle:
     valid: int
 
 
+def rank_hybrid(entries: list[RecoveredEntry], query: str | None) -> list[RecoveredEntry]:
+    """The shared hybrid ranker (``memory.ranking``) over the entries' ranked fields; irrelevant entries are
+    dropped when there is a query; newest first without one (as §4.5 orders equal scores)."""
+    if not (query or "").strip() or not entries:
+        return entries
+    texts = [" ".join(filter(None, (e.summary, e.request_preview, e.outcome_preview, *e.failure_markers)))
+             for e in entries]
+    count = len(entries)
+    recency = [RECENCY_PRIOR * (count - 1 - index) / max(1, count - 1) for index in range(count)]
+    ranked = ranking.rank_texts(query.strip(), texts, priors=recency)
+    return [entries[index] for index in ranked.order]
+
+
 def recovered_bundle(session: Session, query: str | None, *, usage: str = "preview",
-                     policy: RunMemoryPolicy | None = None) -> Bundle:
-    """Rank the current session's records against the pending input (§4.5); read-time expiry prunes."""
+                     policy: RunMemoryPolicy | None = None, ranker: str = "lexical") -> Bundle:
+    """Rank the current session's records against the pending input (§4.5, or the hybrid ranker when
+    ``ranker`` is ``hybrid``: irrelevant records are then left out); read-time expiry prunes."""
     policy = policy or current_policy()
     if not policy.enabled or policy.max_prompt_entries == 0:
         return Bundle([], False, 0)
@@ -326,8 +342,9 @@ def recovered_bundle(session: Session, query: str | None, *, usage: str = "previ
             RunMemoryRecord.objects.filter(pk__in=[r.pk for r in expired]).delete()
         metrics.increment(M + "pruned_ttl_total", len(expired))
     valid = [entry_of(r) for r in records if r not in expired][: policy.max_tracked_per_session]
-    ranked = rank_entries(valid, query)
-    taken = [entry for _, entry in ranked[: policy.max_prompt_entries]]
+    hybrid = ranker == "hybrid"
+    ordered = rank_hybrid(valid, query) if hybrid else [entry for _, entry in rank_entries(valid, query)]
+    taken = ordered[: policy.max_prompt_entries]
     if usage == "prompt":
         if query and query.strip():
             metrics.increment(M + "ranked_candidates_total", len(valid))

@@ -60,6 +60,7 @@ DEFAULT_JSON = {
         "rules": [],
     },
     "judge": {"enabled": False, "model": None, "timeout_ms": None},
+    "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24},
 }
 
 
@@ -171,6 +172,7 @@ def test_full_round_trip():
             ],
         },
         "judge": {"enabled": True, "model": {"provider": None, "generation": None}, "timeout_ms": 0},
+        "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 7},
     }
     # judge timeout 0 is invalid when enabled; use the parser alone for the round trip.
     policy = LearningPolicy.from_dict(body)

@@ -341,6 +341,7 @@ def test_bundle_order_session_project_workspace_skips_expired_and_procedure():
                                workspace.public_id]
 
 
+@pytest.mark.usefixtures("spec_retrieval")  # the reference's ranking and budget
 def test_learned_records_are_the_reference_selection_and_never_stale():
     """learned_records reads raw rows, keeps what no query changes per process and orders column-wise; its
     answer must be select_for_prompt's over the model instances, each record's block the renderer's, and a
@@ -425,6 +426,7 @@ def test_shadowed_by_replacement_is_hidden(session):
     assert [hit["source_id"] for hit in hits] == [new.public_id]
 
 
+@pytest.mark.usefixtures("spec_retrieval")  # the reference's ranking and budget
 def test_search_hits(session):
     helix = learning("Preferred editor is Helix and " + "x" * 200, kind="preference")
     provisional = learning("Preferred shell is fish.", kind="preference", tier="provisional")

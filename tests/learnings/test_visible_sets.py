@@ -16,7 +16,7 @@ from memory.sessions import learning_scope_keys
 from tests.factories import ProjectFactory, SessionFactory
 from tests.support.learnings import learning
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("spec_retrieval")]  # the lexical path's cache
 
 
 @pytest.fixture

@@ -73,3 +73,19 @@ def fake_model(llm_settings: Callable[..., None], fake_model_server: FakeModelSe
         KHEISH_LLM_TIMEOUT_MS=5000,
     )
     return fake_model_server
+
+
+SPEC_RETRIEVAL = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500}
+"""The reference's retrieval: §4.5/§4.7 ranking, bounded only by the prompt window (the policy's retrieval
+block is beyond the reference; its defaults are the hybrid ranker within 2,000 tokens)."""
+
+
+@pytest.fixture
+def spec_retrieval(monkeypatch: pytest.MonkeyPatch):
+    """Run a test under the reference's retrieval whatever learning policy it stores."""
+    from learnings import retrieval
+    from learnings.policy import RetrievalConfig
+
+    config = RetrievalConfig(**SPEC_RETRIEVAL)
+    monkeypatch.setattr(retrieval, "current_retrieval", lambda: config)
+    return config

@@ -1,0 +1,222 @@
+"""The hybrid ranker's candidate pool for learnings, as hand-written SQL over the recall indexes.
+
+A query never reads every visible learning: the pool is the union of
+* the lexical candidates: ``search_tsv @@ to_tsquery('english', 'w1 | w2 …')`` through the GIN index on the
+  generated full-text column, best ``ts_rank_cd`` first, ``POOL`` at most;
+* the semantic candidates: ``embedding_vec <=> :query`` through the HNSW index (pgvector, iterative scan),
+  nearest first, ``POOL`` at most; on a server without pgvector, the ``POOL`` newest visible learnings
+  instead, and the cosines are computed in Python from the stored embeddings (cached per learning);
+and the ranker (``memory.ranking``) orders that pool. Both arms apply the same gates as the ORM's
+``Learning.objects.for_prompt`` (prompt shape) and ``search_visible`` (search shape); ``tests/learnings/
+test_recall_sql.py`` checks that equivalence on PostgreSQL.
+
+The generated columns are created by migration ``learnings/0002`` and are not model fields."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+from django.db import connection
+
+from memory.embedding import DIMENSIONS
+
+POOL = 120
+"""Candidates per arm. The fused ranking reorders the pool; 2 × 120 covers budgets of a few thousand tokens."""
+HNSW_EF_SEARCH = 200
+
+_PROMPT_GATES = """
+  l.scope_key = ANY(%(keys)s)
+  AND l.kind IN ('fact', 'preference', 'decision')
+  AND l.status = 'active' AND l.status IN ('active', 'provisional')
+  AND l.publish_tier = 'active'
+  AND l.sensitivity = 'scoped'
+  AND l.verification_status <> 'failed'
+  AND (l.policy_decision IS NULL OR l.policy_decision = 'manual'
+       OR (l.policy_decision = 'automatic' AND l.verification_status = 'verified'))
+  AND (l.expires_at_ms IS NULL OR l.expires_at_ms > %(at)s)
+  AND NOT EXISTS (
+    SELECT 1 FROM learnings_learning s
+    WHERE s.supersedes_id = l.id AND s.supersedes_id IS NOT NULL
+      AND s.status IN ('active', 'provisional') AND s.verification_status <> 'failed'
+      AND (s.expires_at_ms IS NULL OR s.expires_at_ms > %(at)s))"""
+
+_SEARCH_GATES = """
+  l.scope_key = ANY(%(keys)s)
+  AND l.status IN ('active', 'provisional')
+  AND l.verification_status <> 'failed'
+  AND l.sensitivity <> 'sensitive'
+  AND (l.expires_at_ms IS NULL OR l.expires_at_ms > %(at)s)
+  AND NOT EXISTS (
+    SELECT 1 FROM learnings_learning s
+    WHERE s.supersedes_id = l.id AND s.supersedes_id IS NOT NULL
+      AND s.status IN ('active', 'provisional') AND s.verification_status <> 'failed'
+      AND (s.expires_at_ms IS NULL OR s.expires_at_ms > %(at)s))"""
+
+GATES = {"prompt": _PROMPT_GATES, "search": _SEARCH_GATES}
+
+PROMPT_COLUMNS = ("id", "kind", "content", "scope_kind", "scope_id", "published_at_ms")
+SEARCH_COLUMNS = (
+    "id", "kind", "content", "scope_kind", "scope_key", "published_at_ms", "status", "publish_tier",
+    "verification_status", "policy_decision", "sensitivity",
+)
+COLUMNS = {"prompt": PROMPT_COLUMNS, "search": SEARCH_COLUMNS}
+
+_SCOPE_PRIORITY = "CASE l.scope_kind WHEN 'session' THEN 0 WHEN 'persona' THEN 1 WHEN 'project' THEN 2 ELSE 3 END"
+
+
+class Pool(NamedTuple):
+    rows: list[tuple]  # the shape's columns
+    cosines: np.ndarray | None  # one per row, None when no query embedding was given
+
+
+_state = threading.local()
+
+
+def has_vectors() -> bool:
+    """Whether this database has the pgvector column (migration ``learnings/0002`` made it where it could)."""
+    cached = getattr(_state, "has_vectors", None)
+    key = connection.settings_dict.get("NAME")
+    if cached is None or cached[0] != key:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = 'learnings_learning' "
+                "AND column_name = 'embedding_vec'"
+            )
+            cached = (key, cursor.fetchone() is not None)
+        _state.has_vectors = cached
+    return cached[1]
+
+
+def _configure(cursor) -> None:
+    """HNSW search settings, once per database connection: iterative scans keep returning neighbours until
+    the filters (scopes, gates) are satisfied, instead of filtering a fixed ``ef_search`` set."""
+    raw = connection.connection
+    if getattr(_state, "configured", None) is raw:
+        return
+    cursor.execute(f"SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = {HNSW_EF_SEARCH}")
+    _state.configured = raw
+
+
+def tsquery_text(words: Sequence[str]) -> str:
+    """``to_tsquery`` input OR-ing the words (alphanumeric only, so nothing is read as an operator)."""
+    clean = ["".join(ch for ch in word if ch.isalnum()) for word in words]
+    return " | ".join(dict.fromkeys(word for word in clean if word))
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(f"{value:.6f}" for value in vector) + "]"
+
+
+def _select(shape: str, extra: str = "") -> str:
+    return ", ".join(f"l.{column}" for column in COLUMNS[shape]) + extra
+
+
+def pool(
+    shape: str,
+    *,
+    scope_keys: list[str],
+    at_ms: int,
+    words: Sequence[str],
+    query_vector: np.ndarray | None,
+    size: int = POOL,
+) -> Pool:
+    """The candidates of a query (lexical ∪ semantic-or-recent), each once, with their cosines."""
+    gates = GATES[shape]
+    params: dict = {"keys": list(scope_keys), "at": at_ms, "k": size}
+    arms = []
+    text = tsquery_text(words)
+    if text:
+        params["tsq"] = text
+        arms.append(
+            f"(SELECT l.id FROM learnings_learning l WHERE {gates} "
+            "AND l.search_tsv @@ to_tsquery('english', %(tsq)s) "
+            "ORDER BY ts_rank_cd(l.search_tsv, to_tsquery('english', %(tsq)s)) DESC, l.id DESC LIMIT %(k)s)"
+        )
+    vectors = query_vector is not None and has_vectors()
+    if vectors:
+        params["vec"] = vector_literal(query_vector)
+        arms.append(
+            f"(SELECT l.id FROM learnings_learning l WHERE {gates} AND l.embedding_vec IS NOT NULL "
+            "ORDER BY l.embedding_vec <=> %(vec)s::vector LIMIT %(k)s)"
+        )
+    else:
+        arms.append(
+            f"(SELECT l.id FROM learnings_learning l WHERE {gates} "
+            f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT %(k)s)"
+        )
+    cosine = ", 1 - (l.embedding_vec <=> %(vec)s::vector)" if vectors else ""
+    sql = (
+        f"SELECT {_select(shape, cosine)} FROM ({' UNION '.join(arms)}) pool "
+        f"JOIN learnings_learning l ON l.id = pool.id ORDER BY l.id"
+    )
+    with connection.cursor() as cursor:
+        if vectors:
+            _configure(cursor)
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+    if query_vector is None:
+        return Pool(fetched, None)
+    if vectors:
+        cosines = np.array([0.0 if row[-1] is None else row[-1] for row in fetched], dtype=np.float64)
+        return Pool([row[:-1] for row in fetched], cosines)
+    embeddings = stored_embeddings([row[0] for row in fetched])
+    return Pool(fetched, embeddings @ query_vector if len(fetched) else np.zeros(0))
+
+
+def recent(shape: str, *, scope_keys: list[str], at_ms: int, limit: int) -> list[tuple]:
+    """The visible learnings in the spec's visibility order (scope priority, newest first), ``limit`` at most:
+    what an input with no query (or an explicit memory request with no match) gets."""
+    sql = (
+        f"SELECT {_select(shape)} FROM learnings_learning l WHERE {GATES[shape]} "
+        f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT %(k)s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"keys": list(scope_keys), "at": at_ms, "k": limit})
+        return cursor.fetchall()
+
+
+class _EmbeddingCache:
+    """Stored embeddings by learning id (a learning's content never changes: a new text is a new learning),
+    bounded, least recently used dropped: the fallback path reads each learning's vector once per process."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        with self._lock:
+            found = {}
+            for pk in ids:
+                vector = self._rows.get(pk)
+                if vector is not None:
+                    self._rows.move_to_end(pk)
+                    found[pk] = vector
+            return found
+
+    def put_many(self, rows: dict[int, np.ndarray]) -> None:
+        with self._lock:
+            self._rows.update(rows)
+            while len(self._rows) > self.size:
+                self._rows.popitem(last=False)
+
+
+_EMBEDDINGS = _EmbeddingCache(20_000)
+_ZERO = np.zeros(DIMENSIONS, dtype=np.float64)
+
+
+def stored_embeddings(ids: Sequence[int]) -> np.ndarray:
+    """The stored embeddings of these learnings, one row each (zeros where none is stored yet)."""
+    found = _EMBEDDINGS.get_many(ids)
+    missing = [pk for pk in ids if pk not in found]
+    if missing:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id, embedding FROM learnings_learning WHERE id = ANY(%s)", [missing])
+            loaded = {pk: np.asarray(vector, dtype=np.float64) for pk, vector in cursor.fetchall() if vector}
+        _EMBEDDINGS.put_many(loaded)
+        found.update(loaded)
+    return np.array([found.get(pk, _ZERO) for pk in ids], dtype=np.float64).reshape(len(ids), DIMENSIONS)

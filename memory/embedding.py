@@ -1,0 +1,61 @@
+"""Sentence embeddings for recall: a small static embedding model that ships inside its PyPI wheel.
+
+The model is WordLlama's ``l2_supercat`` 256-dimension model (``wordllama`` wheel, MIT licence, 16 MB of
+weights under ``wordllama/weights/``). It is loaded from the installed package with downloads disabled: the
+machines this service runs on have no internet, and a memory service must never fetch weights at run time.
+A static model is a token-embedding table plus a pooling step: embedding one sentence costs tens of
+microseconds on one core, so learnings are embedded when they are published and queries when a run opens.
+
+Vectors are L2-normalised, so cosine similarity is a dot product (and pgvector's ``<=>`` distance is
+``1 - cosine``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MODEL_NAME = "wordllama/l2_supercat"
+DIMENSIONS = 256
+MAX_CHARS = 4000
+"""Text beyond this is not embedded (a learning is at most a few paragraphs; a static model averages tokens,
+so the first few thousand characters carry the meaning)."""
+
+_lock = threading.Lock()
+_model = None
+load_seconds: float | None = None
+
+
+def _load():
+    global _model, load_seconds
+    with _lock:
+        if _model is None:
+            started = time.perf_counter()
+            import wordllama
+            from wordllama import WordLlama
+
+            package_dir = Path(wordllama.__file__).resolve().parent
+            _model = WordLlama.load(cache_dir=package_dir, disable_download=True, dim=DIMENSIONS)
+            load_seconds = time.perf_counter() - started
+    return _model
+
+
+def embed_many(texts: list[str]) -> np.ndarray:
+    """One L2-normalised float32 row of ``DIMENSIONS`` per text (an empty text gives a zero row)."""
+    import numpy as np
+
+    if not texts:
+        return np.zeros((0, DIMENSIONS), dtype=np.float32)
+    model = _model or _load()
+    with np.errstate(invalid="ignore", divide="ignore"):  # an empty text has no norm: its row becomes zeros
+        vectors = np.asarray(model.embed([text[:MAX_CHARS] for text in texts], norm=True), dtype=np.float32)
+    return np.nan_to_num(vectors, copy=False)
+
+
+def embed(text: str) -> list[float]:
+    """One text's embedding as a list of floats (what the database column stores)."""
+    return [round(float(value), 6) for value in embed_many([text])[0]]

@@ -1,0 +1,176 @@
+"""The hybrid ranker shared by every recall path (learned_context, recovered_memory, memory-search).
+
+Pure functions, no database: callers hand in the candidates (texts, embeddings, priors) and get an order.
+
+* **Lexical**: Okapi BM25 (k1 1.2, b 0.75) over Snowball-stemmed English terms without stop-words, so
+  "sneakers" finds "sneaker" and a rare name outweighs a common verb. Document frequencies are counted over
+  the candidates handed in (the visible set, or the pool an index lookup returned for this query).
+* **Semantic**: cosine similarity of L2-normalised sentence embeddings (``memory.embedding``).
+* **Fusion**: each signal min-max normalised over the candidates, weighted (lexical 0.3, semantic 0.7:
+  measured on the recall benchmark, ``benchmarks/recall.py``), plus small priors the caller supplies (scope
+  and recency, as the spec's orders use them) that only break near-ties.
+* **Relevance floor**: a candidate with no query term and a low cosine is not relevant; it is dropped, so an
+  input about nothing remembered gets no memory rather than a budget full of noise.
+
+The spec's lexical rankers (§4.5, §4.7) stay where they are (``memory.recall``, ``learnings.semantic``) and
+remain selectable through the learning policy's ``retrieval.ranker``."""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+import Stemmer
+
+from memory import embedding
+
+K1 = 1.2
+B = 0.75
+LEXICAL_WEIGHT = 0.3
+SEMANTIC_WEIGHT = 1.0 - LEXICAL_WEIGHT
+MIN_COSINE = 0.2
+"""Below this cosine, a candidate that shares no stemmed term with the query is not relevant."""
+
+_STOP_WORDS_TEXT = """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours yourself yourselves
+    de des du et la le les un une est avec pour ou"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_local = threading.local()
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    """PyStemmer objects are not thread-safe: one per thread."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return stemmer
+
+
+def terms(text: str) -> list[str]:
+    """The stemmed, lowercased words of ``text`` without stop-words, in order (repeats kept)."""
+    words = [word for word in _WORD.findall(text.lower()) if word not in STOP_WORDS]
+    return _stemmer().stemWords(words) if words else []
+
+
+class Profile(NamedTuple):
+    """A text's term frequencies and length in terms: what BM25 reads of a document."""
+
+    frequencies: dict[str, int]
+    length: int
+
+
+@lru_cache(maxsize=65536)
+def profile(text: str) -> Profile:
+    """Cached by text: the same learnings are ranked for every run of every session in their scopes."""
+    found = terms(text)
+    return Profile(dict(Counter(found)), len(found))
+
+
+def query_terms(text: str | None) -> tuple[str, ...]:
+    """The distinct stemmed terms of a query, in first-seen order."""
+    return tuple(dict.fromkeys(terms(text or "")))
+
+
+def bm25(query: Sequence[str], profiles: Sequence[Profile]) -> np.ndarray:
+    """Okapi BM25 of every profile for these query terms, document frequencies over ``profiles``."""
+    count = len(profiles)
+    scores = np.zeros(count, dtype=np.float64)
+    if not count or not query:
+        return scores
+    average = max(1.0, sum(p.length for p in profiles) / count)
+    for term in query:
+        hits = [(index, p.frequencies[term], p.length) for index, p in enumerate(profiles) if term in p.frequencies]
+        if not hits:
+            continue
+        idf = math.log(1.0 + (count - len(hits) + 0.5) / (len(hits) + 0.5))
+        for index, frequency, length in hits:
+            scores[index] += idf * frequency * (K1 + 1) / (frequency + K1 * (1 - B + B * length / average))
+    return scores
+
+
+def _unit(values: np.ndarray) -> np.ndarray:
+    """Min-max normalised to [0, 1] (all zeros when every value is the same)."""
+    if not len(values):
+        return values
+    low, high = float(values.min()), float(values.max())
+    return (values - low) / (high - low) if high > low else np.zeros_like(values)
+
+
+class Ranked(NamedTuple):
+    order: list[int]  # candidate positions, best first, relevant ones only
+    scores: np.ndarray  # fused score of every candidate (position-indexed)
+
+
+def rank(
+    query: str | None,
+    texts: Sequence[str],
+    embeddings: np.ndarray | None,
+    query_embedding: np.ndarray | None,
+    *,
+    priors: Sequence[float] | None = None,
+    cosines: np.ndarray | None = None,
+) -> Ranked:
+    """Fuse BM25 and cosine similarity over the candidates and order them, dropping irrelevant ones.
+
+    ``cosines`` may be given directly (computed by the database); otherwise they are ``embeddings @
+    query_embedding``. ``priors`` (small, e.g. ≤ 0.05) are added to the fused score; equal scores keep the
+    candidates' given order."""
+    count = len(texts)
+    if count == 0:
+        return Ranked([], np.zeros(0))
+    lexical = bm25(query_terms(query), [profile(text) for text in texts])
+    if cosines is None:
+        cosines = embeddings @ query_embedding if embeddings is not None and query_embedding is not None else None
+    semantic = np.zeros(count) if cosines is None else np.asarray(cosines, dtype=np.float64)
+    fused = LEXICAL_WEIGHT * _unit(lexical) + SEMANTIC_WEIGHT * _unit(semantic)
+    if priors is not None:
+        fused = fused + np.asarray(priors, dtype=np.float64)
+    relevant = (lexical > 0) | (semantic >= MIN_COSINE)
+    order = [int(index) for index in np.argsort(-fused, kind="stable") if relevant[index]]
+    return Ranked(order, fused)
+
+
+class _VectorCache:
+    """Embeddings of texts ranked in memory (run-memory entries), by text, bounded, oldest dropped first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def many(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            found = {text: self._vectors[text] for text in texts if text in self._vectors}
+        missing = [text for text in dict.fromkeys(texts) if text not in found]
+        if missing:
+            fresh = dict(zip(missing, embedding.embed_many(missing), strict=True))
+            found.update(fresh)
+            with self._lock:
+                self._vectors.update(fresh)
+                while len(self._vectors) > self.size:
+                    self._vectors.pop(next(iter(self._vectors)))
+        return np.array([found[text] for text in texts], dtype=np.float64)
+
+
+_VECTORS = _VectorCache(8192)
+
+
+def rank_texts(query: str, texts: Sequence[str], *, priors: Sequence[float] | None = None) -> Ranked:
+    """:func:`rank` for candidates that carry no stored embedding: theirs are computed (and kept, bounded)."""
+    if not texts:
+        return Ranked([], np.zeros(0))
+    vectors = _VECTORS.many(list(texts))
+    query_vector = embedding.embed_many([query])[0].astype(np.float64)
+    return rank(query, texts, vectors, query_vector, priors=priors)
