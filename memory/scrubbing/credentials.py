@@ -105,7 +105,8 @@ _KEY_NEEDLES = tuple(
     )
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]*)(?:(["'])[ \t]*[:=]|=)[ \t]*""")
+# ``"key": v`` / ``'key'=v``, ``key=v``, and a header-style ``key: v`` inside a line (``-H x-api-key: v``).
+_PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]*)(?:(["'])[ \t]*[:=]|=|:(?=[ \t]))[ \t]*""")
 _PAIR_LEFT = frozenset(" \t\r\n,;{([|")
 _VALUE_STOP = re.compile(r"""[\s"',;&)\]}<]""")
 
@@ -193,7 +194,7 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
     return [span]
 
 
-def _cookie_spans(text: str, start: int, end: int) -> list[tuple[int, int]] | None:
+def _cookie_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """``Cookie: a=1; b=2`` / ``Set-Cookie: sid=x; Path=/; HttpOnly``: each cookie value, not the names or
     the attributes, and nothing after the last ``;``-separated item."""
     spans: list[tuple[int, int]] = []
@@ -216,7 +217,7 @@ def _cookie_spans(text: str, start: int, end: int) -> list[tuple[int, int]] | No
         if pos >= end or text[pos] != ";":
             break
         pos += 1
-    return spans or None
+    return spans  # empty: a cookie header whose values are all markers or placeholders (the line is done)
 
 
 def _bracket_end(text: str, start: int, limit: int) -> int:
@@ -289,7 +290,7 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
     elif (key_start > 0 and text[key_start - 1] not in _PAIR_LEFT) or key.lower() == "key":
         return None  # ``the key=value syntax`` is prose far more often than a credential
     value_start = tail.end()
-    if value_start >= line_end:
+    if value_start >= line_end or is_reference(text[value_start:line_end]):
         return None
     if text[value_start] in "\"'":
         close = _quoted_end(text, value_start, line_end)
@@ -300,12 +301,16 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
         stop = _VALUE_STOP.search(text, value_start, line_end)
         span = (value_start, stop.start() if stop else line_end)
     value = text[span[0] : span[1]]
-    if span[1] <= span[0] or _is_marker(value) or not _is_sensitive_key(key) or is_placeholder(value):
+    if span[1] <= span[0] or _is_marker(value) or not _is_sensitive_key(key) or _url_placeholder(text, span[1], value):
         return None
+    if text.startswith("<redacted", span[1]):
+        return None  # ``sid=<redacted>``: the value was redacted already
+    if not quote and text[key_end] == ":" and is_prose_word(value):
+        return None  # ``the token: required``
     return span
 
 
-_PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-\"'=")
+_PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-\"'=:")
 
 
 def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
@@ -332,6 +337,9 @@ def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
                 sep = separator(low, j, line_end)
                 if sep is not None:
                     spans = _line_value_spans(text, line_start, sep.start(), line_end)
+                    if spans == []:
+                        done = line_end
+                        continue
                     if spans:
                         for a, b in spans:
                             edits.append((a, b, REDACTED))

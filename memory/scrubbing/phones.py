@@ -134,7 +134,21 @@ def _international_phones(text: str, left: int, right: int, regions: str) -> lis
         for rel_start, rel_end in spans:
             a = max(start, context_start + rel_start)
             b = min(end, context_start + rel_end)
-            if b > a and (not found or a >= found[-1][1]):
+            if b > a and (not found or a >= found[-1][1]) and _on_boundaries(text, a, b):
                 found.append((a, b))
     return found
+
+
+_GLUED = re.compile(r"[\w]|[\-./]\w")
+_DATE_INSIDE = re.compile(r"(?:19|20)\d\d[\-/.][01]\d[\-/.][0-3]\d")
+
+
+def _on_boundaries(text: str, start: int, end: int) -> bool:
+    """A number the matcher found inside a candidate must still start and end on token boundaries
+    (``224.254.230.71 2000-11-22`` holds no phone) and hold no date."""
+    if start and (text[start - 1].isalnum() or (start > 1 and text[start - 1] in "-./" and text[start - 2].isalnum())):
+        return False
+    if _GLUED.match(text, end):
+        return False
+    return _DATE_INSIDE.search(text, start, end) is None
 
