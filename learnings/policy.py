@@ -8,12 +8,15 @@ Frozen dataclasses mirror the JSON shape exactly::
                                          "max_candidates_per_run": 2}},
      "publication": {"default_action": "manual_review", "allow_api_origin_active_publication": false,
                      "quarantined_rule_names": [], "rules": []},
-     "judge": {"enabled": false, "model": null, "timeout_ms": null}}
+     "judge": {"enabled": false, "model": null, "timeout_ms": null},
+     "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24}}
 
 ``LearningPolicy()`` is the stored default (``mode`` = ``shadow``). A *submitted* policy that omits
 ``mode`` gets ``manual_only`` (the reference's enum default); every other omitted field takes the default
-above. Unknown fields and wrong types are rejected with :class:`LearningPolicyError`, whose ``field`` is a
-dotted path relative to the policy object (``publication.rules[0].min_confidence``).
+above. The shape is one JSON Schema (:data:`POLICY_SCHEMA`, Draft 2020-12, checked with ``jsonschema``);
+unknown fields, wrong types and out-of-bound values are rejected with :class:`LearningPolicyError`, whose
+``field`` is a dotted path relative to the policy object (``publication.rules[0].min_confidence``). The
+§3.2 rules that relate fields are :meth:`LearningPolicy.validate_rules`, with the spec's literal messages.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
 
 from learnings.validation import (
     LEARNING_KINDS,
@@ -46,7 +52,12 @@ SUBMITTED_MODE_DEFAULT = "manual_only"
 DEFAULT_MODEL_TIMEOUT_MS = 15_000
 DEFAULT_MAX_CANDIDATES_PER_RUN = 2
 MAX_CANDIDATES_PER_RUN_LIMIT = 8
-POLICY_FIELDS = ("mode", "capture", "publication", "judge")
+POLICY_FIELDS = ("mode", "capture", "publication", "judge", "retrieval")
+RANKERS = ("hybrid", "lexical")
+DEFAULT_RETRIEVAL_MAX_TOKENS = 2_000
+DEFAULT_RETRIEVAL_MAX_ENTRIES = 24
+RETRIEVAL_MAX_TOKENS_LIMIT = 150_000
+RETRIEVAL_MAX_ENTRIES_LIMIT = 500
 
 # Literal reasons (§4.10).
 REASON_SECRET = "candidate content matched the anti-secret learning classifier"
@@ -70,118 +81,229 @@ class LearningPolicyError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Parsing helpers (strict: unknown fields, wrong types and nulls for required values are errors)
+# The schema (JSON Schema, Draft 2020-12)
+#
+# Shape, types and unconditional bounds are declared here; the §3.2 rules, which depend on other fields and
+# keep the reference's order, are LearningPolicy.validate_rules(). A body is checked before any dataclass is
+# built, and the FIRST error the validator yields is reported: keywords are listed in the order the
+# reference's serde parse meets them (the value's type, unknown fields, required fields, then each property
+# in document order), so the field reported is the one a reader scanning the body meets first.
+#
+# Each error becomes a LearningPolicyError: ``field`` is the dotted path from the policy object
+# (``publication.rules[0].min_confidence``; ``policy`` for the object itself) and the message is the
+# default for the failing keyword (_default_message), or the literal text that the subschema gives under
+# ``x-messages`` (keyword -> template with {field}, {index} = the last list index on the path, {minimum},
+# {maximum}). A numeric bound is one keyword: add ``"maximum": N`` to a field and a value above it reads
+# "<field> must be between <minimum> and N" (or "... must be N or lower" without a minimum), unless
+# ``x-messages`` gives the literal text, as the retrieval bounds do.
 # ---------------------------------------------------------------------------------------------------------
 
-_MISSING = object()
+MESSAGES = "x-messages"
+"""The keyword under which a subschema gives literal error messages (an annotation: validators ignore it)."""
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` that also accepts ``null`` (an optional field; null means "not set")."""
+    if "enum" in schema:
+        return {**schema, "enum": [*schema["enum"], None]}
+    return {**schema, "type": [schema["type"], "null"]}
 
 
-def _object(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise LearningPolicyError(path or "policy", f"{path or 'policy'} must be an object")
-    return value
+def _choice(choices: Sequence[str]) -> dict[str, Any]:
+    """One of ``choices``; any other value, of any type, reads "must be one of `a`, `b`"."""
+    return {"enum": list(choices)}
 
 
-def _only(data: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
-    for key in data:
-        if key not in allowed:
-            name = _join(path, str(key))
-            raise LearningPolicyError(name, f"unknown field `{name}`")
+def _record(properties: dict[str, Any], *, required: Sequence[str] = ()) -> dict[str, Any]:
+    """An object with exactly ``properties`` (unknown fields are errors)."""
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    schema["properties"] = properties
+    return schema
 
 
-def _bool(data: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
-    value = data.get(key, _MISSING)
-    if value is _MISSING:
-        return default
-    if not isinstance(value, bool):
-        raise LearningPolicyError(_join(path, key), f"{_join(path, key)} must be a boolean")
-    return value
+_FLAG = {"type": "boolean"}
+_COUNT = {"type": "integer", "minimum": 0}
+# Every number has an upper bound (issue 14.9): a value must be storable, meaningful and safe to sleep on.
+MAX_TIMEOUT_MS = 600_000  # 10 minutes for one model call
+MAX_OUTPUT_TOKENS_LIMIT = 1_000_000
+MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000  # a century
+MAX_REVISION = 2**63 - 1
+_TIMEOUT = _nullable({**_COUNT, "maximum": MAX_TIMEOUT_MS})
+_TEXT = _nullable({"type": "string"})
+
+_GENERATION = _nullable(_record({
+    "model": _TEXT,
+    "fallback_model": _TEXT,
+    "max_output_tokens": _nullable({**_COUNT, "maximum": MAX_OUTPUT_TOKENS_LIMIT}),
+    "temperature": _nullable({"type": "number", "minimum": 0, "maximum": 2}),
+}))
+_MODEL = _nullable(_record({"provider": _TEXT, "generation": _GENERATION}))
+
+_RULE = _record(
+    {
+        "name": _TEXT,
+        "scope_kind": _nullable(_choice(SCOPE_KINDS)),
+        "scope_id": _TEXT,
+        "kind": _nullable(_choice(LEARNING_KINDS)),
+        "sensitivity": _nullable(_choice(SENSITIVITIES)),
+        # Any integer: the 0..100 range is a §3.2 rule (validate_rules), reported with its literal message.
+        "min_confidence": _nullable({"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}),
+        "require_evidence": _FLAG,
+        "require_source_run": _FLAG,
+        "require_source_session": _FLAG,
+        "action": {"not": {"type": "null"}, **_choice(ACTIONS), MESSAGES: {"not": "{field} is required"}},
+        "expires_after_ms": _nullable({**_COUNT, "maximum": MAX_DURATION_MS}),
+    },
+    required=("action",),
+)
+
+POLICY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "urn:kheish:learning-policy",
+    "title": "Learning automation policy (spec §3.2)",
+    **_record({
+        "mode": _choice(MODES),
+        "capture": _record({
+            "run_summary_candidates": _FLAG,
+            "semantic_candidates": _record({
+                "enabled": _FLAG,
+                "model": _MODEL,
+                "timeout_ms": _TIMEOUT,
+                "max_candidates_per_run": {**_COUNT, "maximum": 2**31 - 1},
+            }),
+        }),
+        "publication": _record({
+            "default_action": _choice(ACTIONS),
+            "allow_api_origin_active_publication": _FLAG,
+            "quarantined_rule_names": {"type": "array", "items": {"type": "string"}},
+            "rules": {"type": "array", "items": _RULE},
+        }),
+        "judge": _record({"enabled": _FLAG, "model": _MODEL, "timeout_ms": _TIMEOUT}),
+        "retrieval": _record({
+            "ranker": _choice(RANKERS),
+            "max_tokens": {
+                **_COUNT,
+                "maximum": RETRIEVAL_MAX_TOKENS_LIMIT,
+                MESSAGES: {"maximum": "learning retrieval max_tokens must be between 0 and {maximum}"},
+            },
+            "max_entries": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": RETRIEVAL_MAX_ENTRIES_LIMIT,
+                MESSAGES: {
+                    "minimum": "learning retrieval max_entries must be between {minimum} and {maximum}",
+                    "maximum": "learning retrieval max_entries must be between {minimum} and {maximum}",
+                },
+            },
+        }),
+    }),
+}
+"""The policy object (``GET``/``POST /v1/runtime/learning-policy``'s ``policy``)."""
+
+REQUEST_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "urn:kheish:learning-policy-request",
+    "title": "POST /v1/runtime/learning-policy body (the legacy flat form is wrapped first)",
+    # The policy schema without "$schema"/"$id": a subschema naming a "$schema" is checked by that dialect's
+    # stock validator, without this module's integer rule.
+    **_record({
+        "policy": {key: value for key, value in POLICY_SCHEMA.items() if not key.startswith("$")},
+        "expected_revision": _nullable({**_COUNT, "maximum": MAX_REVISION}),
+    }),
+}
 
 
-def _int_value(value: object, name: str, *, allow_negative: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (value < 0 and not allow_negative):
-        kind = "an integer" if allow_negative else "a non-negative integer"
-        raise LearningPolicyError(name, f"{name} must be {kind}")
-    return value
+def _is_integer(_checker: object, instance: object) -> bool:
+    # JSON Schema counts 2.0 as an integer; a policy count must be written as one (the reference is serde).
+    return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-def _int(data: Mapping[str, Any], key: str, path: str, default: int) -> int:
-    value = data.get(key, _MISSING)
-    if value is _MISSING:
-        return default
-    return _int_value(value, _join(path, key))
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({
+        "integer": _is_integer,
+        "object": lambda _checker, instance: isinstance(instance, Mapping),
+        "array": lambda _checker, instance: isinstance(instance, list | tuple),
+    }),
+)
+_POLICY_VALIDATOR = _Validator(POLICY_SCHEMA)
+_REQUEST_VALIDATOR = _Validator(REQUEST_SCHEMA)
+
+_TYPE_NAMES = {
+    "object": "an object",
+    "boolean": "a boolean",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "array": "a list",
+}
 
 
-def _optional_int(
-    data: Mapping[str, Any], key: str, path: str, *, allow_negative: bool = False
-) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    return _int_value(value, _join(path, key), allow_negative=allow_negative)
+def _field_name(path: Sequence[str | int]) -> str:
+    name = ""
+    for part in path:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or "policy"
 
 
-def _optional_number(data: Mapping[str, Any], key: str, path: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise LearningPolicyError(_join(path, key), f"{_join(path, key)} must be a number")
-    return value
+def _default_message(keyword: str, schema: Mapping[str, Any], name: str) -> str:
+    types = schema.get("type", ())
+    types = [types] if isinstance(types, str) else [kind for kind in types if kind != "null"]
+    minimum, maximum = schema.get("minimum"), schema.get("maximum")
+    if keyword == "enum":
+        choices = ", ".join(f"`{choice}`" for choice in schema["enum"] if choice is not None)
+        return f"{name} must be one of {choices}"
+    if keyword == "required":
+        return f"{name} is required"
+    if keyword in ("type", "minimum") and types == ["integer"] and minimum == 0:
+        return f"{name} must be a non-negative integer"
+    if keyword == "type" and types:
+        return f"{name} must be {_TYPE_NAMES.get(types[0], types[0])}"
+    if keyword in ("minimum", "maximum") and minimum is not None and maximum is not None:
+        return f"{name} must be between {minimum} and {maximum}"
+    if keyword == "minimum":
+        return f"{name} must be {minimum} or greater"
+    if keyword == "maximum":
+        return f"{name} must be {maximum} or lower"
+    return f"{name} is invalid"
 
 
-def _optional_str(data: Mapping[str, Any], key: str, path: str) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise LearningPolicyError(_join(path, key), f"{_join(path, key)} must be a string")
-    return value
+def _policy_error(error: ValidationError, *, under: str | None = None) -> LearningPolicyError:
+    """The :class:`LearningPolicyError` for one schema error; ``under``: the property holding the policy
+    object, stripped from the path (the request envelope's ``policy``)."""
+    path = list(error.absolute_path)
+    if under is not None and path[:1] == [under]:
+        path = path[1:]
+    schema, keyword = error.schema, error.validator
+    if keyword == "additionalProperties":
+        name = _field_name([*path, next(str(key) for key in error.instance if key not in schema["properties"])])
+        return LearningPolicyError(name, f"unknown field `{name}`")
+    if keyword == "required":
+        path.append(next(key for key in error.validator_value if key not in error.instance))
+    name = _field_name(path)
+    template = schema.get(MESSAGES, {}).get(keyword) if isinstance(schema, Mapping) else None
+    if template is None:
+        return LearningPolicyError(name, _default_message(str(keyword), schema, name))
+    indexes = [part for part in path if isinstance(part, int)]
+    message = template.format(
+        field=name,
+        index=indexes[-1] if indexes else "",
+        minimum=schema.get("minimum"),
+        maximum=schema.get("maximum"),
+    )
+    return LearningPolicyError(name, message)
 
 
-def _choice_value(value: object, name: str, choices: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        expected = ", ".join(f"`{choice}`" for choice in choices)
-        raise LearningPolicyError(name, f"{name} must be one of {expected}")
-    return value
-
-
-def _choice(data: Mapping[str, Any], key: str, path: str, choices: Sequence[str], default: str) -> str:
-    value = data.get(key, _MISSING)
-    if value is _MISSING:
-        return default
-    return _choice_value(value, _join(path, key), choices)
-
-
-def _optional_choice(data: Mapping[str, Any], key: str, path: str, choices: Sequence[str]) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    return _choice_value(value, _join(path, key), choices)
-
-
-def _section(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
-    value = data.get(key, _MISSING)
-    if value is _MISSING:
-        return None
-    return _object(value, _join(path, key))
-
-
-def _list(data: Mapping[str, Any], key: str, path: str) -> list[Any]:
-    value = data.get(key, _MISSING)
-    if value is _MISSING:
-        return []
-    if not isinstance(value, list | tuple):
-        raise LearningPolicyError(_join(path, key), f"{_join(path, key)} must be a list")
-    return list(value)
+def _check(validator: Any, instance: object, *, under: str | None = None) -> None:
+    error = next(validator.iter_errors(instance), None)
+    if error is not None:
+        raise _policy_error(error, under=under)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The policy
+# The policy (built from a body the schema accepted: defaults for what is omitted, null is "not set")
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -197,15 +319,8 @@ class ModelGeneration:
     FIELDS = ("model", "fallback_model", "max_output_tokens", "temperature")
 
     @classmethod
-    def from_dict(cls, data: object, path: str) -> ModelGeneration:
-        data = _object(data, path)
-        _only(data, cls.FIELDS, path)
-        return cls(
-            model=_optional_str(data, "model", path),
-            fallback_model=_optional_str(data, "fallback_model", path),
-            max_output_tokens=_optional_int(data, "max_output_tokens", path),
-            temperature=_optional_number(data, "temperature", path),
-        )
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelGeneration:
+        return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -227,24 +342,20 @@ class ModelOverride:
     FIELDS = ("provider", "generation")
 
     @classmethod
-    def from_dict(cls, data: object, path: str) -> ModelOverride:
-        data = _object(data, path)
-        _only(data, cls.FIELDS, path)
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ModelOverride | None:
+        if data is None:
+            return None
         generation = data.get("generation")
-        if generation is not None:
-            generation = ModelGeneration.from_dict(generation, _join(path, "generation"))
-        return cls(provider=_optional_str(data, "provider", path), generation=generation)
+        return cls(
+            provider=data.get("provider"),
+            generation=None if generation is None else ModelGeneration.from_dict(generation),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "provider": self.provider,
             "generation": None if self.generation is None else self.generation.to_dict(),
         }
-
-
-def _optional_model(data: Mapping[str, Any], path: str) -> ModelOverride | None:
-    value = data.get("model")
-    return None if value is None else ModelOverride.from_dict(value, _join(path, "model"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,14 +373,8 @@ class SemanticCaptureConfig:
         return DEFAULT_MODEL_TIMEOUT_MS if self.timeout_ms is None else self.timeout_ms
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str) -> SemanticCaptureConfig:
-        _only(data, cls.FIELDS, path)
-        return cls(
-            enabled=_bool(data, "enabled", path, False),
-            model=_optional_model(data, path),
-            timeout_ms=_optional_int(data, "timeout_ms", path),
-            max_candidates_per_run=_int(data, "max_candidates_per_run", path, DEFAULT_MAX_CANDIDATES_PER_RUN),
-        )
+    def from_dict(cls, data: Mapping[str, Any]) -> SemanticCaptureConfig:
+        return cls(**{**data, "model": ModelOverride.from_dict(data.get("model"))})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -288,16 +393,9 @@ class CaptureConfig:
     FIELDS = ("run_summary_candidates", "semantic_candidates")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str) -> CaptureConfig:
-        _only(data, cls.FIELDS, path)
-        semantic = _section(data, "semantic_candidates", path)
+    def from_dict(cls, data: Mapping[str, Any]) -> CaptureConfig:
         return cls(
-            run_summary_candidates=_bool(data, "run_summary_candidates", path, True),
-            semantic_candidates=(
-                SemanticCaptureConfig()
-                if semantic is None
-                else SemanticCaptureConfig.from_dict(semantic, _join(path, "semantic_candidates"))
-            ),
+            **{**data, "semantic_candidates": SemanticCaptureConfig.from_dict(data.get("semantic_candidates", {}))}
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -338,25 +436,8 @@ class PublicationRule:
     )
 
     @classmethod
-    def from_dict(cls, data: object, path: str) -> PublicationRule:
-        data = _object(data, path)
-        _only(data, cls.FIELDS, path)
-        if data.get("action") is None:
-            raise LearningPolicyError(_join(path, "action"), f"{_join(path, 'action')} is required")
-        return cls(
-            name=_optional_str(data, "name", path),
-            scope_kind=_optional_choice(data, "scope_kind", path, SCOPE_KINDS),
-            scope_id=_optional_str(data, "scope_id", path),
-            kind=_optional_choice(data, "kind", path, LEARNING_KINDS),
-            sensitivity=_optional_choice(data, "sensitivity", path, SENSITIVITIES),
-            # Range-checked by validate() so that out-of-range values get the literal message.
-            min_confidence=_optional_int(data, "min_confidence", path, allow_negative=True),
-            require_evidence=_bool(data, "require_evidence", path, False),
-            require_source_run=_bool(data, "require_source_run", path, False),
-            require_source_session=_bool(data, "require_source_session", path, False),
-            action=_choice(data, "action", path, ACTIONS, "manual_review"),
-            expires_after_ms=_optional_int(data, "expires_after_ms", path),
-        )
+    def from_dict(cls, data: Mapping[str, Any]) -> PublicationRule:
+        return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.FIELDS}
@@ -372,24 +453,13 @@ class PublicationConfig:
     FIELDS = ("default_action", "allow_api_origin_active_publication", "quarantined_rule_names", "rules")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str) -> PublicationConfig:
-        _only(data, cls.FIELDS, path)
-        names_path = _join(path, "quarantined_rule_names")
-        names = _list(data, "quarantined_rule_names", path)
-        for index, name in enumerate(names):
-            if not isinstance(name, str):
-                raise LearningPolicyError(f"{names_path}[{index}]", f"{names_path}[{index}] must be a string")
-        rules_path = _join(path, "rules")
+    def from_dict(cls, data: Mapping[str, Any]) -> PublicationConfig:
         return cls(
-            default_action=_choice(data, "default_action", path, ACTIONS, "manual_review"),
-            allow_api_origin_active_publication=_bool(
-                data, "allow_api_origin_active_publication", path, False
-            ),
-            quarantined_rule_names=tuple(names),
-            rules=tuple(
-                PublicationRule.from_dict(rule, f"{rules_path}[{index}]")
-                for index, rule in enumerate(_list(data, "rules", path))
-            ),
+            **{
+                **data,
+                "quarantined_rule_names": tuple(data.get("quarantined_rule_names", ())),
+                "rules": tuple(PublicationRule.from_dict(rule) for rule in data.get("rules", ())),
+            }
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -420,13 +490,8 @@ class JudgeConfig:
         return DEFAULT_MODEL_TIMEOUT_MS if self.timeout_ms is None else self.timeout_ms
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], path: str) -> JudgeConfig:
-        _only(data, cls.FIELDS, path)
-        return cls(
-            enabled=_bool(data, "enabled", path, False),
-            model=_optional_model(data, path),
-            timeout_ms=_optional_int(data, "timeout_ms", path),
-        )
+    def from_dict(cls, data: Mapping[str, Any]) -> JudgeConfig:
+        return cls(**{**data, "model": ModelOverride.from_dict(data.get("model"))})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -434,6 +499,30 @@ class JudgeConfig:
             "model": None if self.model is None else self.model.to_dict(),
             "timeout_ms": self.timeout_ms,
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrievalConfig:
+    """How learned context is chosen and bounded (beyond the reference; ``docs/recall.md``).
+
+    ``ranker``: ``hybrid`` (BM25 over stemmed terms fused with embedding similarity, from the recall indexes)
+    or ``lexical`` (spec §4.5/§4.7 exactly); it ranks learned_context, recovered_memory and memory-search.
+    ``max_tokens`` bounds the learned_context section and ``max_entries`` its entries, both under the spec's
+    window budget (whichever is smaller). The bounds (0..150000, 1..500) are declared in
+    :data:`POLICY_SCHEMA` with their messages."""
+
+    ranker: str = "hybrid"
+    max_tokens: int = DEFAULT_RETRIEVAL_MAX_TOKENS
+    max_entries: int = DEFAULT_RETRIEVAL_MAX_ENTRIES
+
+    FIELDS = ("ranker", "max_tokens", "max_entries")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetrievalConfig:
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ranker": self.ranker, "max_tokens": self.max_tokens, "max_entries": self.max_entries}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -450,6 +539,7 @@ class LearningPolicy:
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     publication: PublicationConfig = field(default_factory=PublicationConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
 
     @property
     def reviews_candidates(self) -> bool:
@@ -460,22 +550,20 @@ class LearningPolicy:
 
     @classmethod
     def from_dict(cls, data: object) -> LearningPolicy:
-        """Parse a policy object (strict; does not :meth:`validate`). An omitted ``mode`` is
-        ``manual_only``; other omitted fields take their defaults."""
-        data = _object(data, "")
-        _only(data, POLICY_FIELDS, "")
-        capture = _section(data, "capture", "")
-        publication = _section(data, "publication", "")
-        judge = _section(data, "judge", "")
+        """Parse a policy object against :data:`POLICY_SCHEMA` (does not check the §3.2 rules:
+        :meth:`validate_rules`). An omitted ``mode`` is ``manual_only``; other omitted fields take their
+        defaults."""
+        _check(_POLICY_VALIDATOR, data)
+        return cls._build(data)  # type: ignore[arg-type]  # the schema checked it is a mapping
+
+    @classmethod
+    def _build(cls, data: Mapping[str, Any]) -> LearningPolicy:
         return cls(
-            mode=_choice(data, "mode", "", MODES, SUBMITTED_MODE_DEFAULT),
-            capture=CaptureConfig() if capture is None else CaptureConfig.from_dict(capture, "capture"),
-            publication=(
-                PublicationConfig()
-                if publication is None
-                else PublicationConfig.from_dict(publication, "publication")
-            ),
-            judge=JudgeConfig() if judge is None else JudgeConfig.from_dict(judge, "judge"),
+            mode=data.get("mode", SUBMITTED_MODE_DEFAULT),
+            capture=CaptureConfig.from_dict(data.get("capture", {})),
+            publication=PublicationConfig.from_dict(data.get("publication", {})),
+            judge=JudgeConfig.from_dict(data.get("judge", {})),
+            retrieval=RetrievalConfig.from_dict(data.get("retrieval", {})),
         )
 
     @classmethod
@@ -483,24 +571,23 @@ class LearningPolicy:
         """Parse and validate a policy-update body.
 
         Accepted: ``{"policy": {...}, "expected_revision"?: int}``, or the legacy flat policy object (at
-        least one of ``mode``/``capture``/``publication``/``judge``, optionally with
-        ``expected_revision``). Anything else (including ``{}`` and a body with only
-        ``expected_revision``) is rejected.
+        least one of ``mode``/``capture``/``publication``/``judge``/``retrieval``, optionally with
+        ``expected_revision``), which is wrapped into the first form before :data:`REQUEST_SCHEMA` checks
+        it. Anything else (including ``{}`` and a body with only ``expected_revision``) is rejected.
         """
         if not isinstance(body, Mapping):
             raise LearningPolicyError("policy", "learning-policy request must be an object")
-        if "policy" in body:
-            _only(body, ("policy", "expected_revision"), "")
-            policy = cls.from_dict(body["policy"])
-        else:
+        if "policy" not in body:
             if not any(key in body for key in POLICY_FIELDS):
                 raise LearningPolicyError(
                     "policy", "learning-policy request must include policy or legacy policy fields"
                 )
-            policy = cls.from_dict({key: value for key, value in body.items() if key != "expected_revision"})
-        expected_revision = _optional_int(body, "expected_revision", "")
-        policy.validate()
-        return LearningPolicyRequest(policy=policy, expected_revision=expected_revision)
+            revision = {"expected_revision": body["expected_revision"]} if "expected_revision" in body else {}
+            body = {"policy": {key: value for key, value in body.items() if key != "expected_revision"}, **revision}
+        _check(_REQUEST_VALIDATOR, body, under="policy")
+        policy = cls._build(body["policy"])
+        policy.validate_rules()
+        return LearningPolicyRequest(policy=policy, expected_revision=body.get("expected_revision"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -508,12 +595,20 @@ class LearningPolicy:
             "capture": self.capture.to_dict(),
             "publication": self.publication.to_dict(),
             "judge": self.judge.to_dict(),
+            "retrieval": self.retrieval.to_dict(),
         }
 
     # -- validation ----------------------------------------------------------------------------------------
 
     def validate(self) -> None:
-        """Raise :class:`LearningPolicyError` with the first violated rule of §3.2 (literal messages)."""
+        """Raise :class:`LearningPolicyError` for the first schema error of :meth:`to_dict` (a policy built in
+        code: types, bounds), then for the first violated rule of §3.2 (:meth:`validate_rules`)."""
+        _check(_POLICY_VALIDATOR, self.to_dict())
+        self.validate_rules()
+
+    def validate_rules(self) -> None:
+        """Raise :class:`LearningPolicyError` with the first violated rule of §3.2 (literal messages, the
+        reference's order), for a policy whose shape the schema already accepted (:meth:`from_dict`)."""
         publication = self.publication
         if publication.default_action == "publish_active":
             raise LearningPolicyError(

@@ -1,8 +1,15 @@
 """Reads of the learning policy (spec §2.1, §3.2): the revision in force (stored through ``memory.policies``)
-and the parsing of a policy request body. Writes (``set_policy``) are in ``learnings.services.policy``."""
+and the parsing of a policy request body. Writes (``set_policy``) are in ``learnings.services.policy``.
+
+The stored policy is read fresh on every prompt assembly and terminal run; parsing it against the JSON
+Schema costs about a millisecond, so the last parse is kept and reused while the stored object serialises to
+the same JSON text (tens of microseconds; ``1``, ``1.0`` and ``true`` differ there as they do to the
+schema). The same text parses to the same frozen policy, so this cannot serve a stale policy: a new
+revision, or the same number holding other data, is parsed again."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 from learnings.policy import LearningPolicy, LearningPolicyError
@@ -13,16 +20,25 @@ from memory.models import PolicyKind
 logger = logging.getLogger(__name__)
 
 
+_last_parsed: tuple[str, LearningPolicy] | None = None
+
+
 def current_policy_and_revision() -> tuple[LearningPolicy, int]:
+    global _last_parsed  # noqa: PLW0603 - the one-entry memo described above
     data, revision = policies.current_policy_dict(PolicyKind.LEARNING)
     if not data:
         return LearningPolicy(), revision
+    key = json.dumps(data, sort_keys=True)
+    last = _last_parsed
+    if last is not None and last[0] == key:
+        return last[1], revision
     try:
-        policy = LearningPolicy.from_dict(data)
-        policy.validate()
+        policy = LearningPolicy.from_dict(data)  # the schema
+        policy.validate_rules()  # and the §3.2 rules
     except LearningPolicyError:
         logger.error("stored learning policy revision %s is invalid; using defaults", revision)
         return LearningPolicy(), revision
+    _last_parsed = (key, policy)
     return policy, revision
 
 

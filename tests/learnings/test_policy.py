@@ -6,7 +6,9 @@ import copy
 from dataclasses import dataclass, field, replace
 
 import pytest
+from jsonschema import Draft202012Validator
 
+from learnings import policy as policy_module
 from learnings.policy import (
     CaptureConfig,
     Evaluation,
@@ -17,6 +19,7 @@ from learnings.policy import (
     ModelOverride,
     PublicationConfig,
     PublicationRule,
+    RetrievalConfig,
     SemanticCaptureConfig,
     automatic_learning_fields,
     evaluate_candidate,
@@ -457,6 +460,168 @@ def test_validate_checks_default_action_before_rules():
         )
     )
     assert policy_error(policy, request=False).field == "publication.default_action"
+
+
+
+# --- the schema (JSON Schema 2020-12) ------------------------------------------------------------------
+
+
+def test_the_schemas_are_valid_draft_2020_12_schemas():
+    Draft202012Validator.check_schema(policy_module.POLICY_SCHEMA)
+    Draft202012Validator.check_schema(policy_module.REQUEST_SCHEMA)
+    assert tuple(policy_module.POLICY_SCHEMA["properties"]) == policy_module.POLICY_FIELDS
+
+
+def test_every_dataclass_field_is_in_the_schema():
+    schema = policy_module.POLICY_SCHEMA["properties"]
+    assert tuple(schema["retrieval"]["properties"]) == RetrievalConfig.FIELDS
+    assert tuple(schema["judge"]["properties"]) == JudgeConfig.FIELDS
+    assert tuple(schema["capture"]["properties"]) == CaptureConfig.FIELDS
+    semantic = schema["capture"]["properties"]["semantic_candidates"]["properties"]
+    assert tuple(semantic) == SemanticCaptureConfig.FIELDS
+    assert tuple(schema["publication"]["properties"]) == PublicationConfig.FIELDS
+    assert tuple(schema["publication"]["properties"]["rules"]["items"]["properties"]) == PublicationRule.FIELDS
+
+
+def test_the_first_error_in_document_order_is_reported():
+    assert policy_error({"policy": {"mode": "auto", "judge": {"enabled": "x"}}}).field == "mode"
+    # At one level, an unknown field is met before a wrong value (as the reference's parse meets them).
+    error = policy_error({"policy": {"capture": {"run_summary_candidates": "x", "bogus": 1}}})
+    assert error.field == "capture.bogus"
+    error = policy_error({"policy": {"publication": {"rules": [{"action": "reject"}, {"kind": 3}]}}})
+    assert (error.field, error.message) == ("publication.rules[1].action", "publication.rules[1].action is required")
+    # The envelope's unknown field comes before the policy's errors; expected_revision after them.
+    assert policy_error({"policy": {"mode": "auto"}, "extra": 1}).field == "extra"
+    assert policy_error({"policy": {"mode": "auto"}, "expected_revision": "x"}).field == "mode"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"mode": 2.0}, "mode must be one of `manual_only`, `shadow`, `enabled`"),
+        ({"judge": {"timeout_ms": 2.0}}, "judge.timeout_ms must be a non-negative integer"),
+        ({"judge": {"timeout_ms": -1}}, "judge.timeout_ms must be a non-negative integer"),
+        ({"judge": {"enabled": 1}}, "judge.enabled must be a boolean"),
+        (
+            {"judge": {"model": {"generation": {"temperature": True}}}},
+            "judge.model.generation.temperature must be a number",
+        ),
+        ({"publication": {"rules": [{"action": "reject", "min_confidence": 9.5}]}},
+         "publication.rules[0].min_confidence must be an integer"),
+        ({"publication": {"rules": "x"}}, "publication.rules must be a list"),
+        ({"publication": {"rules": [3]}}, "publication.rules[0] must be an object"),
+        (
+            {"publication": {"quarantined_rule_names": [None]}},
+            "publication.quarantined_rule_names[0] must be a string",
+        ),
+        ({"publication": {"rules": [{"action": "reject", "kind": None, "scope_kind": "team"}]}},
+         "publication.rules[0].scope_kind must be one of `session`, `persona`, `project`, `workspace`"),
+    ],
+)
+def test_schema_messages(body, message):
+    # JSON Schema counts 2.0 as an integer; these counts must be written as integers, as in the reference.
+    assert policy_error({"policy": body}).message == message
+
+
+def test_parsing_accepts_tuples_and_other_mappings():
+    from types import MappingProxyType
+
+    policy = LearningPolicy.from_dict(
+        MappingProxyType({"publication": {"quarantined_rule_names": ("a",), "rules": ({"action": "reject"},)}})
+    )
+    assert policy.publication.quarantined_rule_names == ("a",)
+    assert policy.publication.rules == (PublicationRule(action="reject"),)
+
+
+# --- retrieval (beyond the reference) ------------------------------------------------------------------
+
+
+def test_retrieval_defaults_and_round_trip():
+    assert LearningPolicy().retrieval == RetrievalConfig(ranker="hybrid", max_tokens=2000, max_entries=24)
+    body = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500}
+    policy = LearningPolicy.from_request({"policy": {"retrieval": body}}).policy
+    assert policy.retrieval.to_dict() == body
+    edges = {"max_tokens": 0, "max_entries": 1}
+    assert LearningPolicy.from_request({"retrieval": edges}).policy.retrieval.to_dict() == {"ranker": "hybrid", **edges}
+
+
+@pytest.mark.parametrize(
+    ("retrieval", "field", "message"),
+    [
+        ({"max_tokens": 150_001}, "retrieval.max_tokens", "learning retrieval max_tokens must be between 0 and 150000"),
+        ({"max_tokens": -1}, "retrieval.max_tokens", "retrieval.max_tokens must be a non-negative integer"),
+        ({"max_tokens": "2000"}, "retrieval.max_tokens", "retrieval.max_tokens must be a non-negative integer"),
+        ({"max_entries": 0}, "retrieval.max_entries", "learning retrieval max_entries must be between 1 and 500"),
+        ({"max_entries": 501}, "retrieval.max_entries", "learning retrieval max_entries must be between 1 and 500"),
+        ({"max_entries": None}, "retrieval.max_entries", "retrieval.max_entries must be an integer"),
+        ({"ranker": "bm25"}, "retrieval.ranker", "retrieval.ranker must be one of `hybrid`, `lexical`"),
+        ({"rankers": "hybrid"}, "retrieval.rankers", "unknown field `retrieval.rankers`"),
+    ],
+)
+def test_retrieval_bounds(retrieval, field, message):
+    error = policy_error({"policy": {"retrieval": retrieval}})
+    assert (error.field, error.message) == (field, message)
+
+
+def test_validate_checks_the_schema_of_a_policy_built_in_code():
+    error = policy_error(LearningPolicy(retrieval=RetrievalConfig(max_entries=0)), request=False)
+    assert (error.field, error.message) == (
+        "retrieval.max_entries", "learning retrieval max_entries must be between 1 and 500"
+    )
+    # Bounds come before the §3.2 rules, as parsing comes before validation for a submitted body.
+    policy = LearningPolicy(
+        publication=PublicationConfig(default_action="publish_active"), retrieval=RetrievalConfig(max_tokens=10**6)
+    )
+    assert policy_error(policy, request=False).field == "retrieval.max_tokens"
+
+
+def test_a_bound_is_one_schema_keyword():
+    """What issue 14's bounds need: ``maximum`` on a field, with the default message or a literal one."""
+    schema = copy.deepcopy(policy_module.POLICY_SCHEMA)
+    judge = schema["properties"]["judge"]["properties"]
+    judge["timeout_ms"]["maximum"] = 60_000
+    validator = policy_module._Validator(schema)
+    with pytest.raises(LearningPolicyError) as info:
+        policy_module._check(validator, {"judge": {"timeout_ms": 60_001}})
+    assert (info.value.field, info.value.message) == (
+        "judge.timeout_ms", "judge.timeout_ms must be between 0 and 60000"
+    )
+    policy_module._check(validator, {"judge": {"timeout_ms": 60_000}})
+    rule = schema["properties"]["publication"]["properties"]["rules"]["items"]["properties"]
+    rule["expires_after_ms"] = {
+        **rule["expires_after_ms"],
+        "maximum": 10,
+        "x-messages": {"maximum": "rule #{index} expires after {maximum} ms at most"},
+    }
+    with pytest.raises(LearningPolicyError) as info:
+        policy_module._check(
+            policy_module._Validator(schema),
+            {"publication": {"rules": [{"action": "reject"}, {"action": "reject", "expires_after_ms": 11}]}},
+        )
+    assert (info.value.field, info.value.message) == (
+        "publication.rules[1].expires_after_ms", "rule #1 expires after 10 ms at most"
+    )
+
+
+@pytest.mark.django_db
+def test_the_stored_policy_is_parsed_once_per_distinct_object(monkeypatch):
+    from learnings import policy_store
+    from learnings.services.policy import set_policy
+
+    parses = []
+    real = LearningPolicy.from_dict.__func__
+
+    def counting(cls, data):
+        parses.append(data)
+        return real(cls, data)
+
+    monkeypatch.setattr(LearningPolicy, "from_dict", classmethod(counting))
+    set_policy({"policy": {"mode": "enabled", "retrieval": {"max_entries": 5}}}, "ops")
+    first = policy_store.current_policy()
+    assert policy_store.current_policy() is first and first.retrieval.max_entries == 5
+    assert len(parses) <= 1
+    set_policy({"policy": {"mode": "enabled", "retrieval": {"max_entries": 6}}}, "ops")
+    assert policy_store.current_policy().retrieval.max_entries == 6
 
 
 # --- §4.10 evaluation ---------------------------------------------------------------------------------
