@@ -170,6 +170,10 @@ def run_transition(*, run: Run, to_status: str, actor: object = None, run_event:
     """Move a run to `to_status` if the status machine allows it from its current status (CAS update)."""
     current = _locked(run)
     from_status = current.status
+    if from_status == to_status and from_status in TERMINAL_STATUSES:
+        # same→same is allowed (spec §1.2) and a terminal run is final: a repeated terminal action answers
+        # with the run as it is, writing no journal event and moving no timestamp.
+        return current
     if not transition_allowed(from_status, to_status):
         raise Conflict(f"run {current.public_id} cannot transition from {from_status} to {to_status}",
                        domain="runs", code="invalid_transition")
@@ -327,7 +331,14 @@ def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None
 
 @_in_transaction
 def run_complete(*, run: Run, output: str | None = None, actor: object = None) -> Run:
-    if output is not None:
+    run = _locked(run)
+    if run.status == RunStatus.COMPLETED:  # a repeated complete: unchanged, unless it brings a new output
+        last = run.outputs[-1].get("content") if run.outputs else None
+        if output is not None and output != last:
+            raise Conflict(f"run {run.public_id} is completed; recording an output needs a run in flight",
+                           domain="runs", code="invalid_transition")
+        return run
+    if output is not None and run.status not in TERMINAL_STATUSES:  # on a terminal run: the 409 below
         run = run_record_output(run=run, content=output, actor=actor)
     return run_transition(run=run, to_status=RunStatus.COMPLETED, actor=actor, run_event={"type": "completed"})
 
