@@ -1,7 +1,8 @@
 """`make bench`: build data at the stated sizes in a throw-away database, measure, print a table and write
 benchmarks/results.json. Not a test: figures are printed, never asserted.
 
-    python -m benchmarks [--quick] [--only plane1,plane2,learnings,skills]
+    python -m benchmarks [--quick] [--only plane1,plane2,learnings,skills,recall,recall_scale]
+                         [--recall-data PATH] [--recall-limit N] [--scale-sizes 10000,100000]
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ os.environ.setdefault("CELERY_BROKER_URL", "memory://")
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10x smaller data, for a smoke run")
-    parser.add_argument("--only", default="plane1,plane2,learnings,skills")
+    parser.add_argument("--only", default="plane1,plane2,learnings,skills,recall,recall_scale")
+    parser.add_argument("--recall-data", default=None,
+                        help="LongMemEval-format .jsonl or .jsonl.gz (default ../shared/data/longmemeval/...)")
+    parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
+    parser.add_argument("--scale-sizes", default="10000,100000",
+                        help="learnings visible to one session for the recall_scale benchmark")
     args = parser.parse_args()
 
     import django
@@ -54,13 +60,24 @@ def main() -> int:
             from benchmarks import plane2
 
             plane2.run(results, scale=scale)
-        for name in ("learnings", "skills"):
-            if name in wanted:
-                try:
-                    module = __import__(f"benchmarks.{name}", fromlist=["run"])
-                except ModuleNotFoundError:
-                    continue
-                module.run(results, scale=scale)
+        if "learnings" in wanted:
+            from benchmarks import learnings
+
+            learnings.run(results, scale=scale)
+        if "skills" in wanted:
+            from benchmarks import skills
+
+            skills.run(results, scale=scale)
+        if "recall" in wanted:
+            from benchmarks import recall
+
+            limit = args.recall_limit if args.recall_limit is not None else (10 if args.quick else None)
+            recall.run(results, data=args.recall_data, limit=limit)
+        if "recall_scale" in wanted:
+            from benchmarks import recall_scale
+
+            sizes = [int(size) // scale for size in args.scale_sizes.split(",") if size.strip()]
+            recall_scale.run(results, sizes=sizes)
         results.add("bench.peak_rss", peak_rss_mib(), "MiB", "whole run")
         results.add("bench.wall_time", time.perf_counter() - started, "s", "whole run")
     finally:

@@ -1,0 +1,139 @@
+"""The hybrid recall path as the visible set grows (issue 12): N learnings visible to one session (one project
+scope, N = 10,000 and 100,000 by default), realistic sentences (LongMemEval user turns when the data is there,
+numbered so each learning is distinct).
+
+Measured in-process, hybrid ranker (the default policy): learned_context (the section a new run gets, before
+packing), the whole prompt assembly, memory-search, the first run after a write (one learning published
+through the candidate → publish path, then a run), publish throughput with embeddings, the embedding
+model's load time, and the process's peak RSS after each size."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import time
+
+from django.db import connection, transaction
+
+from benchmarks.harness import Results, peak_rss_mib, time_calls
+from benchmarks.recall import DEFAULT_DATA
+from kheish import composition
+from learnings import recall_sql, retrieval
+from learnings.models import Learning
+from learnings.semantic import semantic_key_digests
+from learnings.services import candidate_publish
+from learnings.services.candidates import candidate_create
+from learnings.services.publish import PublishOptions
+from learnings.validation import LearningScope
+from memory import embedding
+from memory.clock import now_ms
+from memory.identity import api_key_create
+from memory.sessions import learning_scope_keys, project_create, session_create
+
+QUERIES = ["Where do I keep my old sneakers?", "What did I decide about the deploy window?",
+           "Which editor do I prefer for writing code?", "How many hours did I spend practising guitar?",
+           "what is the name of my cat", "Remind me what I said about my trip to Japan"]
+
+
+def sentences(count: int) -> list[str]:
+    source: list[str] = []
+    if DEFAULT_DATA.exists():
+        with gzip.open(DEFAULT_DATA, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                for session in json.loads(line)["haystack_sessions"]:
+                    source += [t["content"][:600] for t in session if t.get("role") == "user" and t.get("content")]
+                if len(source) > 20_000:
+                    break
+    if not source:
+        words = ["alpha", "beta", "deploy", "window", "editor", "helix", "sneakers", "bed", "guitar", "trip"]
+        rng = random.Random(5)
+        source = [" ".join(rng.choices(words, k=12)) for _ in range(2000)]
+    return [f"{source[i % len(source)]} (note {i})" for i in range(count)]
+
+
+def seed(size: int, project_id: str) -> None:
+    texts = sentences(size)
+    ts = now_ms()
+    started = time.perf_counter()
+    for start in range(0, size, 2000):
+        chunk = texts[start:start + 2000]
+        vectors = embedding.embed_many(chunk)
+        rows = []
+        for offset, (text, vector) in enumerate(zip(chunk, vectors, strict=True)):
+            content_key, subject_key = semantic_key_digests(text)
+            rows.append(Learning(
+                scope_kind="project", scope_id=project_id, scope_key=f"project:{project_id}", kind="fact",
+                content=text, confidence=90, content_key=content_key, subject_key=subject_key,
+                created_at_ms=ts, published_at_ms=ts - start - offset, updated_at_ms=ts, status="active",
+                publish_tier="active", policy_decision="manual", policy_actor="operator",
+                verification_status="unverified", embedding=[round(float(x), 6) for x in vector]))
+        with transaction.atomic():
+            Learning.objects.bulk_create(rows, batch_size=1000)
+    print(f"  seeded {size} learnings in {time.perf_counter() - started:.1f}s", flush=True)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE learnings_learning")
+
+
+def run(results: Results, *, sizes: list[int]) -> None:
+    started = time.perf_counter()
+    embedding.embed_many(["warm up"])
+    results.add("recall_scale.embedding_model_load", (time.perf_counter() - started) * 1000, "ms",
+                f"{embedding.MODEL_NAME}, {embedding.DIMENSIONS}-d, from the installed wheel")
+    results.add("recall_scale.rss_after_model_load", peak_rss_mib(), "MiB", "process peak so far")
+    owner = api_key_create(name="bench-scale", role="agent", actor="bench").api_key.user
+    operator = api_key_create(name="bench-scale-ops", role="operator", actor="bench").api_key.user
+    for size in sizes:
+        project_id = f"scale-{size}"
+        label = f"{size} learnings visible to one session (one project)"
+        print(f"recall_scale: {label}", flush=True)
+        project_create(project_id=project_id, name=project_id, actor=operator)
+        seed(size, project_id)
+        session = session_create(owner=owner, project_ids=[project_id], operator=True)
+        keys = learning_scope_keys(session)
+
+        def learned(i: int, session=session, keys=keys) -> None:
+            retrieval.learned_records(session=session, scope_keys=keys, query=QUERIES[i % len(QUERIES)])
+
+        def assemble(i: int, session=session) -> None:
+            composition.assemble_prompt(session, QUERIES[i % len(QUERIES)], None, usage="preview")
+
+        def search(i: int, session=session) -> None:
+            composition.memory_search(session, QUERIES[i % len(QUERIES)], 10)
+
+        results.latency(f"recall_scale.{size}.learned_context", time_calls(learned, 100), label)
+        results.latency(f"recall_scale.{size}.prompt_assembly", time_calls(assemble, 100), label)
+        results.latency(f"recall_scale.{size}.memory_search", time_calls(search, 100), label)
+
+        scope = LearningScope(kind="project", id=project_id)
+        publish_times: list[float] = []
+        first_run: list[float] = []
+        for n in range(40):
+            begin = time.perf_counter()
+            candidate = candidate_create(actor=operator, scope=scope, kind="fact",
+                                         content=f"Fresh fact number {n} about the deploy window for {size}.")
+            candidate_publish(candidate=candidate, actor=operator, options=PublishOptions.manual())
+            publish_times.append(time.perf_counter() - begin)
+            begin = time.perf_counter()
+            assemble(n)
+            first_run.append((time.perf_counter() - begin) * 1000)
+        results.add(f"recall_scale.{size}.publish_throughput", len(publish_times) / sum(publish_times), "facts/s",
+                    f"{label}; candidate + operator publish, embedding + index updates included")
+        results.latency(f"recall_scale.{size}.prompt_assembly_after_write", first_run, label)
+        results.add(f"recall_scale.{size}.peak_rss", peak_rss_mib(), "MiB", f"process peak after {label}")
+    if sizes:
+        with connection.cursor() as cursor:
+            sql, params = explain_statement(sizes[-1])
+            cursor.execute("SET hnsw.iterative_scan = relaxed_order")
+            cursor.execute("EXPLAIN ANALYZE " + sql, params)
+            print("EXPLAIN ANALYZE (hybrid pool, largest size):\n" + "\n".join(r[0] for r in cursor.fetchall()),
+                  flush=True)
+
+
+def explain_statement(size: int) -> tuple[str, dict]:
+    """The pool statement of the hybrid ranker for one query, as ``recall_sql.pool`` runs it."""
+    query = QUERIES[0]
+    sql, params, _ = recall_sql.pool_statement(
+        "prompt", scope_keys=[f"project:scale-{size}", "workspace:default"], at_ms=now_ms(),
+        words=query.lower().split(), query_vector=embedding.embed_many([query])[0])
+    return sql, params
