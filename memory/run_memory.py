@@ -287,19 +287,31 @@ def _repair_scopes(*, apply: bool, diag) -> int:
 
 
 def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> list[str]:
-    """Terminal runs that should have a record and do not (e.g. recorded while disabled). Rebuilds them."""
+    """Terminal runs that should have a record and do not (e.g. recorded while disabled). Rebuilds them.
+
+    A run is missing only if retention would keep its record: with the session's records and the other
+    candidates counted in, a run beyond ``max_tracked_per_session`` (or expired) is what pruning removed, not
+    a loss, so a repair after ``--apply`` finds nothing and the counters do not move."""
     policy = policy or current_policy()
     if not policy.enabled:
         return []
-    missing = Run.objects.filter(status__in=TERMINAL_STATUSES, memory_record__isnull=True)
-    cutoff = now_ms() - policy.retention_ms
-    missing = missing.filter(finished_at_ms__gte=cutoff).order_by("id")
+    now = now_ms()
+    missing = Run.objects.filter(status__in=TERMINAL_STATUSES, memory_record__isnull=True,
+                                 finished_at_ms__gte=now - policy.retention_ms)
+    by_session: dict[int, list[tuple[int, int]]] = {}
+    for session_id, pk, finished in missing.values_list("session_id", "pk", "finished_at_ms").iterator(2000):
+        by_session.setdefault(session_id, []).append((pk, finished))
     found = []
-    for run in missing.iterator(chunk_size=200):
-        found.append(run.public_id)
-        if apply:
-            with transaction.atomic():
-                record_terminal_run(run, policy=policy)
+    for session_id, pairs in sorted(by_session.items()):
+        doomed = _partition(store.record_pairs(session_id) + pairs, policy, now).run_pks()
+        kept = sorted({pk for pk, _ in pairs} - doomed)
+        for run in Run.objects.filter(pk__in=kept).order_by("id"):
+            if build_record(run_facts(run), redact_pii=policy.redact_pii) is None:
+                continue  # nothing to record (record_terminal_run would store nothing either)
+            found.append(run.public_id)
+            if apply:
+                with transaction.atomic():
+                    record_terminal_run(run, policy=policy)
     return found
 
 

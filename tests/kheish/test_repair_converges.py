@@ -1,0 +1,80 @@
+"""Issue 14.13: ``repair --apply`` converges. Runs whose records the overflow bound pruned are not "missing";
+a second repair after ``--apply`` finds nothing to fix and the run-memory counters do not move."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from kheish import maintenance
+from memory import metrics
+from memory.models import RunMemoryRecord
+from tests.support.api import finish
+
+pytestmark = pytest.mark.django_db
+
+COUNTERS = ("run_memory.stored_total", "run_memory.pruned_overflow_total", "run_memory.pruned_ttl_total",
+            "run_memory.pruned_orphan_total")
+
+
+def _nothing_to_fix(summary: dict) -> bool:
+    run_memory = summary["run_memory"]
+    return all(value == 0 for value in run_memory.values())
+
+
+def _set_policy(operator_client, **changes) -> None:
+    policy = operator_client.get("/v1/runtime/run-memory-policy").json()
+    policy.update(changes)
+    response = operator_client.post("/v1/runtime/run-memory-policy", {"policy": policy}, format="json")
+    assert response.status_code == 200, response.content
+
+
+def test_overflow_pruned_runs_are_not_missing_and_repair_converges(api_client, session_id, operator_client):
+    _set_policy(operator_client, max_tracked_per_session=3, max_prompt_entries=3)
+    run_ids = [finish(api_client, session_id, f"task {i}", output=f"done {i}") for i in range(6)]
+    kept = sorted(RunMemoryRecord.objects.values_list("run_id", flat=True))
+    assert kept == [int(r.split("-")[1]) for r in run_ids[-3:]]
+    before = metrics.read(COUNTERS)
+
+    dry = maintenance.repair_all(apply=False, source="test")
+    assert _nothing_to_fix(dry), dry
+    for _ in range(2):
+        call_command("repair", "--apply", stdout=io.StringIO())
+    assert sorted(RunMemoryRecord.objects.values_list("run_id", flat=True)) == kept
+    assert metrics.read(COUNTERS) == before
+    assert _nothing_to_fix(maintenance.repair_all(apply=False, source="test"))
+
+
+def test_a_missing_record_is_rebuilt_once_then_nothing_more(api_client, session_id, operator_client):
+    _set_policy(operator_client, max_tracked_per_session=3, max_prompt_entries=3)
+    run_ids = [finish(api_client, session_id, f"task {i}", output=f"done {i}") for i in range(5)]
+    newest = int(run_ids[-1].split("-")[1])
+    RunMemoryRecord.objects.filter(run_id=newest).delete()  # lost: the newest run must get its record back
+
+    first = maintenance.repair_all(apply=False, source="test")
+    assert first["run_memory"]["missing_records_rebuilt"] == 1, first
+    call_command("repair", "--apply", stdout=io.StringIO())
+    assert RunMemoryRecord.objects.filter(run_id=newest).exists()
+    assert RunMemoryRecord.objects.count() == 3
+    after_apply = metrics.read(COUNTERS)
+
+    second = maintenance.repair_all(apply=False, source="test")
+    assert _nothing_to_fix(second), second
+    call_command("repair", "--apply", stdout=io.StringIO())
+    assert metrics.read(COUNTERS) == after_apply
+    assert RunMemoryRecord.objects.count() == 3
+
+
+def test_lowering_the_bound_prunes_once_then_converges(api_client, session_id, operator_client):
+    run_ids = [finish(api_client, session_id, f"task {i}", output=f"done {i}") for i in range(5)]
+    # The policy change enforces itself; repair afterwards must not resurrect the pruned runs.
+    _set_policy(operator_client, max_tracked_per_session=2, max_prompt_entries=2)
+    assert sorted(RunMemoryRecord.objects.values_list("run_id", flat=True)) == \
+        [int(r.split("-")[1]) for r in run_ids[-2:]]
+    before = metrics.read(COUNTERS)
+    assert _nothing_to_fix(maintenance.repair_all(apply=False, source="test"))
+    call_command("repair", "--apply", stdout=io.StringIO())
+    assert metrics.read(COUNTERS) == before
+    assert RunMemoryRecord.objects.count() == 2
