@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jsonschema import Draft202012Validator, validators
+
 from learnings import semantic, validation
 from learnings.models import key_digest
 from learnings.selectors import DOMAIN
@@ -18,6 +20,53 @@ SOURCE_TEXT_FIELDS = ("run_id", "session_id", "agent_id", "observation_id", "der
 SOURCE_FIELDS = (*SOURCE_TEXT_FIELDS, "input_event_offset")
 EVIDENCE_FIELDS = ("run_id", "artifact_id", "note")
 
+# Source and evidence references, declared as JSON Schema (Draft 2020-12, like the learning policy's in
+# learnings.policy). Every constraint names its message under "x-messages" ({field}: the dotted path,
+# {key}: an unknown field's name, or the keyword's value: {maxLength}, {maxItems}); an unknown field is the
+# alphabetically first one, and the first error the validator yields is the one reported.
+MESSAGES = "x-messages"
+_TEXT_MESSAGE = "{field} must be a string of at most {maxLength} characters"
+_TEXT = {"type": ["string", "null"], "maxLength": MAX_REF_TEXT, MESSAGES: {"type": _TEXT_MESSAGE,
+                                                                         "maxLength": _TEXT_MESSAGE}}
+_UNKNOWN = "unknown field {key}"
+_OFFSET_MESSAGE = "{field} must be a non-negative integer"
+
+SOURCE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "LearningSourceRef",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        **{name: _TEXT for name in SOURCE_TEXT_FIELDS},
+        "input_event_offset": {"type": ["integer", "null"], "minimum": 0,
+                               MESSAGES: {"type": _OFFSET_MESSAGE, "minimum": _OFFSET_MESSAGE}},
+    },
+    MESSAGES: {"type": "{field} must be an object", "additionalProperties": _UNKNOWN},
+}
+EVIDENCE_REFS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "LearningEvidenceRef[]",
+    "type": "array",
+    "maxItems": MAX_EVIDENCE_REFS,
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: _TEXT for name in EVIDENCE_FIELDS},
+        MESSAGES: {"type": "{field} must be an object", "additionalProperties": _UNKNOWN},
+    },
+    MESSAGES: {"type": "{field} must be a list", "maxItems": "{field} may hold at most {maxItems} items"},
+}
+
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({
+        # 2.0 is no offset; any mapping is an object (as the hand-written checks had it).
+        "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
+        "object": lambda _checker, value: isinstance(value, Mapping),
+    }),
+)
+_SOURCE = _Validator(SOURCE_SCHEMA)
+_EVIDENCE_REFS = _Validator(EVIDENCE_REFS_SCHEMA)
 
 
 def invalid(exc: LearningValidationError, *, code: str = "invalid_learning") -> ValidationFailed:
@@ -32,89 +81,39 @@ def normalise_scope(kind: object, scope_id: object) -> LearningScope:
         raise invalid(exc) from exc
 
 
+def _check(validator: Any, value: object, root: str) -> None:
+    error = next(validator.iter_errors(value), None)
+    if error is None:
+        return
+    path: list[str | int] = [root, *error.absolute_path]
+    key = ""
+    if error.validator == "additionalProperties":
+        key = sorted(set(error.instance) - set(error.schema["properties"]))[0]
+        path.append(key)
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+    template = error.schema.get(MESSAGES, {}).get(error.validator)
+    message = error.message if template is None else template.format(field=field, key=key, **{
+        name: error.schema.get(name) for name in ("maxLength", "maxItems")
+    })
+    raise ValidationFailed(message, field=field, domain=DOMAIN, code="invalid_learning")
+
+
 def clean_source(value: object) -> dict:
-    """A ``LearningSourceRef``: optional run/session/agent/observation/derivation ids and an input offset."""
+    """A ``LearningSourceRef``: optional run/session/agent/observation/derivation ids and an input offset
+    (:data:`SOURCE_SCHEMA`); null fields are dropped."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
-        raise ValidationFailed("source must be an object", field="source", domain=DOMAIN, code="invalid_learning")
-    unknown = sorted(set(value) - set(SOURCE_FIELDS))
-    if unknown:
-        raise ValidationFailed(
-            f"unknown field {unknown[0]}",
-            field=f"source.{unknown[0]}",
-            domain=DOMAIN,
-            code="invalid_learning",
-        )
-    cleaned: dict[str, Any] = {}
-    for name in SOURCE_TEXT_FIELDS:
-        item = value.get(name)
-        if item is None:
-            continue
-        if not isinstance(item, str) or len(item) > MAX_REF_TEXT:
-            raise ValidationFailed(
-                f"source.{name} must be a string of at most {MAX_REF_TEXT} characters",
-                field=f"source.{name}",
-                domain=DOMAIN,
-                code="invalid_learning",
-            )
-        cleaned[name] = item
-    offset = value.get("input_event_offset")
-    if offset is not None:
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValidationFailed(
-                "source.input_event_offset must be a non-negative integer",
-                field="source.input_event_offset",
-                domain=DOMAIN,
-                code="invalid_learning",
-            )
-        cleaned["input_event_offset"] = offset
-    return cleaned
+    _check(_SOURCE, value, "source")
+    return {name: value[name] for name in SOURCE_FIELDS if value.get(name) is not None}  # type: ignore[attr-defined]
 
 
 def clean_evidence_refs(value: object) -> list[dict]:
-    """``LearningEvidenceRef`` items: optional ``run_id``, ``artifact_id``, ``note`` strings."""
+    """``LearningEvidenceRef`` items: optional ``run_id``, ``artifact_id``, ``note`` strings
+    (:data:`EVIDENCE_REFS_SCHEMA`); null fields are dropped."""
     if value is None:
         return []
-    if not isinstance(value, list):
-        raise ValidationFailed(
-            "evidence_refs must be a list", field="evidence_refs", domain=DOMAIN, code="invalid_learning"
-        )
-    if len(value) > MAX_EVIDENCE_REFS:
-        raise ValidationFailed(
-            f"evidence_refs may hold at most {MAX_EVIDENCE_REFS} items",
-            field="evidence_refs",
-            domain=DOMAIN,
-            code="invalid_learning",
-        )
-    refs = []
-    for index, item in enumerate(value):
-        where = f"evidence_refs[{index}]"
-        if not isinstance(item, Mapping):
-            raise ValidationFailed(f"{where} must be an object", field=where, domain=DOMAIN, code="invalid_learning")
-        unknown = sorted(set(item) - set(EVIDENCE_FIELDS))
-        if unknown:
-            raise ValidationFailed(
-                f"unknown field {unknown[0]}",
-                field=f"{where}.{unknown[0]}",
-                domain=DOMAIN,
-                code="invalid_learning",
-            )
-        ref = {}
-        for name in EVIDENCE_FIELDS:
-            text = item.get(name)
-            if text is None:
-                continue
-            if not isinstance(text, str) or len(text) > MAX_REF_TEXT:
-                raise ValidationFailed(
-                    f"{where}.{name} must be a string of at most {MAX_REF_TEXT} characters",
-                    field=f"{where}.{name}",
-                    domain=DOMAIN,
-                    code="invalid_learning",
-                )
-            ref[name] = text
-        refs.append(ref)
-    return refs
+    _check(_EVIDENCE_REFS, value, "evidence_refs")
+    return [{name: item[name] for name in EVIDENCE_FIELDS if item.get(name) is not None} for item in value]  # type: ignore[attr-defined]
 
 
 def clean_expiry(value: object, field: str = "expires_at_ms") -> int | None:
