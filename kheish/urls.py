@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
+from kheish import ops
 from kheish.api import agents as agents_api
 from kheish.api import learnings as learnings_api
 from kheish.api import runtime
@@ -40,7 +41,9 @@ class UnknownRoute(APIView):
 
 v1 = [
     path("schema/", SchemaView.as_view(), name="schema"),
+    path("schema", SchemaView.as_view()),  # with or without the slash (issue 13.7)
     path("docs/", DocsView.as_view(url_name="schema"), name="docs"),
+    path("docs", DocsView.as_view(url_name="schema")),
     path("sessions/<str:session_id>/runs", SessionRunsViewSet.as_view({"post": "create"}), name="session-runs"),
     path("sessions/<str:session_id>/memory-context", runtime.MemoryContextView.as_view(), name="memory-context"),
     path("sessions/<str:session_id>/memory-search", runtime.MemorySearchView.as_view(), name="memory-search"),
@@ -54,6 +57,10 @@ v1 = [
 ]
 
 urlpatterns = [
+    path("", ops.landing, name="landing"),
+    path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics, name="metrics"),
     path("admin/memory/", include(console_urls())),  # the Memory console (before the admin: /admin/memory/)
     path("admin/", admin.site.urls),
     path("v1/", include(v1)),
