@@ -62,7 +62,7 @@ REQUEST_FIELDS: dict[str, frozenset[str]] = {
     "RevokeLearningRequestRequest": frozenset({"reason"}),
     "RevokeMatchingLearningsRequestRequest": frozenset({"query", "scope_kind", "scope_id", "kind", "status",
                                                          "policy_decision", "policy_actor", "matched_rule_name",
-                                                         "reason"}),
+                                                         "reason", "all"}),
     "SupersedeLearningRequestRequest": frozenset({"scope", "kind", "sensitivity", "content", "confidence",
                                                    "expires_at_ms"}),
     "SetLearningPolicyRequestRequest": frozenset({"policy", "expected_revision"}),
@@ -317,10 +317,12 @@ class _Surface:
         return self._send(_Call("POST", f"/v1/learnings/{_seg(learning_id)}/revoke", LearningView,
                                 json=_clean({"reason": reason})))
 
-    def revoke_matching(self, *, reason: str | None = None, **filters: str) -> list[LearningView]:
+    def revoke_matching(self, *, reason: str | None = None, all_learnings: bool = False,
+                        **filters: str) -> list[LearningView]:
         """Revoke every learning matching the filters (query, scope_kind, scope_id, kind, status,
-        policy_decision, policy_actor, matched_rule_name); answers the revoked learnings."""
-        body = _clean({**filters, "reason": reason})
+        policy_decision, policy_actor, matched_rule_name); answers the revoked learnings. With no filter the
+        server refuses unless ``all_learnings=True`` (revoke everything)."""
+        body = _clean({**filters, "reason": reason, "all": True if all_learnings else None})
         return self._send(_Call("POST", "/v1/learnings/revoke-matching", LearningView, json=body, many=True))
 
     def supersede_learning(self, learning_id: str, content: str, *, scope_kind: str | None = None,

@@ -145,6 +145,7 @@ class RunView(ApiModel):
     pending_question_ids: Any = None
     pending_questions: list[Any] = Field(default_factory=list)
     outputs: Any = None
+    outputs_truncated: bool = False  # the view carries the newest outputs only; page the run's events for all
     deliveries: list[Any] = Field(default_factory=list)
     error: str | None = None
     prompt: RunPrompt | None = None
