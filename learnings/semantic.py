@@ -87,17 +87,65 @@ def _value_is_usable(value: str) -> bool:
     return _alnum_count(value) >= 2
 
 
+# Beyond the reference's rule (which keys the first usable delimiter of any text): a subject is a short noun
+# phrase at the start of one statement. Without these guards a chat turn such as "What is the best way to…",
+# "User: …" or "I think the problem is …" gets "what" / "user" / "i think the problem" as its subject, and every
+# other turn of that shape "conflicts" with it. The spec's own examples (§4.13) keep their keys.
+MAX_SUBJECT_TOKENS = 6
+MAX_VALUE_TOKENS = 12
+_CLAUSE_STARTER_WORDS = (
+    "what who whom whose where when why how which whether is are was were do does did can could would should "
+    "will shall may might must have has had am i im we you he she they it its there here this that these those "
+    "so but and or also if because hey hi hello thanks thank please yes no ok okay well"
+)
+_CLAUSE_STARTERS = frozenset(_CLAUSE_STARTER_WORDS.split())
+_SPEAKER_LABEL_WORDS = (
+    "user assistant system human ai bot me q a question answer note example input output prompt reply "
+    "response"
+)
+_SPEAKER_LABELS = frozenset(_SPEAKER_LABEL_WORDS.split())
+_SENTENCE_BREAK = re.compile(r"[.?!](\s|$)|[,;:?!]")
+
+
+def _keyable(left: str, right: str, delimiter: str, subject: str, value: str) -> bool:
+    """Whether ``left <delimiter> right`` reads as one short statement about ``subject``."""
+    tokens = subject.split()
+    if not tokens or len(tokens) > MAX_SUBJECT_TOKENS or tokens[0] in _CLAUSE_STARTERS:
+        return False
+    if delimiter == ":" and len(tokens) == 1 and tokens[0] in _SPEAKER_LABELS:
+        return False
+    if _SENTENCE_BREAK.search(left):
+        return False
+    return len(value.split()) <= MAX_VALUE_TOKENS and not re.search(r"[.?!]\s", right)
+
+
+_LEADING_LABEL = re.compile(r"^[^\W_]+:\s+")
+
+
+def _without_label(normalised: str) -> str:
+    """``note: the editor is helix`` → ``the editor is helix``: a one-word label before a statement that has
+    its own delimiter is not part of its subject (``codename: atlas`` keeps its colon: it is the statement)."""
+    match = _LEADING_LABEL.match(normalised)
+    if match is None:
+        return normalised
+    rest = normalised[match.end():]
+    return rest if any(delimiter in rest for delimiter in _DELIMITERS[:-1]) else normalised
+
+
 def _subject_and_value(content: str) -> tuple[str, str] | None:
-    normalised = normalise_content(content)
+    normalised = _without_label(normalise_content(content))
     if not normalised:
         return None
     for delimiter in _DELIMITERS:
         index = normalised.find(delimiter)
         if index < 0:
             continue
-        subject = _subject_part(normalised[:index])
-        value = " ".join(_alnum_tokens(normalised[index + len(delimiter) :]))
+        left, right = normalised[:index], normalised[index + len(delimiter) :]
+        subject = _subject_part(left)
+        value = " ".join(_alnum_tokens(right))
         if _subject_is_usable(subject) and _value_is_usable(value):
+            if not _keyable(left, right, delimiter, subject, value):
+                return None
             return subject, value
     return None
 

@@ -79,14 +79,40 @@ def test_content_without_usable_delimiter_is_keyed_by_all_tokens():
 
 
 def test_delimiters_are_tried_in_order_is_before_colon():
+    keys = semantic_keys("Editor setting: the editor is Helix")
+    assert keys.subject_key is None  # " is " comes first; its left side holds a colon: not one short statement
+    # Beyond the reference: a one-word label before a statement is not part of the subject.
     keys = semantic_keys("Note: the editor is Helix")
-    assert keys.subject_key == "note the editor"
-    assert keys.content_key == "note the editor=helix"
+    assert keys.subject_key == "editor"
+    assert keys.content_key == "editor=helix"
+    assert semantic_keys("codename: atlas").subject_key == "codename"
 
 
 def test_later_delimiter_used_when_earlier_one_is_unusable():
-    # " is " gives the unusable subject "it"; "=" then qualifies.
-    assert semantic_keys("it is set: timeout=30").subject_key == "it is set timeout"
+    # " is " gives the unusable subject "x" (fewer than 3 characters); "=" then qualifies.
+    assert semantic_keys("x is build timeout=30").subject_key == "x is build timeout"
+
+
+@pytest.mark.parametrize("text", [
+    "it is set: timeout=30",  # a clause that starts with a pronoun is no subject
+    "What is the best way to store old sneakers?",
+    "How long is the drive from Paris to Lyon?",
+    "User: what is the best way to learn the piano?",
+    "I think the main problem is the router.",
+    "Thanks, the recipe is great",
+    "The weather was nice. The plan is to hike tomorrow morning",
+    "My plan is to travel across Japan next spring with my two brothers and visit every famous temple",
+])
+def test_prose_has_no_subject(text):
+    """Beyond the reference: questions, speaker labels, clauses and long prose are not `subject is value`
+    statements, so chat turns of the same shape never conflict with each other."""
+    assert semantic_keys(text).subject_key is None
+
+
+def test_short_statements_keep_their_subject():
+    assert semantic_keys("My favourite colour is blue.").subject_key == "my favourite colour"
+    assert semantic_keys("The deploy window is Tuesday mornings").subject_key == "deploy window"
+    assert semantic_keys("User: my favourite colour is blue").subject_key == "my favourite colour"
 
 
 # --- §4.12 evidence support ---------------------------------------------------------------------------
