@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import json
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 from django.utils.html import format_html
 
 from memory import identity
+from memory.errors import ValidationFailed
 from memory.models import (
     ApiKey,
+    ApiKeyRole,
     AuditEvent,
     Checkpoint,
     JournalEvent,
@@ -40,17 +46,71 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class PrincipalChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj):
+        return f"{obj.get_username()} (staff)" if obj.is_staff else f"{obj.get_username()} (agent)"
+
+
+class ApiKeyAddForm(forms.ModelForm):
+    """Adding a key: the same rules as ``create_api_key`` (``identity.api_key_create``). An agent key belongs to
+    an agent principal (picked, or created from the key's name), never to a staff user; an operator key
+    belongs to a staff user."""
+
+    user = PrincipalChoiceField(
+        queryset=get_user_model().objects.order_by("username"), required=False, label="Principal",
+        help_text="Leave empty to create a principal named after the key (as <code>make key</code> does). "
+                  "Agent keys need a non-staff principal: the agent's identity (<code>agent_id</code>), "
+                  "whose sessions and runs it owns. Operator keys need a staff user.")
+
+    class Meta:
+        model = ApiKey
+        fields = ["name", "role", "user"]
+        help_texts = {
+            "name": "A label for the key. With no principal picked, it is also the new principal's name "
+                    "(the agent_id its runs report).",
+            "role": "agent: opens sessions and runs, proposes learnings, sees only its own data. "
+                    "operator: everything, including policies and publication (a staff user).",
+        }
+
+    def clean(self):
+        data = super().clean()
+        name, role, user = (data.get("name") or "").strip(), data.get("role"), data.get("user")
+        if not name or not role:
+            return data
+        if user is None:  # api_key_create would take (or create) the user named after the key
+            user = get_user_model().objects.filter(username=name).first()
+            if user is not None and role == ApiKeyRole.AGENT and (user.is_staff or user.is_superuser):
+                self.add_error("name", f"'{name}' is a staff user: an agent key named after it would act as "
+                                       "that user. Choose another name (a new agent principal is created).")
+        elif role == ApiKeyRole.AGENT and (user.is_staff or user.is_superuser):
+            self.add_error("user", f"{user.get_username()} is a staff user: agent keys belong to agent "
+                                   "principals. Leave Principal empty to create one named after the key.")
+        elif role == ApiKeyRole.OPERATOR and not user.is_staff:
+            self.add_error("user", f"{user.get_username()} is not a staff user: operator keys belong to staff "
+                                   "users. Leave Principal empty to create a staff principal named after the key.")
+        return data
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ["name", "role", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["role", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["user"]
     search_fields = ["name", "prefix", "user__username"]
     fields = ["name", "role", "user", "prefix", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke_keys"]
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiKeyAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        return ["name", "role", "user"] if obj is None else self.fields
+
     def get_readonly_fields(self, request, obj=None):
-        return [*self.readonly_fields, "name", "role", "user"] if obj else self.readonly_fields
+        return [*self.readonly_fields, "name", "role", "user"] if obj else []
 
     def has_delete_permission(self, request, obj=None):
         return False
@@ -58,17 +118,24 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return
-        issued = identity.api_key_create(name=obj.name, role=obj.role, user=obj.user, actor=request.user)
+        try:
+            issued = identity.api_key_create(name=obj.name, role=obj.role, user=form.cleaned_data.get("user"),
+                                             actor=request.user)
+        except ValidationFailed as exc:  # clean() already refused what the service refuses; belt and braces
+            raise PermissionDenied(str(exc)) from exc
         obj.pk = issued.api_key.pk
+        obj.user = issued.api_key.user
         messages.warning(request, format_html(
-            "API key created. Copy it now, it is shown only once: <code id='new-api-key'>{}</code>",
-            issued.plaintext))
+            "API key created for {} ({}). Copy it now, it is shown only once: <code id='new-api-key'>{}</code>",
+            issued.api_key.user.get_username(), issued.api_key.role, issued.plaintext))
 
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request, queryset):
+        count = 0
         for key in queryset:
             identity.api_key_revoke(api_key=key, actor=request.user)
-        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+            count += 1
+        self.message_user(request, f"Revoked {count} key{pluralize(count)}.")
 
 
 @admin.register(Persona)
