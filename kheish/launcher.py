@@ -5,7 +5,8 @@ When ``DATABASE_URL`` is unset it starts an embedded PostgreSQL (the ``embedded-
 commands and stops the server when the command ends. Concurrent invocations share one server: the wheel
 keeps a list of the processes holding it and only the last one to leave stops it.
 
-* ``run``   migrate, collectstatic, ensure_operator, then the Procfile (web, worker, beat) under honcho; records
+* ``run``   migrate, collectstatic, ensure_operator, then the Procfile (web, worker, beat) under
+            ``kheish.supervisor`` (a crashed process is restarted with backoff; Ctrl-C stops all); records
             its configuration in ``var/service.json`` so that commands typed beside it find the same database
             (``kheish.runtime``).
 * ``test``  ``python -m pytest [args]`` (``-n 2`` by default on a multi-core machine).
@@ -27,7 +28,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from kheish import runtime
+from kheish import runtime, supervisor
 from kheish.runtime import DB_NAME, DB_USER, PGDATA, REPO_DIR, VAR_DIR, database_url
 
 DEFAULT_PORT = "8000"
@@ -38,7 +39,7 @@ USAGE = """\
 usage: python -m kheish.launcher COMMAND [ARGS...]
 
 commands:
-  run           migrate, collectstatic, ensure_operator, then web + worker + beat (Procfile, honcho)
+  run           migrate, collectstatic, ensure_operator, then web + worker + beat (Procfile, supervised)
   test [ARGS]   python -m pytest ARGS (adds -n 2 when more than one CPU and no -n/-p no:xdist/--pdb given;
                 KHEISH_TEST_WORKERS=N overrides the worker count, 0 disables xdist)
   bench [ARGS]  python -m benchmarks ARGS
@@ -384,9 +385,13 @@ def cmd_run(args: Sequence[str]) -> int:
         _ensure_broker_folders()
         listening = threading.Event()
         _announce_when_listening(int(port), banner, listening)
-        honcho = [sys.executable, "-m", "honcho", "--procfile", "Procfile", "--app-root", str(REPO_DIR)]
+        stop_timeout = os.environ.get("KHEISH_STOP_TIMEOUT") or "60"
+        if not stop_timeout.replace(".", "", 1).isdigit():
+            raise SystemExit(f"KHEISH_STOP_TIMEOUT must be a number of seconds, got {stop_timeout!r}")
+        processes = supervisor.Supervisor(supervisor.parse_procfile(REPO_DIR / "Procfile"), cwd=REPO_DIR,
+                                          log=log, stop_timeout=float(stop_timeout))
         try:
-            return CHILDREN.call([*honcho, "start", "--port", port])
+            return processes.run()
         finally:
             listening.set()
 
