@@ -14,7 +14,7 @@ from django import forms
 from django.forms import formset_factory
 
 from learnings.models import LearningKind, PublishTier, ScopeKind, Sensitivity
-from learnings.policy import ACTIONS, MODES
+from learnings.policy import ACTIONS, MODES, RANKERS, RETRIEVAL_MAX_ENTRIES_LIMIT, RETRIEVAL_MAX_TOKENS_LIMIT
 from memory.run_memory_policy import SEARCH_VISIBILITIES
 from skills.models import RolloutKind
 
@@ -181,6 +181,15 @@ class LearningPolicyForm(forms.Form):
     quarantined_rule_names = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 3}), strip=False, label="Quarantined rules",
         help_text="One rule name per line; a quarantined rule is skipped during evaluation.")
+    retrieval_ranker = forms.ChoiceField(
+        choices=_choices(RANKERS), label="Ranker",
+        help_text="hybrid: full-text (stemmed, BM25) fused with embedding similarity, from indexes · lexical: "
+                  "the reference's word-overlap scoring (spec §4.5/§4.7).")
+    retrieval_max_tokens = forms.IntegerField(
+        label="Learned-context budget (tokens)",
+        help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}; the prompt window's budget still applies if smaller.")
+    retrieval_max_entries = forms.IntegerField(label="Learned-context entries",
+                                               help_text=f"1 to {RETRIEVAL_MAX_ENTRIES_LIMIT}.")
     expected_revision = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     dry_run_size = forms.TypedChoiceField(choices=[(n, n) for n in DRY_RUN_SIZES], coerce=int, initial=20,
                                           label="Dry run over the last")
@@ -200,6 +209,9 @@ class LearningPolicyForm(forms.Form):
             "default_action": publication["default_action"],
             "allow_api_origin_active_publication": publication["allow_api_origin_active_publication"],
             "quarantined_rule_names": "\n".join(publication["quarantined_rule_names"]),
+            "retrieval_ranker": policy["retrieval"]["ranker"],
+            "retrieval_max_tokens": policy["retrieval"]["max_tokens"],
+            "retrieval_max_entries": policy["retrieval"]["max_entries"],
             "expected_revision": revision,
             "dry_run_size": 20,
         }
@@ -225,6 +237,8 @@ class LearningPolicyForm(forms.Form):
                 "rules": rules,
             },
             "judge": {**base["judge"], "enabled": data["judge_enabled"], "timeout_ms": data["judge_timeout_ms"]},
+            "retrieval": {"ranker": data["retrieval_ranker"], "max_tokens": data["retrieval_max_tokens"],
+                          "max_entries": data["retrieval_max_entries"]},
         }
 
 

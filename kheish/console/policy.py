@@ -85,6 +85,9 @@ LEARNING_FIELDS = {
     "publication.default_action": "default_action",
     "publication.allow_api_origin_active_publication": "allow_api_origin_active_publication",
     "publication.quarantined_rule_names": "quarantined_rule_names",
+    "retrieval.ranker": "retrieval_ranker",
+    "retrieval.max_tokens": "retrieval_max_tokens",
+    "retrieval.max_entries": "retrieval_max_entries",
 }
 
 

@@ -51,6 +51,7 @@ def learning_form(policy: dict, *, action: str = "dry_run", expected_revision: i
     semantic = capture_.get("semantic_candidates", {})
     publication = policy.get("publication", {})
     judge = policy.get("judge", {})
+    retrieval = policy.get("retrieval", {})
     fields = {
         "mode": policy.get("mode", "shadow"),
         "run_summary_candidates": capture_.get("run_summary_candidates", True),
@@ -62,6 +63,9 @@ def learning_form(policy: dict, *, action: str = "dry_run", expected_revision: i
         "default_action": publication.get("default_action", "manual_review"),
         "allow_api_origin_active_publication": publication.get("allow_api_origin_active_publication", False),
         "quarantined_rule_names": "\n".join(publication.get("quarantined_rule_names", [])) or None,
+        "retrieval_ranker": retrieval.get("ranker", "hybrid"),
+        "retrieval_max_tokens": retrieval.get("max_tokens", 2000),
+        "retrieval_max_entries": retrieval.get("max_entries", 24),
         "expected_revision": expected_revision,
         "dry_run_size": size,
         "action": action,
@@ -107,6 +111,10 @@ LEARNING_CASES = [
      "learning publication rule #0 uses an empty scope_id"),
     ({"mode": "shadow", "publication": {"rules": [{"name": "orphan", "kind": "fact"}]}},
      "publication.rules[0].action is required"),
+    ({"mode": "shadow", "retrieval": {"max_tokens": 150_001}},
+     "learning retrieval max_tokens must be between 0 and 150000"),
+    ({"mode": "shadow", "retrieval": {"max_entries": 0}},
+     "learning retrieval max_entries must be between 1 and 500"),
 ]
 
 
@@ -307,3 +315,16 @@ def test_saved_policy_is_the_policy_in_force(ops, operator_user):
     assert saved.publication.rules[0].name == "prefs" and saved.judge.enabled is False
     assert PolicyRevision.objects.get().actor == operator_user.username
     assert "policy revision 1 · 1 active rule ·" in ops.get(LEARNING).content.decode()
+
+
+def test_retrieval_settings_are_edited_dry_run_and_saved(ops):
+    """The retrieval block (ranker and learned-context bounds) is edited in the console like the rest: the
+    dry run shows the change, save writes a revision, and the policy in force then carries it."""
+    policy = {"mode": "shadow", "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 6}}
+    response = ops.post(LEARNING, learning_form(policy))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "retrieval.ranker" in html and "retrieval.max_tokens" in html  # the diff of the dry run
+    response = ops.post(LEARNING, learning_form(policy, action="save", previewed=preview_digest(html)))
+    assert response.status_code == 302
+    assert policy_store.current_policy().retrieval.to_dict() == policy["retrieval"]
