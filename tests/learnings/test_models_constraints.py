@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from learnings.models import Learning, LearningCandidate, key_digest
-from tests.factories import SessionFactory
+from tests.factories import LearningCandidateFactory, LearningFactory, SessionFactory
 from tests.support.learnings import candidate, learning, terminal_run
 
 pytestmark = pytest.mark.django_db
@@ -18,10 +18,8 @@ def raises_integrity(func):
 
 
 def row(**overrides) -> Learning:
-    fields = {"scope_kind": "workspace", "scope_id": "default", "scope_key": "workspace:default", "kind": "fact",
-              "content": "Project codename is Atlas.", "status": "active", "publish_tier": "active"}
-    fields.update(overrides)
-    return Learning(**fields)
+    """An unsaved active workspace fact with ``overrides``."""
+    return LearningFactory.build(**{"policy_decision": None, "policy_actor": None, **overrides})
 
 
 @pytest.mark.parametrize("overrides", [
@@ -80,13 +78,12 @@ def test_candidate_constraints():
 
 def test_one_run_summary_per_run_and_daemon_dedup():
     run = terminal_run(SessionFactory())
-    base = {"origin": "daemon", "scope_kind": "session", "scope_id": run.session.public_id,
-            "scope_key": f"session:{run.session.public_id}", "source_run": run}
-    LearningCandidate.objects.create(kind="run_summary", content="Request: a", **base)
-    raises_integrity(lambda: LearningCandidate.objects.create(kind="run_summary", content="Request: b", **base))
-    LearningCandidate.objects.create(kind="fact", content="A is b.", content_key=key_digest("a=b"), **base)
-    raises_integrity(lambda: LearningCandidate.objects.create(kind="fact", content="a: b", content_key=key_digest(
-        "a=b"), **base))
+    base = {"origin": "daemon", "scope_kind": "session", "scope_id": run.session.public_id, "source_run": run}
+    LearningCandidateFactory(kind="run_summary", content="Request: a", **base)
+    raises_integrity(lambda: LearningCandidateFactory(kind="run_summary", content="Request: b", **base))
+    LearningCandidateFactory(kind="fact", content="A is b.", content_key=key_digest("a=b"), **base)
+    raises_integrity(lambda: LearningCandidateFactory(kind="fact", content="a: b", content_key=key_digest("a=b"),
+                                                      **base))
 
 
 def test_public_ids_and_views():

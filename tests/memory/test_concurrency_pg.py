@@ -10,9 +10,9 @@ from django.db.utils import IntegrityError
 
 from memory import run_memory
 from memory.journal import append_event
-from memory.models import JournalEvent, Run, RunMemoryRecord, RunStatus
+from memory.models import JournalEvent, Run, RunMemoryRecord
 from memory.runs import RunInput, run_open
-from tests.factories import SessionFactory
+from tests.factories import SessionFactory, TerminalRunFactory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -83,8 +83,7 @@ def test_forty_runs_completing_concurrently_keep_the_newest_32():
     """One session admits one run in flight, so the race that matters is the terminal recording: forty
     terminal runs of one session record and prune at the same moment."""
     session = SessionFactory()
-    runs = [Run.objects.create(session=session, status=RunStatus.COMPLETED, finished_at_ms=1_000_000 + i,
-                               updated_at_ms=1_000_000 + i, input={"content": f"task {i}"},
+    runs = [TerminalRunFactory(session=session, finished_at_ms=1_000_000 + i, input={"content": f"task {i}"},
                                outputs=[{"content": f"done {i}"}]) for i in range(40)]
     from memory import clock
 

@@ -6,11 +6,11 @@ import pytest
 from django.db import transaction
 
 from memory import run_memory_store as store
-from memory.models import Run, RunMemoryRecord, RunMemoryScope, RunStatus
+from memory.models import Run, RunMemoryRecord, RunMemoryScope
 from memory.run_memory import prune_session, record_terminal_run
 from memory.run_memory_policy import RunMemoryPolicy
 from memory.sessions import learning_scope_keys, session_scope_keys
-from tests.factories import PersonaFactory, ProjectFactory, SessionFactory
+from tests.factories import PersonaFactory, ProjectFactory, SessionFactory, TerminalRunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -27,10 +27,8 @@ def test_session_scope_keys_match_learning_scope_keys():
 
 
 def _terminal_run(session, n: int, *, finished_at_ms: int) -> Run:
-    return Run.objects.create(session=session, status=RunStatus.COMPLETED, submitted_at_ms=finished_at_ms,
-                              updated_at_ms=finished_at_ms, finished_at_ms=finished_at_ms,
-                              input={"content": f"question {n} about disks"},
-                              outputs=[{"content": f"answer {n}"}])
+    return TerminalRunFactory(session=session, submitted_at_ms=finished_at_ms, finished_at_ms=finished_at_ms,
+                              input={"content": f"question {n} about disks"}, outputs=[{"content": f"answer {n}"}])
 
 
 def test_record_insert_scopes_and_overflow_prune():
