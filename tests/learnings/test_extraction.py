@@ -14,7 +14,7 @@ from learnings.extraction import (
     heuristic_candidates,
     normalise_model_candidates,
 )
-from tests.learnings.secret_stub import secret_classifier_fixtures
+from tests.support.secret_stub import secret_classifier_fixtures
 
 # Deterministic stand-in for memory.redaction.looks_like_secret (see test_validation.py).
 _FAKE_SECRET_MARKERS = ("<redacted", "sk-", "api key is", "api-key:", "clientsecret:", "secret_token=")

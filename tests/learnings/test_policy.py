@@ -27,7 +27,7 @@ from learnings.policy import (
     publish_tier_for_action,
     status_for_tier,
 )
-from tests.learnings.secret_stub import secret_classifier_fixtures
+from tests.support.secret_stub import secret_classifier_fixtures
 
 # Deterministic stand-in for memory.redaction.looks_like_secret (see test_validation.py).
 _FAKE_SECRET_MARKERS = (

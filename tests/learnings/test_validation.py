@@ -26,7 +26,7 @@ from learnings.validation import (
     validate_scope,
     validate_secret_guard,
 )
-from tests.learnings.secret_stub import secret_classifier_fixtures
+from tests.support.secret_stub import secret_classifier_fixtures
 
 # The secret classifier belongs to memory.redaction (another module); these tests use a deterministic
 # stand-in so they exercise this module's wiring only. Tests asking for `real_secret_classifier` run against
