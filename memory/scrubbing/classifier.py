@@ -108,7 +108,7 @@ def _has_secret_assignment(text: str) -> bool:
 
 def _has_secret_shaped_value(text: str) -> bool:
     """Extension: a secret-shaped value after a secret noun, or a strongly secret-shaped value anywhere."""
-    tokens = re.split(r"[\s:=,;]+", text)
+    tokens = re.split(r"[\s:=,;&?]+", text)
     for index, token in enumerate(tokens):
         value = token.strip(_VALUE_TRIM)
         if len(value) < 8 or not is_secret_shaped(value):

@@ -507,6 +507,13 @@ def _redact_bearer(text: str, counts: dict[str, int]) -> str:
     ``Bearer ${API_TOKEN}``, ``Bearer <token>``) or a word of prose (``Bearer authentication``)."""
     if "earer " not in text:
         return text
+    tokens = set(_BEARER.findall(text))
+    if not any(is_prose_word(token[6:]) or is_placeholder(token[6:]) or token[6:7] in "$<%" for token in tokens):
+        # Nothing to keep (a placeholder always starts its token, or is one): a literal replacement, in C.
+        text, n = _BEARER.subn("earer " + REDACTED, text)
+        if n:
+            _bump(counts, KIND_TOKEN, n)
+        return text
 
     def replace(m: re.Match[str]) -> str:
         token = m.group(0)[6:]
@@ -624,6 +631,14 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
     # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
     keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
     if keys:
+        pattern = _amp_values(keys)
+        if not any(_url_placeholder_anywhere(value[1:]) for value in set(pattern.findall(text))):
+            # No value can be a placeholder: one substitution with a literal replacement (it stays in C).
+            text, n = pattern.subn("=" + REDACTED, text)
+            if n:
+                _bump(counts, KIND_URL_PARAM, n)
+            keys = frozenset()
+    if keys:
 
         def replace_value(m: re.Match[str]) -> str:
             if _url_placeholder(m.string, m.end(), m.group(0)[1:]):
@@ -631,7 +646,7 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
             _bump(counts, KIND_URL_PARAM)
             return "=" + REDACTED
 
-        text = _amp_values(keys).sub(replace_value, text)
+        text = pattern.sub(replace_value, text)
     if "://" in text:
 
         def replace_password(m: re.Match[str]) -> str:
@@ -642,6 +657,11 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
 
         text = _URL_USERINFO.sub(replace_password, text)
     return text
+
+
+def _url_placeholder_anywhere(value: str) -> bool:
+    """Whether ``value`` could be judged a placeholder with whatever closing bracket follows it."""
+    return is_placeholder(value) or any(is_placeholder(value + closing) for closing in ")]}")
 
 
 def _url_placeholder(text: str, end: int, value: str) -> bool:

@@ -117,20 +117,29 @@ def _digit_pii(text: str, counts: dict[str, int], regions: str) -> list[tuple[in
 
 # Numbers that are identifiers, not phones: after a label naming one (``Order 555-123-4567``, ``invoice no.
 # 2024 555 0199``, ``P/N 0451-203-1178``) or ``#``, or a year joined to a sequence (``2024-555-1234``).
-_ID_LABEL = re.compile(
-    r"(?i)(?:\b(?:order|invoice|inv|part|p/n|pn|sku|po|ticket|case|ref|reference|tracking|serial|s/n|sn|item|"
-    r"model|batch|lot|build|job|request|req|incident|bug|issue|transaction|txn|confirmation|booking|receipt|"
-    r"shipment|parcel|claim|policy|contract)\b\.?(?:[ \t]*(?:no\.?|nr\.?|num(?:ber)?|id|#))?"
-    r"[ \t]*[#:]?[ \t]*|#[ \t]*)\Z"
-)
+_ID_LABELS = frozenset({
+    "order", "invoice", "inv", "part", "p/n", "pn", "sku", "po", "ticket", "case", "ref", "reference", "tracking",
+    "serial", "s/n", "sn", "item", "model", "batch", "lot", "build", "job", "request", "req", "incident", "bug",
+    "issue", "transaction", "txn", "confirmation", "booking", "receipt", "shipment", "parcel", "claim", "policy",
+    "contract",
+})  # fmt: skip
+_ID_SUFFIXES = frozenset({"no", "nr", "num", "number", "id", "#"})
 _YEAR_SEQUENCE = re.compile(r"(?:19|20)\d\d[\-/._]\d")
+_LABEL_PUNCTUATION = "#:.,()[]"
 
 
 def _identifier_number(text: str, start: int, end: int) -> bool:
     number = text[start:end]
     if number[:1] not in "+(" and _YEAR_SEQUENCE.match(number):
         return True
-    return _ID_LABEL.search(text, max(0, start - 40), start) is not None
+    before = text[max(0, start - 40) : start]
+    if before.rstrip(" \t").endswith("#"):
+        return True
+    words = [word.strip(_LABEL_PUNCTUATION) for word in before.lower().split()[-2:]]
+    words = [word for word in words if word]
+    if words and words[-1] in _ID_SUFFIXES:
+        words = words[:-1]
+    return bool(words) and words[-1] in _ID_LABELS
 
 
 @functools.lru_cache(maxsize=65536)
@@ -226,9 +235,12 @@ def _card_issuer_known(digits: str) -> bool:
     return p2 in (50, 56, 57, 58, 60, 63, 67)  # Maestro, RuPay
 
 
+_DATE_IN_NUMBER = re.compile(r"(?:19|20)\d\d-[01]\d-[0-3]\d")
+
+
 def _looks_like_card(token: str) -> bool:
-    if not _CARD_CHARS.fullmatch(token):
-        return False
+    if not _CARD_CHARS.fullmatch(token) or ("-" in token and _DATE_IN_NUMBER.search(token)):
+        return False  # (extension) a number next to a date (``43150 2000-05-09``) is not a card
     digits = _NON_DIGITS.sub("", token)
     return 13 <= len(digits) <= 19 and _luhn_valid(digits) and _card_issuer_known(digits)
 

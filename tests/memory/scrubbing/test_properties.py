@@ -41,7 +41,9 @@ SENSITIVE = ("key", "token", "secret", "pass", "cookie", "auth", "cred", "sig", 
 IDENTIFIERS = st.from_regex(r"[a-z]{2,8}(_[a-z]{2,8}){0,2}", fullmatch=True).filter(
     lambda s: not any(w in s for w in SENSITIVE)
 )
-PROSE = st.lists(st.one_of(WORDS, WORDS, WORDS, NUMBERS), min_size=1, max_size=20).map(" ".join)
+# Every number is followed by a word: two bare numbers side by side ("1680 1000") may well be a phone number.
+PHRASES = st.one_of(WORDS, WORDS, st.tuples(NUMBERS, WORDS).map(" ".join))
+PROSE = st.lists(PHRASES, min_size=1, max_size=20).map(" ".join)
 CODE = st.tuples(IDENTIFIERS, st.one_of(NUMBERS, IDENTIFIERS, WORDS)).map(lambda t: f"{t[0]} = {t[1]!r}")
 LOGS = st.tuples(st.sampled_from(["INFO", "WARN", "DEBUG"]), IDENTIFIERS, NUMBERS, PROSE).map(
     lambda t: f"2024-01-15T10:30:00Z {t[0]} {t[1]}={t[2]} msg=\"{t[3]}\""
