@@ -129,17 +129,20 @@ _LABEL_PUNCTUATION = "#:.,()[]"
 
 
 def _identifier_number(text: str, start: int, end: int) -> bool:
-    number = text[start:end]
-    if number[:1] not in "+(" and _YEAR_SEQUENCE.match(number):
+    """A phone-shaped number that is an identifier: see ``_ID_LABELS`` (runs once per phone found, so cheap)."""
+    if text[start] in "12" and _YEAR_SEQUENCE.match(text, start):
         return True
-    before = text[max(0, start - 40) : start]
-    if before.rstrip(" \t").endswith("#"):
+    before = text[max(0, start - 32) : start].rstrip()
+    if not before:
+        return False
+    if before[-1] == "#":
         return True
-    words = [word.strip(_LABEL_PUNCTUATION) for word in before.lower().split()[-2:]]
-    words = [word for word in words if word]
-    if words and words[-1] in _ID_SUFFIXES:
-        words = words[:-1]
-    return bool(words) and words[-1] in _ID_LABELS
+    cut = before.rfind(" ")
+    word = before[cut + 1 :].strip(_LABEL_PUNCTUATION).lower()
+    if word in _ID_SUFFIXES or not word:
+        before = before[: max(cut, 0)].rstrip()
+        word = before[before.rfind(" ") + 1 :].strip(_LABEL_PUNCTUATION).lower()
+    return word in _ID_LABELS
 
 
 @functools.lru_cache(maxsize=65536)
