@@ -175,7 +175,7 @@ def _hybrid_run_hits(records: list, query: str | None, eligible: set[str]) -> li
     pairs = [(record, run_memory.entry_of(record)) for record in records]
     if not query:
         return [_run_hit(entry, record, 0, eligible, []) for record, entry in pairs]
-    ranked = run_memory.rank_hybrid([entry for _, entry in pairs], query)
+    ranked = run_memory.rank_hybrid([entry for _, entry in pairs], query, [record.embedding for record, _ in pairs])
     by_run = {entry.run_id: record for record, entry in pairs}
     hits = []
     for position, entry in enumerate(ranked):

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
 from memory.clock import now_ms
+from memory.embedding import DIMENSIONS as EMBEDDING_DIMENSIONS
 
 
 class RunStatus(models.TextChoices):
@@ -303,6 +305,9 @@ class RunMemoryRecord(models.Model):
     failure_markers = models.JSONField(default=list)
     summary = models.CharField(max_length=481)
     redaction_count = models.IntegerField(default=0)
+    embedding = ArrayField(models.FloatField(), size=EMBEDDING_DIMENSIONS, null=True, blank=True, editable=False)
+    """The sentence embedding of the record's ranked text (``memory.embedding``), computed when it is written;
+    the hybrid ranker reads it for recovered_memory and memory-search."""
 
     class Meta:
         ordering = ["-recorded_at_ms", "-run_id"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.db import transaction
 from django.db.models import Count
 
-from memory import hooks, metrics, policies, ranking, sql
+from memory import embedding, hooks, metrics, policies, ranking, sql
 from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
@@ -138,6 +139,7 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
         "request_preview": entry.request_preview, "outcome_preview": entry.outcome_preview,
         "artifact_ids": entry.artifact_ids, "failure_markers": entry.failure_markers,
         "summary": entry.summary, "redaction_count": built.redaction_count,
+        "embedding": embedding.embed(ranked_text(entry)),
     }
     # Retention is decided with the new record counted in: what the policy drops (TTL, overflow) is deleted,
     # and a new record that is itself dropped is never written.
@@ -324,16 +326,28 @@ class Bundle:
     valid: int
 
 
-def rank_hybrid(entries: list[RecoveredEntry], query: str | None) -> list[RecoveredEntry]:
-    """The shared hybrid ranker (``memory.ranking``) over the entries' ranked fields; irrelevant entries are
-    dropped when there is a query; newest first without one (as §4.5 orders equal scores)."""
+def ranked_text(entry: RecoveredEntry) -> str:
+    """What the hybrid ranker reads of a record: its summary, previews and failure markers."""
+    return " ".join(filter(None, (entry.summary, entry.request_preview, entry.outcome_preview,
+                                  *entry.failure_markers)))
+
+
+def rank_hybrid(entries: list[RecoveredEntry], query: str | None,
+                vectors: list[list[float] | None] | None = None) -> list[RecoveredEntry]:
+    """The shared hybrid ranker (``memory.ranking``) over the entries' ranked fields (with their stored
+    embeddings when given; computed otherwise); irrelevant entries are dropped when there is a query; newest
+    first without one (as §4.5 orders equal scores)."""
     if not (query or "").strip() or not entries:
         return entries
-    texts = [" ".join(filter(None, (e.summary, e.request_preview, e.outcome_preview, *e.failure_markers)))
-             for e in entries]
+    texts = [ranked_text(entry) for entry in entries]
     count = len(entries)
     recency = [RECENCY_PRIOR * (count - 1 - index) / max(1, count - 1) for index in range(count)]
-    ranked = ranking.rank_texts(query.strip(), texts, priors=recency)
+    if vectors is None or any(vector is None for vector in vectors):
+        ranked = ranking.rank_texts(query.strip(), texts, priors=recency)
+    else:
+        query_vector = embedding.embed_many([query.strip()])[0].astype(np.float64)
+        ranked = ranking.rank(query.strip(), texts, np.array(vectors, dtype=np.float64), query_vector,
+                              priors=recency)
     return [entries[index] for index in ranked.order]
 
 
@@ -353,9 +367,12 @@ def recovered_bundle(session: Session, query: str | None, *, usage: str = "previ
         with transaction.atomic():
             RunMemoryRecord.objects.filter(pk__in=[r.pk for r in expired]).delete()
         metrics.increment(M + "pruned_ttl_total", len(expired))
-    valid = [entry_of(r) for r in records if r not in expired][: policy.max_tracked_per_session]
-    hybrid = ranker == "hybrid"
-    ordered = rank_hybrid(valid, query) if hybrid else [entry for _, entry in rank_entries(valid, query)]
+    kept = [r for r in records if r not in expired][: policy.max_tracked_per_session]
+    valid = [entry_of(r) for r in kept]
+    if ranker == "hybrid":
+        ordered = rank_hybrid(valid, query, [r.embedding for r in kept])
+    else:
+        ordered = [entry for _, entry in rank_entries(valid, query)]
     taken = ordered[: policy.max_prompt_entries]
     if usage == "prompt":
         if query and query.strip():

@@ -155,3 +155,22 @@ def test_backfill_fills_missing_embeddings(session):
     seen = []
     assert embeddings.backfill(batch=4, progress=lambda done, total: seen.append((done, total))) == len(HAYSTACK)
     assert embeddings.missing_count() == 0 and seen[-1] == (len(HAYSTACK), len(HAYSTACK))
+
+
+def test_recovered_memory_is_ranked_by_the_hybrid_ranker(agent):
+    """Within the session, the hybrid ranker orders run-memory records by relevance (stored embeddings) and
+    leaves irrelevant ones out; the §4.5 ranker keeps them all, newest first on equal scores."""
+    from memory import run_memory
+    from memory.models import RunMemoryRecord
+    from tests.support.learnings import terminal_run
+
+    session = SessionFactory(owner=agent)
+    terminal_run(session, "Rotate the TLS certificate on web-3 before Friday.")
+    terminal_run(session, "Summarise the quarterly sales figures for the board.")
+    terminal_run(session, "Water the office plants on Monday.")
+    assert all(record.embedding and len(record.embedding) == 256 for record in RunMemoryRecord.objects.all())
+    bundle = run_memory.recovered_bundle(session, "when does the certificate expire", ranker="hybrid")
+    assert bundle.entries and "TLS certificate" in bundle.entries[0].request_preview
+    assert all("plants" not in (entry.request_preview or "") for entry in bundle.entries)
+    lexical = run_memory.recovered_bundle(session, "when does the certificate expire", ranker="lexical")
+    assert len(lexical.entries) == 3
