@@ -115,7 +115,7 @@ def _select(shape: str, extra: str = "") -> str:
     return ", ".join(f"l.{column}" for column in COLUMNS[shape]) + extra
 
 
-def pool(
+def pool_statement(
     shape: str,
     *,
     scope_keys: list[str],
@@ -123,8 +123,8 @@ def pool(
     words: Sequence[str],
     query_vector: np.ndarray | None,
     size: int = POOL,
-) -> Pool:
-    """The candidates of a query (lexical ∪ semantic-or-recent), each once, with their cosines."""
+) -> tuple[str, dict, bool]:
+    """The pool's SQL and parameters, and whether it computes cosines (pgvector present and a vector given)."""
     gates = GATES[shape]
     params: dict = {"keys": list(scope_keys), "at": at_ms, "k": size}
     arms = []
@@ -153,6 +153,21 @@ def pool(
         f"SELECT {_select(shape, cosine)} FROM ({' UNION '.join(arms)}) pool "
         f"JOIN learnings_learning l ON l.id = pool.id ORDER BY l.id"
     )
+    return sql, params, vectors
+
+
+def pool(
+    shape: str,
+    *,
+    scope_keys: list[str],
+    at_ms: int,
+    words: Sequence[str],
+    query_vector: np.ndarray | None,
+    size: int = POOL,
+) -> Pool:
+    """The candidates of a query (lexical ∪ semantic-or-recent), each once, with their cosines."""
+    sql, params, vectors = pool_statement(shape, scope_keys=scope_keys, at_ms=at_ms, words=words,
+                                          query_vector=query_vector, size=size)
     with connection.cursor() as cursor:
         if vectors:
             _configure(cursor)
