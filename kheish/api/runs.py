@@ -226,10 +226,26 @@ ACTIONS = {
 }
 
 
+ACTION_DOCS = {
+    "start": "Start a queued run (queued → running). Body: {}.",
+    "output": "Record an assistant output on a running run. Body: {content, artifacts?}.",
+    "tool-call-started": "Record that a tool call started on a running run. Body: {call_id, name, input?}.",
+    "tool-call-finished": "Record a tool call's result; the call must be open. Body: {call_id, output?, is_error?}.",
+    "wait-for-approval": "Pause a running run for approvals (running → waiting_for_approval). Body: {request_ids}.",
+    "wait-for-user-question": "Pause a running run for a user's answer (→ waiting_for_user_question). "
+                              "Body: {request_ids, question?}.",
+    "resume": "Resume a waiting run (→ running). Body: {resolution?}.",
+    "complete": "Complete the run (terminal), optionally with a final output. Body: {output?: {content}}. "
+                "Repeating it on a completed run answers the run unchanged.",
+    "fail": "Fail the run (terminal). Body: {error}. Repeating it on a failed run answers the run unchanged.",
+    "interrupt": "Interrupt the run (terminal). Body: {}.",
+    "cancel": "Cancel the run (terminal). Body: {}.",
+}
+
+
 def _action_view(name: str):
     serializer_class, call = ACTIONS[name]
 
-    @extend_schema(request=serializer_class, responses=RunViewSerializer, operation_id=f"runs_{name.replace('-', '_')}")
     def view(self, request, run_id: str):
         data = serializer_class(data=request.data if request.data else {})
         data.is_valid(raise_exception=True)
@@ -241,7 +257,11 @@ def _action_view(name: str):
         return Response(run_view(updated))
 
     view.__name__ = name.replace("-", "_")
-    return action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
+    view.__doc__ = ACTION_DOCS[name]
+    # extend_schema outside @action: @action replaces the function's kwargs, where the schema override lives
+    as_action = action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
+    return extend_schema(request=serializer_class, responses=RunViewSerializer, summary=ACTION_DOCS[name].split(".")[0],
+                         operation_id=f"runs_{name.replace('-', '_')}")(as_action)
 
 
 class RunViewSet(viewsets.GenericViewSet):

@@ -1,0 +1,80 @@
+"""Issue 13.5: the served schema (/v1/schema/) tells the truth about request bodies. For every run action, an
+example built from the documented request schema (required fields only, then every documented field) is
+accepted: 2xx or 409 (the run's status), never 400 "unknown field". The component names are not doubled."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+RUN_ACTIONS = ["start", "output", "tool-call-started", "tool-call-finished", "wait-for-approval",
+               "wait-for-user-question", "resume", "complete", "fail", "interrupt", "cancel"]
+
+
+def schema(client) -> dict:
+    response = client.get("/v1/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def resolve(doc: dict, node: dict) -> dict:
+    while "$ref" in node:
+        node = doc["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    if "allOf" in node and len(node["allOf"]) == 1:
+        return resolve(doc, node["allOf"][0])
+    return node
+
+
+def example(doc: dict, node: dict, *, every_field: bool):
+    node = resolve(doc, node)
+    if "enum" in node:
+        return node["enum"][0]
+    kind = node.get("type")
+    if kind == "object" or "properties" in node:
+        props = node.get("properties", {})
+        names = props if every_field else node.get("required", [])
+        return {name: example(doc, props[name], every_field=every_field) for name in names
+                if not props[name].get("readOnly")}
+    if kind == "array":
+        return [example(doc, node.get("items", {}), every_field=every_field)] if node.get("minItems") else []
+    if kind == "string":
+        return "call-1"
+    if kind == "integer":
+        return max(1, node.get("minimum", 1))
+    if kind == "boolean":
+        return False
+    return {}
+
+
+def request_schema(doc: dict, path: str) -> dict | None:
+    body = doc["paths"][path]["post"].get("requestBody")
+    return None if body is None else body["content"]["application/json"]["schema"]
+
+
+@pytest.mark.parametrize("every_field", [False, True], ids=["required", "every-field"])
+def test_run_action_bodies_are_the_real_request_shapes(operator_client, api_client, session_id, every_field):
+    doc = schema(operator_client)
+    for name in RUN_ACTIONS:
+        node = request_schema(doc, f"/v1/runs/{{run_id}}/{name}")  # None: no body (an empty serializer)
+        documented = {} if node is None else resolve(doc, node)
+        assert "run_id" not in documented.get("properties", {}), f"{name} documents the whole RunView"
+        run = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "x"}}, format="json").json()
+        if name not in ("start", "fail", "cancel"):
+            api_client.post(f"/v1/runs/{run['run_id']}/start", {}, format="json")
+        if name == "tool-call-finished":
+            api_client.post(f"/v1/runs/{run['run_id']}/tool-call-started", {"call_id": "call-1", "name": "t"},
+                            format="json")
+        if name == "resume":
+            api_client.post(f"/v1/runs/{run['run_id']}/wait-for-approval", {"request_ids": ["r"]}, format="json")
+        body = {} if node is None else example(doc, node, every_field=every_field)
+        response = api_client.post(f"/v1/runs/{run['run_id']}/{name}", body, format="json")
+        assert response.status_code < 300 or response.status_code == 409, (name, body, response.content)
+        api_client.post(f"/v1/runs/{run['run_id']}/cancel", {}, format="json")  # free the session
+
+
+def test_every_run_action_has_a_summary(operator_client):
+    doc = schema(operator_client)
+    for name in RUN_ACTIONS:
+        operation = doc["paths"][f"/v1/runs/{{run_id}}/{name}"]["post"]
+        assert operation.get("summary") and operation.get("description"), name
