@@ -18,9 +18,14 @@ DEFAULT_MAX_PROMPT_ENTRIES = 3
 
 # Counts and durations are stored in PostgreSQL bigint columns / JSON; refuse what cannot round-trip.
 MAX_INT_VALUE = 2**63 - 1
+# ... and bound each to what it can mean (issue 14.9): a century of retention, records a session can use.
+MAX_RETENTION_MS = 100 * 365 * 24 * 3600 * 1000
+MAX_TRACKED_PER_SESSION_LIMIT = 10_000
+MAX_PROMPT_ENTRIES_LIMIT = 1_000
 
 _BOOL_FIELDS = ("enabled", "redact_pii")
-_INT_FIELDS = ("retention_ms", "max_tracked_per_session", "max_prompt_entries")
+_INT_FIELDS = {"retention_ms": MAX_RETENTION_MS, "max_tracked_per_session": MAX_TRACKED_PER_SESSION_LIMIT,
+               "max_prompt_entries": MAX_PROMPT_ENTRIES_LIMIT}
 
 
 class PolicyValidationError(ValueError):
@@ -83,11 +88,11 @@ class RunMemoryPolicy:
         for name in _BOOL_FIELDS:
             if not isinstance(getattr(self, name), bool):
                 raise PolicyValidationError(name, f"run memory {name} must be a boolean")
-        for name in _INT_FIELDS:
+        for name, maximum in _INT_FIELDS.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT_VALUE:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
                 raise PolicyValidationError(
-                    name, f"run memory {name} must be an integer between 0 and {MAX_INT_VALUE}"
+                    name, f"run memory {name} must be an integer between 0 and {maximum}"
                 )
         if not isinstance(self.search_visibility, str) or self.search_visibility not in SEARCH_VISIBILITIES:
             raise PolicyValidationError(

@@ -238,6 +238,11 @@ def run_start(*, run: Run, actor: object = None) -> Run:
     return run_transition(run=run, to_status=RunStatus.RUNNING, actor=actor, run_event={"type": "started"})
 
 
+MAX_INLINE_OUTPUTS = 16
+"""A run keeps its newest outputs inline (the view, the run-memory record); every output is a journal event,
+paged whole at ``GET /v1/runs/{id}/outputs`` (issue 14.10)."""
+
+
 @_in_transaction
 def run_record_output(*, run: Run, content: str, artifacts: list | None = None, actor: object = None) -> Run:
     current = _require_active(run, "recording an output")
@@ -246,7 +251,7 @@ def run_record_output(*, run: Run, content: str, artifacts: list | None = None, 
                        domain="runs", code="invalid_transition")
     output = {"session_id": f"session-{current.session_id}", "run_id": current.public_id, "content": content,
               "parts": [], "artifacts": list(artifacts or []), "source_kind": "assistant"}
-    current.outputs = [*current.outputs, output]
+    current.outputs = [*current.outputs, output][-MAX_INLINE_OUTPUTS:]  # all of them are in the journal
     current.updated_at_ms = now_ms()
     sql.update(Run, current.pk, outputs=current.outputs, updated_at_ms=current.updated_at_ms)
     append_event(session_id=current.session_id, run=current,

@@ -24,8 +24,8 @@ from learnings import policy_store, selectors, services
 from learnings.models import Learning, LearningCandidate, LearningKind, PublishTier, ScopeKind, Sensitivity
 from learnings.validation import LearningScope
 from memory import run_memory
-from memory.errors import Forbidden
-from memory.models import Session
+from memory.errors import Forbidden, ValidationFailed
+from memory.models import Run, Session
 
 MAX_INPUT_CONTENT = 100_000  # the 1600-character rule is the service's, with its literal message
 
@@ -180,6 +180,8 @@ class RevokeMatchingLearningsRequest(StrictSerializer):
     policy_actor = _filter_text(150)
     matched_rule_name = _filter_text()
     reason = _filter_text(2000)
+    all = serializers.BooleanField(required=False, default=False,
+                                   help_text="required (true) to revoke with no filter: every matching learning")
 
 
 class SupersedeLearningRequest(StrictSerializer):
@@ -223,6 +225,49 @@ def _require_scope(request, scope: LearningScope) -> None:
             domain="learnings",
             code="scope_forbidden",
         )
+
+
+def _owned_id(value: object, prefix: str) -> int | None:
+    if not isinstance(value, str) or not value.startswith(f"{prefix}-"):
+        return None
+    digits = value[len(prefix) + 1:]
+    return int(digits) if digits.isdigit() and len(digits) < 19 else None
+
+
+def _require_own_provenance(request, source: object, evidence_refs: object) -> None:
+    """An agent's candidate may claim only its own runs, sessions and agent id (issue 14.2): server-side
+    provenance, never a claim on another agent's work. Unknown and foreign ids alike are 403; values of the
+    wrong type are left to the service's 400."""
+    if caller_is_operator(request):
+        return
+
+    def refuse(field: str, what: str) -> None:
+        raise Forbidden(f"{field} {what} is not the caller's", field=field, domain="learnings",
+                        code="provenance_forbidden")
+
+    runs = Run.objects.filter(session__owner=request.user)
+    if isinstance(source, dict):
+        agent_id = source.get("agent_id")
+        if isinstance(agent_id, str) and agent_id != request.user.get_username():
+            refuse("source.agent_id", str(agent_id))
+        session_pk = None
+        if isinstance(source.get("session_id"), str):
+            session_pk = _owned_id(source["session_id"], "session")
+            if session_pk is None or not Session.objects.filter(pk=session_pk, owner=request.user).exists():
+                refuse("source.session_id", str(source["session_id"]))
+        if isinstance(source.get("run_id"), str):
+            run_pk = _owned_id(source["run_id"], "run")
+            owned = runs.filter(pk=run_pk) if run_pk is not None else runs.none()
+            if session_pk is not None:
+                owned = owned.filter(session_id=session_pk)
+            if not owned.exists():
+                refuse("source.run_id", str(source["run_id"]))
+    if isinstance(evidence_refs, list):
+        for index, ref in enumerate(evidence_refs):
+            if isinstance(ref, dict) and isinstance(ref.get("run_id"), str):
+                run_pk = _owned_id(ref["run_id"], "run")
+                if run_pk is None or not runs.filter(pk=run_pk).exists():
+                    refuse(f"evidence_refs[{index}].run_id", str(ref["run_id"]))
 
 
 # ---- views ------------------------------------------------------------------------------------------------
@@ -283,6 +328,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         body = data.validated_data
         scope = _scope(body["scope"])
         _require_scope(request, scope)
+        _require_own_provenance(request, body["source"], body["evidence_refs"])
         candidate = services.candidate_create(
             actor=request.user,
             scope=scope,
@@ -366,6 +412,10 @@ class LearningViewSet(_LearningPlaneViewSet):
         data.is_valid(raise_exception=True)
         body = {k: v for k, v in data.validated_data.items() if v is not None}
         reason = body.pop("reason", None)
+        revoke_all = body.pop("all")
+        if not any(str(v).strip() for v in body.values()) and not revoke_all:
+            raise ValidationFailed("revoke-matching needs at least one filter, or \"all\": true to revoke every "
+                                   "learning", field="all", domain="learnings", code="filter_required")
         matching = selectors.filter_learnings(body)
         revoked = services.learnings_revoke_matching(queryset=matching, actor=request.user, reason=reason)
         return Response(LearningViewSerializer(revoked, many=True).data)

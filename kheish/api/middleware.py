@@ -1,13 +1,53 @@
-"""Reject oversized /v1 bodies before anything reads them (413 problem+json)."""
+"""Guards every /v1 request passes before anything reads it (problem+json errors):
+
+- oversized bodies are 413;
+- a ``Transfer-Encoding: chunked`` body is read here (the server has de-chunked it when it says so with
+  ``wsgi.input_terminated``, as gunicorn does) and handed on with its real length, or refused with 411 when the
+  server cannot frame it - Django alone would see no ``Content-Length`` and read the body as empty (issue 14.8);
+- NUL characters in the path or the query string are 400 (PostgreSQL text cannot hold them, issue 14.6)."""
 
 from __future__ import annotations
 
+import io
 import json
 
 from django.conf import settings
 from django.http import HttpResponse
 
 from kheish.api.errors import PROBLEM_CONTENT_TYPE, problem
+
+READ_CHUNK = 65_536
+
+
+def _problem_response(status: int, **kwargs) -> HttpResponse:
+    return HttpResponse(json.dumps(problem(status, **kwargs)), status=status, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def _too_large(limit: int) -> HttpResponse:
+    return _problem_response(413, domain="api", code="body_too_large",
+                             detail=f"request body exceeds the {limit} byte limit", field="body")
+
+
+def _read_chunked(request, limit: int) -> HttpResponse | None:
+    if not request.META.get("wsgi.input_terminated"):
+        return _problem_response(411, domain="api", code="length_required", field="body",
+                                 detail="chunked request bodies are not supported by this server; send "
+                                        "Content-Length")
+    stream = request.META["wsgi.input"]
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        part = stream.read(min(READ_CHUNK, limit + 1 - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            return _too_large(limit)
+    body = b"".join(parts)
+    request.META["CONTENT_LENGTH"] = str(len(body))
+    request._stream = io.BytesIO(body)
+    return None
 
 
 class BodySizeLimitMiddleware:
@@ -16,13 +56,27 @@ class BodySizeLimitMiddleware:
 
     def __call__(self, request):
         if request.path.startswith("/v1/"):
-            limit = settings.KHEISH_MAX_BODY_BYTES
-            try:
-                length = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                length = 0
-            if length > limit:
-                body = problem(413, domain="api", code="body_too_large",
-                               detail=f"request body exceeds the {limit} byte limit", field="body")
-                return HttpResponse(json.dumps(body), status=413, content_type=PROBLEM_CONTENT_TYPE)
+            refused = self._check(request)
+            if refused is not None:
+                return refused
         return self.get_response(request)
+
+    def _check(self, request) -> HttpResponse | None:
+        if "\x00" in request.path:
+            return _problem_response(400, domain="api", code="invalid_path", field="path",
+                                     detail="the request path contains a NUL character")
+        for key, values in request.GET.lists():
+            if "\x00" in key or any("\x00" in value for value in values):
+                name = key.replace("\x00", "\\u0000")
+                return _problem_response(400, domain="api", code="validation_failed", field=name,
+                                         detail=f"{name}: query parameter contains a NUL character")
+        limit = settings.KHEISH_MAX_BODY_BYTES
+        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            return _read_chunked(request, limit)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > limit:
+            return _too_large(limit)
+        return None

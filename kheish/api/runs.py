@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -12,11 +12,35 @@ from rest_framework.response import Response
 from kheish import composition
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import caller_is_operator
-from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin
+from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin, parse_int_param
 from memory import runs as run_service
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
-from memory.models import JournalEvent, Run, RunKind, RunStatus
+from memory.models import EventType, JournalEvent, Run, RunKind, RunStatus
+
+OUTPUTS_IN_VIEW = 8
+"""A run view carries at most this many outputs (the newest) ... """
+OUTPUTS_VIEW_CHARS = 32_000
+"""... and at most this much of their content (the newest output is cut to it, marked ``content_truncated``);
+every output, whole, is paged at ``GET /v1/runs/{id}/outputs`` (issue 14.10)."""
+
+
+def view_outputs(outputs: list) -> tuple[list, bool]:
+    """The newest outputs that fit the view's count and content budget, oldest first; and whether any was
+    left out or cut."""
+    kept: list = []
+    budget = OUTPUTS_VIEW_CHARS
+    for output in reversed(outputs[-OUTPUTS_IN_VIEW:]):
+        content = output.get("content") if isinstance(output, dict) else None
+        size = len(content) if isinstance(content, str) else 0
+        if size > budget:
+            if not kept:  # the newest output is always shown, cut to the budget
+                kept.append({**output, "content": content[:budget], "content_truncated": True})
+            break
+        budget -= size
+        kept.append(output)
+    kept.reverse()
+    return kept, len(kept) < len(outputs) or any(o.get("content_truncated") for o in kept if isinstance(o, dict))
 
 
 class RunViewSerializer(serializers.Serializer):
@@ -37,7 +61,11 @@ class RunViewSerializer(serializers.Serializer):
     pending_approvals = serializers.SerializerMethodField()
     pending_question_ids = serializers.JSONField()
     pending_questions = serializers.SerializerMethodField()
-    outputs = serializers.JSONField()
+    outputs = serializers.SerializerMethodField(help_text=f"the newest outputs (at most {OUTPUTS_IN_VIEW}, "
+                                                          f"{OUTPUTS_VIEW_CHARS} characters of content); all "
+                                                          "of them at /v1/runs/{id}/outputs")
+    outputs_truncated = serializers.SerializerMethodField(help_text="some outputs are left out or cut: page "
+                                                                    "them at /v1/runs/{id}/outputs")
     deliveries = serializers.SerializerMethodField()
     error = StrictCharField(allow_null=True)
     prompt = serializers.JSONField(allow_null=True)
@@ -60,6 +88,12 @@ class RunViewSerializer(serializers.Serializer):
     def get_pending_questions(self, obj) -> list:
         return [{"request_id": rid} for rid in obj.pending_question_ids]
 
+    def get_outputs(self, obj) -> list[dict]:
+        return view_outputs(obj.outputs or [])[0]
+
+    def get_outputs_truncated(self, obj) -> bool:
+        return view_outputs(obj.outputs or [])[1]
+
     def get_deliveries(self, obj) -> list:
         return []
 
@@ -69,6 +103,7 @@ def run_view(run: Run) -> dict:
     serializer per response. RunViewSerializer above documents the same shape for the schema (a test keeps
     them in step)."""
     data = run.input or {}
+    outputs, truncated = view_outputs(run.outputs or [])
     return {
         "run_id": run.public_id,
         "session_id": f"session-{run.session_id}",
@@ -87,11 +122,28 @@ def run_view(run: Run) -> dict:
         "pending_approvals": [{"request_id": rid} for rid in run.pending_approval_ids],
         "pending_question_ids": run.pending_question_ids,
         "pending_questions": [{"request_id": rid} for rid in run.pending_question_ids],
-        "outputs": run.outputs,
+        "outputs": outputs,
+        "outputs_truncated": truncated,
         "deliveries": [],
         "error": run.error,
         "prompt": run.prompt,
     }
+
+
+OUTPUTS_PAGE_MAX = 50
+
+
+class RunOutputSerializer(serializers.Serializer):
+    offset = serializers.IntegerField()
+    run_id = serializers.CharField()
+    session_id = serializers.CharField()
+    content = serializers.CharField()
+    artifacts = serializers.JSONField()
+
+
+class RunOutputsPageSerializer(serializers.Serializer):
+    results = RunOutputSerializer(many=True)
+    next_cursor = serializers.IntegerField(allow_null=True)
 
 
 class RunInputSerializer(StrictSerializer):
@@ -286,6 +338,25 @@ class RunViewSet(viewsets.GenericViewSet):
 
     def retrieve(self, request, run_id: str):
         return Response(run_view(self.get_visible_run(run_id)))
+
+    @extend_schema(responses=RunOutputsPageSerializer, parameters=[
+        OpenApiParameter("cursor", int, description="the next_cursor of the previous page (an offset)"),
+        OpenApiParameter("limit", int, description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)")])
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def outputs(self, request, run_id: str):
+        """Every output of the run, whole, oldest first, from the journal (issue 14.10)."""
+        run = self.get_visible_run(run_id)
+        after = parse_int_param(request, "cursor", default=0, maximum=2**62)
+        limit = parse_int_param(request, "limit", default=10, minimum=1, maximum=OUTPUTS_PAGE_MAX)
+        rows = list(JournalEvent.objects.filter(run=run, offset__gt=after, type=EventType.MESSAGE_APPENDED,
+                                                event__message__role="assistant")
+                    .order_by("offset")[:limit + 1])
+        page = rows[:limit]
+        results = [{"offset": e.offset, "run_id": run.public_id, "session_id": f"session-{run.session_id}",
+                    "content": e.event["message"].get("content", ""),
+                    "artifacts": e.event["message"].get("artifacts", [])} for e in page]
+        next_cursor = page[-1].offset if len(rows) > limit else None
+        return Response({"results": results, "next_cursor": next_cursor})
 
     @extend_schema(responses=LogEntrySerializer(many=True))
     @action(detail=True, methods=["get"], filterset_class=None)

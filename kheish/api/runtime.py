@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from kheish import composition
 from kheish.api.fields import StrictCharField, StrictSerializer
-from kheish.api.permissions import IsOperator
+from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
 from memory import run_memory
 from memory.errors import ValidationFailed
@@ -92,7 +92,14 @@ class StatusView(APIView):
         "health": serializers.JSONField(), "run_memory": serializers.JSONField(),
         "session_memory": serializers.JSONField()}))
     def get(self, request):
-        return Response(composition.status_view())
+        view = composition.status_view()
+        if caller_is_operator(request):
+            return Response(view)
+        # Agents get what they need (issue 14.5): whether the service is healthy and whether run memory is on;
+        # global counters, policies and maintenance reports are for operators.
+        return Response({"health": {"ok": view["health"]["ok"], "warnings": []},
+                         "run_memory": {"enabled": view["run_memory"]["policy"]["enabled"]},
+                         "session_memory": {}})
 
 
 class MemoryContextView(SessionScopedMixin, APIView):

@@ -12,6 +12,8 @@ so a hostile name (``..%2F..%2Fetc``, a Cyrillic look-alike, 300 characters) is 
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from django.urls import path, re_path
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -19,8 +21,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish.api.fields import StrictCharField, StrictSerializer
-from kheish.api.pagination import LimitOffsetPagination
-from kheish.api.permissions import IsOperator
+from kheish.api.pagination import LimitOffsetPagination, paginated
+from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.sessions import SessionScopedMixin
 from memory.errors import ValidationFailed
 from memory.sessions import learning_scope_keys
@@ -155,10 +157,28 @@ def _query(request) -> str | None:
     return query
 
 
+def _hide_paths(request, item):
+    """Agents see a skill's location relative to its skills directory (``code-review/SKILL.md``), never the
+    server's absolute paths (issue 14.5); operators see them whole."""
+    if caller_is_operator(request) or not isinstance(item, dict) or "skill_root" not in item:
+        return item
+    root = PurePath(item["skill_root"] or "")
+    skill_path = PurePath(item.get("skill_path") or "")
+    try:
+        relative = skill_path.relative_to(root.parent) if root.name else PurePath(skill_path.name)
+    except ValueError:
+        relative = PurePath(skill_path.name)
+    return {**item, "skill_root": root.name, "skill_path": str(relative)}
+
+
+def _shown(request, item):
+    return Response(_hide_paths(request, item))
+
+
 def _paginated(view: APIView, request, items):
     paginator = LimitOffsetPagination()
     page = paginator.paginate_queryset(items, request, view=view)
-    return paginator.get_paginated_response(page)
+    return paginator.get_paginated_response([_hide_paths(request, item) for item in page])
 
 
 def _validated(serializer_class, request) -> dict:
@@ -175,7 +195,7 @@ class SkillListView(APIView):
     @extend_schema(
         operation_id="skills_list",
         parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
-        responses=SkillSummarySerializer(many=True),
+        responses=paginated(SkillSummarySerializer),
     )
     def get(self, request):
         return _paginated(self, request, selectors.catalog_skills(_query(request)))
@@ -184,14 +204,14 @@ class SkillListView(APIView):
 class SkillDetailView(APIView):
     @extend_schema(operation_id="skills_retrieve", parameters=[NAME_PARAMETER], responses=SkillDetailSerializer)
     def get(self, request, name: str):
-        return Response(selectors.catalog_skill(name))
+        return _shown(request, selectors.catalog_skill(name))
 
 
 class SessionSkillsView(SessionScopedMixin, APIView):
     @extend_schema(
         operation_id="sessions_skills_list",
         parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
-        responses=SkillSummarySerializer(many=True),
+        responses=paginated(SkillSummarySerializer),
     )
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
@@ -233,7 +253,7 @@ class PromoteSkillView(APIView):
             status=data.get("status") or SkillStatus.DRAFT,
         )
         skill = services.skill_promote(learning=learning, request=promotion, actor=request.user)
-        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+        return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 
 
 class LearningSkillListView(APIView):
@@ -245,7 +265,7 @@ class LearningSkillListView(APIView):
             OpenApiParameter("limit", int),
             OpenApiParameter("offset", int),
         ],
-        responses=LearningSkillViewSerializer(many=True),
+        responses=paginated(LearningSkillViewSerializer),
     )
     def get(self, request):
         qs = selectors.learning_skills(
@@ -254,7 +274,8 @@ class LearningSkillListView(APIView):
         )
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response([selectors.learning_skill_view(skill) for skill in page])
+        return paginator.get_paginated_response([_hide_paths(request, selectors.learning_skill_view(skill))
+                                                 for skill in page])
 
 
 class LearningSkillDetailView(APIView):
@@ -262,7 +283,7 @@ class LearningSkillDetailView(APIView):
         operation_id="learning_skills_retrieve", parameters=[NAME_PARAMETER], responses=LearningSkillViewSerializer
     )
     def get(self, request, name: str):
-        return Response(selectors.learning_skill_view(selectors.get_learning_skill(name)))
+        return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(name)))
 
 
 class RolloutResultView(APIView):
@@ -284,7 +305,7 @@ class RolloutResultView(APIView):
             definition_fingerprint=data.get("definition_fingerprint"),
             actor=request.user,
         )
-        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+        return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 
 
 class RevokeSkillView(APIView):
@@ -299,7 +320,7 @@ class RevokeSkillView(APIView):
     def post(self, request, name: str):
         data = _validated(SkillReasonRequest, request)
         skill = services.skill_revoke(skill_name=name, reason=data.get("reason"), actor=request.user)
-        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+        return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 
 
 class RollbackSkillView(APIView):
@@ -314,7 +335,7 @@ class RollbackSkillView(APIView):
     def post(self, request, name: str):
         data = _validated(SkillReasonRequest, request)
         skill = services.skill_rollback(skill_name=name, reason=data.get("reason"), actor=request.user)
-        return Response(selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
+        return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 
 
 # Names are matched with ``.+`` (not ``[^/]+``) so that an encoded ``/`` in a hostile name reaches the name

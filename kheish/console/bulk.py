@@ -59,6 +59,11 @@ def _run_each(modeladmin, request, items, verb: str, func, *, label=lambda item:
         modeladmin.message_user(request, f"{len(failed)} failed — " + "; ".join(failed), messages.ERROR)
 
 
+def _changelist_filtered(request) -> bool:
+    """Whether the changelist the action came from was narrowed (a search or a list filter; not paging/order)."""
+    return any(value.strip() for key, value in request.GET.items() if key not in ("o", "p", "_changelist_filters"))
+
+
 def _learning_rows(queryset):
     return [(obj.public_id, f"({obj.kind}, {obj.scope_key}): {obj.content[:160]}") for obj in queryset]
 
@@ -97,6 +102,10 @@ class LearningActions:
 
     @admin.action(description="Revoke selected learnings…")
     def revoke_selected(self, request, queryset):
+        if request.POST.get("select_across") == "1" and not _changelist_filtered(request):
+            self.message_user(request, "Revoking every learning needs a filter or search first (issue 14.4); "
+                              "select the learnings to revoke, or filter the list.", messages.ERROR)
+            return None
         form = ReasonForm(request.POST if _second_step(request) else None)
         if _second_step(request) and form.is_valid():
             reason = form.cleaned_data["reason"] or None

@@ -52,7 +52,7 @@ def test_non_terminal_runs_have_no_record_and_one_record_per_run(api_client, ses
                                        status="completed", summary="dup")
 
 
-def test_records_are_scrubbed_but_the_journal_keeps_what_was_sent(api_client, session_id):
+def test_records_are_scrubbed_but_the_journal_keeps_what_was_sent(api_client, session_id, operator_client):
     secret = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
     rid = finish(api_client, session_id, f"Mail bob@example.com, key {secret}, call 555-123-4567",
                  output="Sent to bob@example.com")
@@ -63,7 +63,7 @@ def test_records_are_scrubbed_but_the_journal_keeps_what_was_sent(api_client, se
     assert record.redaction_count >= 3
     raw = JournalEvent.objects.get(run_id=record.run_id, type="input_received").event["input"]["content"]
     assert secret in raw and "bob@example.com" in raw
-    metrics = api_client.get("/v1/status").json()["run_memory"]["metrics"]
+    metrics = operator_client.get("/v1/status").json()["run_memory"]["metrics"]  # counters: operators (14.5)
     assert metrics["redacted_fields_total"] >= 3 and metrics["stored_total"] == 1
 
 

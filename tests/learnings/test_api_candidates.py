@@ -34,20 +34,23 @@ def nothing_written():
 # ---- create -----------------------------------------------------------------------------------------------
 
 def test_create_candidate_defaults_and_forced_fields(api_client, session_id):
+    from tests.support.api import finish
+
+    run_id = finish(api_client, session_id, "the run this candidate cites")  # an agent may cite only its own
     view = created(api_client, scope={"kind": "session", "id": f"  {session_id} "},
-                   source={"run_id": "run-7", "session_id": session_id},
-                   evidence_refs=[{"run_id": "run-7", "artifact_id": "a-1", "note": "trust me"}])
+                   source={"run_id": run_id, "session_id": session_id},
+                   evidence_refs=[{"run_id": run_id, "artifact_id": "a-1", "note": "trust me"}])
     assert view["candidate_id"].startswith("learning-candidate-")
     assert view["origin"] == "api" and view["state"] == "pending"
     assert view["scope"] == {"kind": "session", "id": session_id}
     assert (view["sensitivity"], view["confidence"]) == ("scoped", 80)
-    assert view["source"] == {"run_id": "run-7", "session_id": session_id}
-    assert view["evidence_refs"] == [{"run_id": "run-7", "artifact_id": "a-1", "note": "trust me"}]
+    assert view["source"] == {"run_id": run_id, "session_id": session_id}
+    assert view["evidence_refs"] == [{"run_id": run_id, "artifact_id": "a-1", "note": "trust me"}]
     assert view["automation_review"] is None and view["published_learning_id"] is None
     assert view["expires_at_ms"] is None and view["created_at_ms"] > 0
-    stored = LearningCandidate.objects.get()
+    stored = LearningCandidate.objects.get(origin="api")
     assert stored.source_run_id is None  # API-supplied provenance is never linked as daemon evidence
-    audit = AuditEvent.objects.get(subject_type="learning_candidate")
+    audit = AuditEvent.objects.get(subject_type="learning_candidate", subject_id=view["candidate_id"])
     assert (audit.action, audit.actor, audit.to_state) == ("create", "agent-one", "pending")
 
 
@@ -291,11 +294,15 @@ def test_creation_queues_the_automation_review(api_client, django_capture_on_com
     set_policy({"mode": "enabled", "publication": {"rules": [
         {"name": "trusted-facts", "kind": "fact", "require_evidence": True, "action": "publish_active"},
         {"name": "other-facts", "kind": "fact", "action": "publish_active"}]}})
+    from tests.support.api import finish
+
+    sid = api_client.post("/v1/sessions", {}, format="json").json()["session_id"]
+    rid = finish(api_client, sid, "the agent's own run")  # foreign ids are refused outright (issue 14.2)
     with django_capture_on_commit_callbacks(execute=True):
-        view = created(api_client, evidence_refs=[{"run_id": "run-1", "note": "forged"}],
-                       source={"run_id": "run-1", "session_id": "session-1"})
+        view = created(api_client, evidence_refs=[{"run_id": rid, "note": "claimed"}],
+                       source={"run_id": rid, "session_id": sid})
     after = api_client.get(f"{URL}/{view['candidate_id']}").json()
-    # the forged evidence does not satisfy the trusted-input rule, and API-origin active is downgraded
+    # API-supplied evidence does not satisfy the trusted-input rule, and API-origin active is downgraded
     assert after["state"] == "published" and after["automation_review"]["matched_rule_name"] == "other-facts"
     published = Learning.objects.get(source_candidate__pk=int(view["candidate_id"].rsplit("-", 1)[1]))
     assert (published.status, published.policy_decision, published.verification_status) == (

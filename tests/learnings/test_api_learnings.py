@@ -164,7 +164,8 @@ def test_revoke_matching_is_all_or_nothing(operator_client):
 
     hooks.register("learning_revoking", refuse)
     try:
-        response = operator_client.post(f"{URL}/revoke-matching", {"reason": "cleanup"}, format="json")
+        response = operator_client.post(f"{URL}/revoke-matching", {"reason": "cleanup", "all": True},
+                                        format="json")
     finally:
         hooks._hooks["learning_revoking"].remove(refuse)
     problem = assert_problem(response, 409, "learnings/revoke_matching_failed")

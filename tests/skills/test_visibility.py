@@ -54,7 +54,7 @@ def test_an_active_skill_is_mounted_and_visible_everywhere(
     detail = api_client.get(f"/v1/skills/{NAME}").json()
     assert detail["source"] == "promoted" and detail["source_learning_id"] == procedure.public_id
     assert detail["instructions"].startswith("Run the release checklist")
-    assert detail["skill_path"] == str(directory / "SKILL.md")
+    assert detail["skill_path"] == f"{procedure.public_id}/SKILL.md"  # agents: relative to the root (14.5)
     assert names(api_client.get("/v1/skills", {"query": "RELEASE"})) == [NAME]
     assert names(api_client.get("/v1/skills", {"query": "review"})) == ["code-review"]
     assert names(api_client.get(f"/v1/sessions/{session_id}/skills")) == ["code-review", NAME]
