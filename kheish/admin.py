@@ -67,3 +67,11 @@ for model, model_admin in ((Session, SessionWithMemoryCard), (LearningCandidate,
                            (Learning, LearningConsoleAdmin), (LearningSkill, SkillConsoleAdmin)):
     admin.site.unregister(model)
     admin.site.register(model, model_admin)
+
+
+# The admin's branding (issue 13.3): "Kheish Memory", not "Django administration"; "View site" goes to the
+# landing page at "/" (kheish.ops.landing), which links the console, the API reference and the ops endpoints.
+admin.site.site_header = "Kheish Memory"
+admin.site.site_title = "Kheish Memory"
+admin.site.index_title = "Operator console"
+admin.site.site_url = "/"

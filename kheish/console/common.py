@@ -46,8 +46,11 @@ class Stamp:
             return "just now"
         if delta >= 30 * 86400:
             return self.full[:10]
-        size, unit = next((s, u) for s, u in ((86400, "d"), (3600, "h"), (60, "min"), (1, "min")) if delta >= s)
-        amount = f"{max(1, delta // size) if unit == 'min' else delta // size} {unit}"
+        if delta < 60:  # 45-59 s round up to a minute (never "N min" for N seconds)
+            amount = "1 min"
+        else:
+            size, unit = next((s, u) for s, u in ((86400, "d"), (3600, "h"), (60, "min")) if delta >= s)
+            amount = f"{delta // size} {unit}"
         return f"in {amount}" if future else f"{amount} ago"
 
     def __str__(self) -> str:
