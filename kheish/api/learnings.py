@@ -21,7 +21,18 @@ from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
 from learnings import policy_store, selectors, services
-from learnings.models import Learning, LearningCandidate, LearningKind, PublishTier, ScopeKind, Sensitivity
+from learnings.models import (
+    CandidateOrigin,
+    CandidateState,
+    Learning,
+    LearningCandidate,
+    LearningKind,
+    LearningStatus,
+    PolicyDecision,
+    PublishTier,
+    ScopeKind,
+    Sensitivity,
+)
 from learnings.validation import LearningScope
 from memory import run_memory
 from memory.errors import Forbidden, ValidationFailed
@@ -290,22 +301,19 @@ class _LearningPlaneViewSet(viewsets.GenericViewSet):
         return self.get_paginated_response(serializer_class(page, many=True).data)
 
 
-_CANDIDATE_FILTERS = [
-    OpenApiParameter(name, str) for name in ("query", "scope_kind", "scope_id", "kind", "state", "origin")
-]
-_LEARNING_FILTERS = [
-    OpenApiParameter(name, str)
-    for name in (
-        "query",
-        "scope_kind",
-        "scope_id",
-        "kind",
-        "status",
-        "policy_decision",
-        "policy_actor",
-        "matched_rule_name",
-    )
-]
+_FILTER_ENUMS = {"scope_kind": ScopeKind.values, "kind": LearningKind.values, "state": CandidateState.values,
+                 "origin": CandidateOrigin.values, "status": LearningStatus.values,
+                 "policy_decision": PolicyDecision.values}
+
+
+def _filter_parameters(names: tuple[str, ...]) -> list[OpenApiParameter]:
+    """The list filters as query parameters, enums typed as enums (issue 14.15)."""
+    return [OpenApiParameter(name, str, enum=_FILTER_ENUMS.get(name)) for name in names]
+
+
+_CANDIDATE_FILTERS = _filter_parameters(("query", "scope_kind", "scope_id", "kind", "state", "origin"))
+_LEARNING_FILTERS = _filter_parameters(("query", "scope_kind", "scope_id", "kind", "status", "policy_decision",
+                                        "policy_actor", "matched_rule_name"))
 
 
 class LearningCandidateViewSet(_LearningPlaneViewSet):
@@ -406,7 +414,8 @@ class LearningViewSet(_LearningPlaneViewSet):
         return Response(LearningViewSerializer(learning).data)
 
     @extend_schema(request=RevokeMatchingLearningsRequest, responses=LearningViewSerializer(many=True))
-    @action(detail=False, methods=["post"], url_path="revoke-matching", filterset_class=None)
+    @action(detail=False, methods=["post"], url_path="revoke-matching", filterset_class=None,
+            pagination_class=None)
     def revoke_matching(self, request):
         data = RevokeMatchingLearningsRequest(data=request.data)
         data.is_valid(raise_exception=True)

@@ -1,0 +1,44 @@
+"""Issue 14.15 (part): the served schema says what the responses are - paginated lists where they are paged,
+an array where revoke-matching returns one, enum query parameters as enums."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def schema(operator_client):
+    response = operator_client.get("/v1/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def _response_schema(schema, path, method="get", status="200"):
+    body = schema["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+    if "$ref" in body:
+        body = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]
+    return body
+
+
+@pytest.mark.parametrize("path", ["/v1/skills", "/v1/learning-skills", "/v1/sessions/{session_id}/skills"])
+def test_paged_skill_lists_are_documented_as_pages(schema, path):
+    body = _response_schema(schema, path)
+    assert body.get("type") == "object" and {"count", "next", "previous", "results"} <= set(body["properties"])
+
+
+def test_revoke_matching_is_documented_as_an_array(schema):
+    assert _response_schema(schema, "/v1/learnings/revoke-matching", "post")["type"] == "array"
+
+
+def test_status_filters_are_enums(schema):
+    params = {p["name"]: p for p in schema["paths"]["/v1/learnings"]["get"]["parameters"]}
+    assert set(params["status"]["schema"]["enum"]) >= {"active", "revoked"}
+    params = {p["name"]: p for p in schema["paths"]["/v1/learning-candidates"]["get"]["parameters"]}
+    assert "pending" in params["state"]["schema"]["enum"]
+
+
+def test_outputs_page_and_grants_are_in_the_schema(schema):
+    assert "/v1/runs/{run_id}/outputs" in schema["paths"]
+    assert {"get", "put"} <= set(schema["paths"]["/v1/agents/{agent_id}/grants"])
