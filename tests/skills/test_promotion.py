@@ -172,7 +172,7 @@ def test_missing_name_and_instructions(operator_client, procedure):
         ),
         (
             "allowed_tools",
-            ["read_file", "api_key=AKIAIOSFODNN7EXAMPLE"],
+            ["read_file", "api_key=AKIAZ7Q4M2K9X1B8C3D5"],
             "promoted skill runtime allowed_tools appears to contain secret material",
         ),
         (
