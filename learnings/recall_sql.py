@@ -15,6 +15,7 @@ The generated columns are created by migration ``learnings/0002`` and are not mo
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -22,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection
 
+from memory import ranking
 from memory.embedding import DIMENSIONS
 
 POOL = 120
@@ -101,10 +103,54 @@ def _configure(cursor) -> None:
     _state.configured = raw
 
 
-def tsquery_text(words: Sequence[str]) -> str:
-    """``to_tsquery`` input OR-ing the words (alphanumeric only, so nothing is read as an operator)."""
-    clean = ["".join(ch for ch in word if ch.isalnum()) for word in words]
-    return " | ".join(dict.fromkeys(word for word in clean if word))
+COMMON_TERM_FREQUENCY = 0.02
+"""A term in more than this share of live learnings (PostgreSQL's own statistics of ``search_tsv``) is left
+out of the lexical arm's query: it would match thousands of rows and tells little (the ranker still scores it
+with BM25 over the pool)."""
+LEXICAL_SCAN_LIMIT = 2000
+"""At most this many matching rows are ranked by the lexical arm (a bound, whatever the terms)."""
+STATS_SECONDS = 300.0
+
+_stats_lock = threading.Lock()
+_common: dict[str, tuple[float, frozenset[str]]] = {}
+
+
+def common_terms() -> frozenset[str]:
+    """The lexemes PostgreSQL's ``ANALYZE`` found in more than ``COMMON_TERM_FREQUENCY`` of the rows
+    (``pg_stats.most_common_elems``), read at most every ``STATS_SECONDS`` per database."""
+    key = str(connection.settings_dict.get("NAME"))
+    now = time.monotonic()
+    with _stats_lock:
+        cached = _common.get(key)
+        if cached is not None and now - cached[0] < STATS_SECONDS:
+            return cached[1]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
+            "WHERE tablename = 'learnings_learning' AND attname = 'search_tsv'"
+        )
+        row = cursor.fetchone()
+    terms = frozenset()
+    if row is not None and row[0] is not None:
+        terms = frozenset(t for t, f in zip(row[0], row[1] or [], strict=False) if f > COMMON_TERM_FREQUENCY)
+    with _stats_lock:
+        _common[key] = (now, terms)
+    return terms
+
+
+def _alnum(word: str) -> str:
+    return "".join(ch for ch in word if ch.isalnum())
+
+
+def tsquery_text(words: Sequence[str], common: frozenset[str] = frozenset()) -> str:
+    """``to_tsquery`` input (alphanumeric words only, so nothing is read as an operator): the words whose stem
+    is not common OR-ed; when every word is common, all of them AND-ed (a selective query either way)."""
+    clean = list(dict.fromkeys(word for word in map(_alnum, words) if word))
+    if not clean:
+        return ""
+    stems = ranking.stem_words([word.lower() for word in clean])
+    rare = [word for word, stem in zip(clean, stems, strict=True) if stem not in common]
+    return " | ".join(rare) if rare else " & ".join(clean)
 
 
 def vector_literal(vector: np.ndarray) -> str:
@@ -128,13 +174,14 @@ def pool_statement(
     gates = GATES[shape]
     params: dict = {"keys": list(scope_keys), "at": at_ms, "k": size}
     arms = []
-    text = tsquery_text(words)
+    text = tsquery_text(words, common_terms()) if words else ""
     if text:
         params["tsq"] = text
+        params["scan"] = LEXICAL_SCAN_LIMIT
         arms.append(
-            f"(SELECT l.id FROM learnings_learning l WHERE {gates} "
-            "AND l.search_tsv @@ to_tsquery('english', %(tsq)s) "
-            "ORDER BY ts_rank_cd(l.search_tsv, to_tsquery('english', %(tsq)s)) DESC, l.id DESC LIMIT %(k)s)"
+            "(SELECT m.id FROM (SELECT l.id, l.search_tsv FROM learnings_learning l "
+            f"WHERE {gates} AND l.search_tsv @@ to_tsquery('english', %(tsq)s) LIMIT %(scan)s) m "
+            "ORDER BY ts_rank_cd(m.search_tsv, to_tsquery('english', %(tsq)s)) DESC, m.id DESC LIMIT %(k)s)"
         )
     vectors = query_vector is not None and has_vectors()
     if vectors:

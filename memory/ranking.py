@@ -58,6 +58,11 @@ def _stemmer() -> Stemmer.Stemmer:
     return stemmer
 
 
+def stem_words(words: list[str]) -> list[str]:
+    """Snowball English stems of lowercased words (PostgreSQL's ``english`` configuration stems the same way)."""
+    return _stemmer().stemWords(words) if words else []
+
+
 def terms(text: str) -> list[str]:
     """The stemmed, lowercased words of ``text`` without stop-words, in order (repeats kept)."""
     words = [word for word in _WORD.findall(text.lower()) if word not in STOP_WORDS]
