@@ -155,6 +155,9 @@ if CELERY_BROKER_URL == "filesystem://":
         "processed_folder": str(_celery_dir / "processed"),
         "control_folder": str(_celery_dir / "control"),
         "store_processed": False,
+        # kombu polls the folder once a second by default; with prefetch 1 x concurrency 2 the worker then
+        # drains ~2 tasks/s. 50 ms costs ~20 directory listings a second when idle.
+        "polling_interval": env.float("KHEISH_BROKER_POLL_S", default=0.05),
     }
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
