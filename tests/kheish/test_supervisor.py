@@ -110,3 +110,19 @@ def test_kill_9_of_the_worker_restarts_it_and_the_api_keeps_answering(tmp_path):
     last_child = max(i for i, line in enumerate(output.lines) if re.search(r"\[kheish\] \w+ stopped \(", line))
     assert stopped and stopped[-1] > last_child
     assert not Path(var_dir / "pgdata" / "postmaster.pid").exists() or "left running" in output.lines[stopped[-1]]
+
+
+def test_stop_lets_a_process_finish_its_in_flight_work(tmp_path):
+    """SIGTERM, then as long as KHEISH_STOP_TIMEOUT for in-flight work (honcho killed after 5 s)."""
+    finished = tmp_path / "finished"
+    slow = f"sh -c 'trap \"sleep 6; echo done > {finished}; exit 0\" TERM; while true; do sleep 0.1; done'"
+    lines: list[str] = []
+    sup = supervisor.Supervisor([("worker", slow)], cwd=tmp_path, log=lines.append, stop_timeout=30,
+                                out=io.StringIO())
+    threading.Timer(1.0, sup.request_stop).start()
+    started = time.monotonic()
+    sup.run()
+    assert finished.read_text() == "done\n", lines
+    assert 6 <= time.monotonic() - started < 30
+    assert any("worker stopped (exit code 0)" in line for line in lines), lines
+    assert not any("SIGKILL" in line for line in lines)
