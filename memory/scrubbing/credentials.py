@@ -126,6 +126,7 @@ _COOKIE_ITEM = re.compile(r"""[ \t]*([!#$%&'*+\-.^_`|~0-9A-Za-z]+)(?:=("[^"\n]*"
 _WORD_END = re.compile(r"\S+")
 _URL_START = re.compile(r"[ \t]+[A-Za-z][A-Za-z0-9+.\-]*://")
 _TRAILING = ".,;:!?)]}"
+_URLISH = re.compile(r"[/?#&]")
 
 
 def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> list[tuple[int, int]] | None:
@@ -138,11 +139,13 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
     and prose (``Password: must be 12+ characters``) are not values.
     """
     key = text[line_start:sep].strip()
+    if not _is_sensitive_key(key):
+        return None
     bare = key.strip("\"'\\`").lower()
     last_word = bare.rsplit(None, 1)[-1] if bare else ""
     if text[sep] == ":" and last_word.strip("\"'`") == "authorization":
         return None  # the header's credential is the Bearer / scheme rules' (spec: ``authorization`` keys)
-    if any(ch in last_word for ch in "/?#&"):
+    if _URLISH.search(last_word):
         return None  # a URL: its parameters are the URL rule's
     if not _is_sensitive_key(key):
         return None
@@ -361,7 +364,7 @@ def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
                 edits.append((scheme.start(1), scheme.end(1), REDACTED))
                 _bump(counts, KIND_TOKEN)
                 done = scheme.end()
-                continue
+            continue  # an Authorization value is the scheme / Bearer rules', never a pair
         # Extension: a ``"key": "value"`` / ``key=value`` pair inside the line.
         if j >= n or text[j] not in _PAIR_NEXT:
             continue
@@ -609,9 +612,9 @@ _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 @functools.lru_cache(maxsize=64)
 def _amp_values(keys: frozenset[str]) -> re.Pattern[str]:
-    """``=value`` after ``&key`` for one of ``keys`` (a literal replacement keeps ``re.sub`` in C)."""
+    """``=value`` after ``&key`` for one of ``keys``, the value captured (``split`` cuts the text at them in C)."""
     after = "|".join(f"(?<=&{re.escape(key)}=)" for key in sorted(keys))
-    return re.compile(f"=(?:{after}){_PARAM_VALUE}+")
+    return re.compile(f"=(?:{after})({_PARAM_VALUE}+)")
 
 
 def _redact_urls(text: str, counts: dict[str, int]) -> str:
@@ -631,22 +634,20 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
     # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
     keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
     if keys:
-        pattern = _amp_values(keys)
-        if not any(_url_placeholder_anywhere(value[1:]) for value in set(pattern.findall(text))):
-            # No value can be a placeholder: one substitution with a literal replacement (it stays in C).
-            text, n = pattern.subn("=" + REDACTED, text)
+        # One scan: the pieces between the values and the values themselves alternate.
+        pieces = _amp_values(keys).split(text)
+        if len(pieces) > 1:
+            n = 0
+            for index in range(1, len(pieces), 2):
+                value = pieces[index]
+                following = pieces[index + 1][:1]
+                if not is_placeholder(value + following if following in ")]}" else value):
+                    pieces[index] = REDACTED
+                    n += 1
+                pieces[index - 1] += "="
+            text = "".join(pieces)
             if n:
                 _bump(counts, KIND_URL_PARAM, n)
-            keys = frozenset()
-    if keys:
-
-        def replace_value(m: re.Match[str]) -> str:
-            if _url_placeholder(m.string, m.end(), m.group(0)[1:]):
-                return m.group(0)
-            _bump(counts, KIND_URL_PARAM)
-            return "=" + REDACTED
-
-        text = pattern.sub(replace_value, text)
     if "://" in text:
 
         def replace_password(m: re.Match[str]) -> str:
@@ -657,11 +658,6 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
 
         text = _URL_USERINFO.sub(replace_password, text)
     return text
-
-
-def _url_placeholder_anywhere(value: str) -> bool:
-    """Whether ``value`` could be judged a placeholder with whatever closing bracket follows it."""
-    return is_placeholder(value) or any(is_placeholder(value + closing) for closing in ")]}")
 
 
 def _url_placeholder(text: str, end: int, value: str) -> bool:

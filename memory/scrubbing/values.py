@@ -166,6 +166,7 @@ _PROSE_WORDS = frozenset({
 _PROSE_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_prose_word(word: str) -> bool:
     """A function word or participle: what follows a key in a sentence about the secret, not a value."""
     core = word.strip(_VALUE_TRIM).lower()
