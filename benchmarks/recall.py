@@ -37,8 +37,8 @@ from learnings.validation import LearningScope
 from memory import compaction
 from memory.errors import AppError
 from memory.identity import api_key_create
-from memory.recall import AUTOCOMPACT_BUFFER_TOKENS, estimate_tokens
 from memory.runs import RunInput, run_cancel, run_complete, run_open, run_start
+from memory.sections import AUTOCOMPACT_BUFFER_TOKENS, estimate_tokens
 from memory.sessions import project_create, session_create
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev.jsonl.gz"

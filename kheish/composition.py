@@ -8,17 +8,18 @@ from django.db import transaction
 
 from learnings import retrieval
 from learnings.policy import RetrievalConfig
+from learnings.sections import LEARNED_CONTEXT_FORMAT, render_learned_context
 from memory import compaction, metrics, run_memory
 from memory.models import Run, Session
-from memory.recall import (
+from memory.recall import score_entry
+from memory.runs import RunInput, run_open
+from memory.sections import (
+    RECOVERED_MEMORY_FORMAT,
     estimate_tokens,
     memory_budget,
     pack_section,
-    render_learned_context,
     render_recovered_memory,
-    score_entry,
 )
-from memory.runs import RunInput, run_open
 from memory.sessions import effective_capability_scope, learning_scope_keys
 from skills import selectors as skill_selectors
 
@@ -55,7 +56,7 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
     sections = []
     learned, learned_truncated = learned_records(session, scope_keys, content, usage, config)
     # learned_context is bounded by the policy's retrieval.max_tokens under the window budget (the smaller).
-    packed_learned = pack_section(learned, render_learned_context, min(budget, config.max_tokens),
+    packed_learned = pack_section(learned, LEARNED_CONTEXT_FORMAT, min(budget, config.max_tokens),
                                   truncated=learned_truncated, blocks=[record.block for record in learned],
                                   skip_oversized=config.ranker == "hybrid")
     if packed_learned.text is not None:
@@ -64,7 +65,7 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
                          "truncated": packed_learned.truncated})
         budget = max(0, budget - estimate_tokens(packed_learned.text))
     bundle = run_memory.recovered_bundle(session, content, usage=usage, ranker=config.ranker)
-    packed_recovered = pack_section(bundle.entries, render_recovered_memory, budget, truncated=bundle.truncated)
+    packed_recovered = pack_section(bundle.entries, RECOVERED_MEMORY_FORMAT, budget, truncated=bundle.truncated)
     if packed_recovered.text is not None:
         sections.append({"name": "recovered_memory", "content": packed_recovered.text,
                          "entries": [e.run_id for e in packed_recovered.entries],

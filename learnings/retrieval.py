@@ -26,9 +26,10 @@ from learnings import policy_store, recall_sql, semantic
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
 from learnings.policy import RetrievalConfig
 from learnings.querysets import versions_digest
+from learnings.sections import LEARNED_CONTEXT_FORMAT
 from memory import embedding, ranking
 from memory.clock import now_ms
-from memory.recall import LEARNED_CONTEXT_FORMAT, Block
+from memory.sections import Block
 
 EXCERPT_CHARS = 180
 BROWSE_LIMIT = 200

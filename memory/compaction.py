@@ -19,7 +19,7 @@ from memory.audit import record_audit
 from memory.errors import ValidationFailed
 from memory.journal import append_event, log_entry
 from memory.models import Checkpoint, JournalEvent, Session
-from memory.recall import estimate_tokens
+from memory.sections import estimate_tokens
 
 logger = logging.getLogger(__name__)
 

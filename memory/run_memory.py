@@ -27,8 +27,9 @@ from memory.models import (
     SemanticCapture,
     Session,
 )
-from memory.recall import RecoveredEntry, RunFacts, build_record, partition_for_retention, rank_entries
+from memory.recall import rank_entries
 from memory.run_memory_policy import PolicyValidationError, RunMemoryPolicy
+from memory.run_records import RecoveredEntry, RunFacts, build_record, partition_for_retention
 
 logger = logging.getLogger(__name__)
 

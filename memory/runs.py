@@ -16,7 +16,7 @@ from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.journal import append_event
 from memory.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunKind, RunStatus, Session
-from memory.recall import truncate_preview
+from memory.run_records import truncate_preview
 
 S = RunStatus
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {

@@ -234,7 +234,8 @@ def test_learned_context_is_packed_first_within_one_budget(api_client, session_i
     """§4.17: learned_context is packed first, entry by entry while the rendered section fits; the first
     overflow stops it (truncated, with the omission note) and the omitted count feeds
     session_memory.metrics.prompt_limit_omitted_total; recovered_memory only gets what budget is left."""
-    from memory.recall import LEARNED_CONTEXT_TRUNCATED, estimate_tokens
+    from learnings.sections import LEARNED_CONTEXT_TRUNCATED
+    from memory.sections import estimate_tokens
     from tests.support.api import finish
 
     finish(api_client, session_id, "Which editor theme do we use?", output="The editor theme is dark.")

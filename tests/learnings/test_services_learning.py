@@ -348,8 +348,8 @@ def test_learned_records_are_the_reference_selection_and_never_stale():
     changed row must never be served from the cache."""
     from types import SimpleNamespace
 
+    from learnings.sections import LEARNED_CONTEXT_FORMAT
     from learnings.semantic import select_for_prompt
-    from memory.recall import LEARNED_CONTEXT_FORMAT
 
     session = SessionFactory(projects=[ProjectFactory(project_id="atlas")])
     learning("Preferred editor is Helix.", kind="preference")
