@@ -1,4 +1,6 @@
-"""Chainable reads of the learning plane: visibility to a caller, review queue, prompt gates, list query."""
+"""Chainable reads of the learning plane: visibility to a caller, review queue, prompt gates, list query; and
+the two reads every new run makes (``scoped_rows``, ``scoped_fingerprint``) as hand-written SQL over the
+prompt/search gates of ``learnings.recall_sql``."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from typing import NamedTuple
 
 from django.db import connections
 from django.db.models import CharField, Exists, Model, OuterRef, Q, QuerySet, Value
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Concat
 
+from learnings import recall_sql
 from memory.clock import now_ms
 
 # Plain strings (not the TextChoices of learnings.models, which imports this module).
@@ -37,23 +39,17 @@ def _shadowing(model: type[Model], at_ms: int) -> QuerySet:
     )
 
 
-class _Slot(NamedTuple):
-    """Where a parameter of a compiled query comes from: a scope key (by position), the time, or a constant."""
-
-    key: int | None = None
-    at: type[int] | None = None  # the type the backend gave the time (psycopg's Int8 on PostgreSQL)
-    constant: object = None
-
-
-# Stand-ins for the call's values while compiling; never sent to the database.
-_KEY_STAND_IN = "\x00scope-key-{}\x00"
-_AT_STAND_IN = -7_070_707_070_707  # no real epoch-ms timestamp
-
-
 ROW_VERSION = "_row_version"
 """A row version's identity: ``id:xmin:ctid``. ``xmin`` (the writing transaction) changes with
 every committed write and ``ctid`` (the tuple's place) with every write inside one transaction, whatever
 wrote it - the ORM, raw SQL or a console - so an unchanged identity means an unchanged row."""
+
+SHAPE_GATES = {"for_prompt": recall_sql.GATES["prompt"], "search_visible": recall_sql.GATES["search"]}
+"""The hand-written WHERE clause of each shape (``learnings.recall_sql``, over ``learnings_learning l``, with
+``%(keys)s`` and ``%(at)s``): the same rows as ``for_prompt`` / ``search_visible``, checked by
+``tests/learnings/test_scoped_sql.py``."""
+
+_VERSION_SQL = "(l.id::text || ':' || l.xmin::text || ':' || l.ctid::text)"
 
 
 class Fingerprint(NamedTuple):
@@ -70,57 +66,22 @@ def versions_digest(rows: Sequence[tuple]) -> bytes:
     return hashlib.sha256(",".join(versions).encode()).digest()
 
 
-def _row_version(model: type[Model]) -> RawSQL:
-    """``ROW_VERSION`` as an annotation: built from the model's own table and column names only."""
-    table = f'"{model._meta.db_table}"'
-    sql = f"""({table}."{model._meta.pk.column}"::text || ':' || {table}.xmin::text || ':' || {table}.ctid::text)"""
-    return RawSQL(sql, ())  # noqa: S611
-
-
-def _shape_rows(manager: QuerySet, shape: str, keys: list[str], at_ms: int, fields: tuple[str, ...],
-                versioned: bool) -> QuerySet:
-    """``<shape>(keys, at_ms).order_by().values_list(*fields)``, with each row's ``ROW_VERSION`` last if asked."""
-    queryset = getattr(manager, shape)(keys, at_ms).order_by()
-    if versioned:
-        queryset = queryset.annotate(**{ROW_VERSION: _row_version(manager.model)})
-        fields = (*fields, ROW_VERSION)
-    return queryset.values_list(*fields)
-
-
 @lru_cache(maxsize=64)
-def _compiled(model: type[Model], alias: str, shape: str, fields: tuple[str, ...], key_count: int,
-              versioned: bool = False):
-    """SQL and parameter slots of ``model.objects.<shape>(keys, at_ms).order_by().values_list(*fields)`` for
-    ``key_count`` distinct keys (``versioned``: with each row's ``ROW_VERSION`` last), or ``None`` if the
-    stand-ins cannot all be traced to a parameter."""
-    keys = [_KEY_STAND_IN.format(index) for index in range(key_count)]
-    queryset = _shape_rows(model.objects.using(alias), shape, keys, _AT_STAND_IN, fields, versioned)
-    sql, params = queryset.query.get_compiler(alias).as_sql()
-    positions = {key: index for index, key in enumerate(keys)}
-    slots = tuple(
-        _Slot(key=positions[param]) if isinstance(param, str) and param in positions
-        else _Slot(at=type(param)) if isinstance(param, int) and param == _AT_STAND_IN
-        else _Slot(constant=param)
-        for param in params
-    )
-    traced = {slot.key for slot in slots if slot.key is not None} == set(range(key_count))
-    if not traced or not any(slot.at for slot in slots) or "\x00" in sql or str(_AT_STAND_IN) in sql:
-        return None
-    return sql, slots
+def _rows_sql(model: type[Model], shape: str, fields: tuple[str, ...], versioned: bool) -> str:
+    """``SELECT <fields' columns>[, ROW_VERSION] FROM <table> l WHERE <shape's gates>``."""
+    meta = model._meta
+    columns = [meta.pk.column if name == "pk" else meta.get_field(name).column for name in fields]
+    select = [f'l."{column}"' for column in columns] + ([_VERSION_SQL] if versioned else [])
+    return f'SELECT {", ".join(select)} FROM "{meta.db_table}" l WHERE {SHAPE_GATES[shape]}'  # noqa: S608
 
 
-@lru_cache(maxsize=64)
-def _compiled_fingerprint(model: type[Model], alias: str, shape: str, key_count: int):
-    """:func:`_compiled` of the shape's row versions, wrapped in the aggregate that
-    ``versions_digest`` mirrors."""
-    compiled = _compiled(model, alias, shape, (), key_count, versioned=True)
-    if compiled is None:
-        return None
-    inner, slots = compiled
-    version = f'v."{ROW_VERSION}"'
-    sql = (f"SELECT count(*), sha256(convert_to(string_agg({version}, ',' "  # noqa: S608
-           f"ORDER BY split_part({version}, ':', 1)::bigint), 'UTF8')) FROM ({inner}) v")
-    return sql, slots
+@lru_cache(maxsize=8)
+def _fingerprint_sql(model: type[Model], shape: str) -> str:
+    """The count and the digest ``versions_digest`` mirrors, of the shape's row versions."""
+    return ("SELECT count(*), sha256(convert_to(string_agg(v.version, ',' "  # noqa: S608
+            "ORDER BY split_part(v.version, ':', 1)::bigint), 'UTF8')) "
+            f'FROM (SELECT {_VERSION_SQL} AS version FROM "{model._meta.db_table}" l '
+            f"WHERE {SHAPE_GATES[shape]}) v")
 
 
 def caller_scope_q(user: object) -> Q:
@@ -144,55 +105,6 @@ def caller_scope_q(user: object) -> Q:
 
 class _ScopedQuerySet(QuerySet):
     id_prefix = ""
-
-    def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...], *,
-                    versioned: bool = False) -> list:
-        """``self.<shape>(scope_keys, at_ms).order_by().values_list(*fields)`` as a list of plain tuples
-        (``versioned``: each with its ``ROW_VERSION`` last).
-
-        For the reads every new run makes: building that queryset and compiling it costs milliseconds of
-        Python, so its SQL is compiled once per (database, shape, fields, number of keys) and run on a raw
-        cursor with this call's keys and time. ``fields`` must be plain columns (no converters). The shape
-        is the only definition of the query, so both paths always agree.
-        """
-        keys = list(dict.fromkeys(scope_keys))
-        compiled = _compiled(self.model, self.db, shape, tuple(fields), len(keys), versioned) if keys else None
-        if compiled is None:
-            return list(_shape_rows(self, shape, keys, at_ms, tuple(fields), versioned))
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(*self._statement(compiled, keys, at_ms))
-            return cursor.fetchall()
-
-    def scoped_fingerprint(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> Fingerprint | None:
-        """How many rows ``scoped_rows`` would return and the digest of their versions (``versions_digest``),
-        read without the rows: the same answer means the same rows. ``None`` when the shape's statement could
-        not be prepared (then read the rows)."""
-        keys = list(dict.fromkeys(scope_keys))
-        if not keys:
-            return Fingerprint(0, b"")
-        statement = self.fingerprint_statement(shape, keys, at_ms)
-        if statement is None:
-            return None
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(*statement)
-            count, digest = cursor.fetchone()
-        return Fingerprint(count, bytes(digest or b""))
-
-    def fingerprint_statement(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> tuple[str, list] | None:
-        """The SQL and parameters ``scoped_fingerprint`` runs (for EXPLAIN), or ``None`` where it runs none."""
-        keys = list(dict.fromkeys(scope_keys))
-        if not keys:
-            return None
-        compiled = _compiled_fingerprint(self.model, self.db, shape, len(keys))
-        return None if compiled is None else self._statement(compiled, keys, at_ms)
-
-    @staticmethod
-    def _statement(compiled: tuple[str, tuple[_Slot, ...]], keys: list[str], at_ms: int) -> tuple[str, list]:
-        sql, slots = compiled
-        return sql, [
-            keys[slot.key] if slot.key is not None else slot.at(at_ms) if slot.at else slot.constant
-            for slot in slots
-        ]
 
     def visible_to(self, user: object, *, operator: bool) -> QuerySet:
         """Operators see everything; an agent only what lies in the scopes of the sessions it owns."""
@@ -244,6 +156,40 @@ class LearningCandidateQuerySet(_ScopedQuerySet):
 
 class LearningQuerySet(_ScopedQuerySet):
     id_prefix = "learning"
+
+    def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...], *,
+                    versioned: bool = False) -> list:
+        """``self.<shape>(scope_keys, at_ms).order_by().values_list(*fields)`` as a list of plain tuples
+        (``versioned``: each with its ``ROW_VERSION`` last); ``shape`` is ``for_prompt`` or ``search_visible``.
+
+        For the reads every new run makes: building that queryset and compiling it costs milliseconds of
+        Python, so the shape's hand-written SQL (``SHAPE_GATES``) runs on a raw cursor with this call's keys and
+        time. ``fields`` must be plain columns (no converters).
+        """
+        keys = list(dict.fromkeys(scope_keys))
+        if not keys:
+            return []
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(_rows_sql(self.model, shape, tuple(fields), versioned), {"keys": keys, "at": at_ms})
+            return cursor.fetchall()
+
+    def scoped_fingerprint(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> Fingerprint:
+        """How many rows ``scoped_rows`` would return and the digest of their versions (``versions_digest``),
+        read without the rows: the same answer means the same rows."""
+        statement = self.fingerprint_statement(shape, scope_keys, at_ms)
+        if statement is None:
+            return Fingerprint(0, b"")
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(*statement)
+            count, digest = cursor.fetchone()
+        return Fingerprint(count, bytes(digest or b""))
+
+    def fingerprint_statement(self, shape: str, scope_keys: Sequence[str], at_ms: int) -> tuple[str, dict] | None:
+        """The SQL and parameters ``scoped_fingerprint`` runs (for EXPLAIN); ``None`` for no keys (no query)."""
+        keys = list(dict.fromkeys(scope_keys))
+        if not keys:
+            return None
+        return _fingerprint_sql(self.model, shape), {"keys": keys, "at": at_ms}
 
     def live(self, at_ms: int | None = None) -> QuerySet:
         """§4.7 visibility: active or provisional, verification not failed, not expired."""

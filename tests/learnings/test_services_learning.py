@@ -449,7 +449,7 @@ def test_search_hits(session):
 
 @pytest.mark.parametrize("shape", ["for_prompt", "search_visible"])
 def test_scoped_rows_are_the_queryset_rows(session, shape):
-    """``scoped_rows`` runs the shape's SQL compiled once per number of keys: whatever the keys (few, many,
+    """``scoped_rows`` runs the shape's hand-written SQL: whatever the keys (few, many,
     repeated, none) and the time, it must return exactly the rows of the queryset itself."""
     at = now_ms()
     learning("Reports use gigabytes.", kind="preference")
