@@ -62,9 +62,8 @@ def seed(scale: int) -> list[int]:
     through = Session.projects.through
     through.objects.bulk_create([through(session_id=sid, project_id=project_pks[i % len(project_pks)])
                                  for i, sid in enumerate(ids)], batch_size=5000)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
     return ids
 
 
@@ -104,10 +103,10 @@ def run(results: Results, *, scale: int = 1) -> None:
 
     s = sample[0]
     qs = Learning.objects.for_prompt(scope_keys[s.pk], now_ms()).order_by()  # as retrieval runs it
-    plan = qs.explain(analyze=True) if connection.vendor == "postgresql" else qs.explain()
+    plan = qs.explain(analyze=True)
     print("EXPLAIN (learned_context retrieval, a set's first run):\n" + plan, flush=True)
     statement = Learning.objects.fingerprint_statement("for_prompt", scope_keys[s.pk], now_ms())
-    if statement is not None:
+    if statement is not None:  # None only for a session without scope keys
         with connection.cursor() as cursor:
             cursor.execute("EXPLAIN ANALYZE " + statement[0], statement[1])
             plan = "\n".join(row[0] for row in cursor.fetchall())

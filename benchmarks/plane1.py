@@ -42,9 +42,8 @@ def seed(sessions: int, events_per_session: int) -> tuple[str, list[int]]:
             JournalEvent.objects.bulk_create(rows, batch_size=5000)
             rows = []
     JournalEvent.objects.bulk_create(rows, batch_size=5000)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
     return issued.plaintext, ids
 
 
@@ -68,14 +67,10 @@ def gunicorn_appends(key: str, runs: list[str], count: int) -> list[float]:
     port = free_port()
     env = dict(os.environ)
     db = connection.settings_dict
-    env["DATABASE_URL"] = os.environ.get("DATABASE_URL", "")
-    if db["ENGINE"].endswith("postgresql"):
-        host = db.get("HOST") or ""
-        env["DATABASE_URL"] = (f"postgres://{db.get('USER') or 'postgres'}@{'' if host.startswith('/') else host}"
-                               f"{':' + str(db['PORT']) if db.get('PORT') else ''}/{db['NAME']}"
-                               + (f"?host={host}" if host.startswith("/") else ""))
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    host = db.get("HOST") or ""
+    env["DATABASE_URL"] = (f"postgres://{db.get('USER') or 'postgres'}@{'' if host.startswith('/') else host}"
+                           f"{':' + str(db['PORT']) if db.get('PORT') else ''}/{db['NAME']}"
+                           + (f"?host={host}" if host.startswith("/") else ""))
     env["ALLOWED_HOSTS"] = "127.0.0.1,localhost"
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "kheish.wsgi:application", "--bind",
                              f"127.0.0.1:{port}", "--workers", "2", "--threads", "2", "--log-level", "warning"],

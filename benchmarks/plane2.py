@@ -14,8 +14,8 @@ from kheish import composition
 from memory import run_memory
 from memory.clock import now_ms
 from memory.models import Run, RunMemoryRecord, RunMemoryScope, RunStatus, Session
-from memory.scrubbing import scrub
 from memory.runs import run_complete
+from memory.scrubbing import scrub
 
 TOPICS = ["TLS certificate rotation on web-{n}", "disk usage on db-{n}", "backup restore drill {n}",
           "sales report for region {n}", "kubernetes upgrade of cluster {n}", "invoice batch {n} reconciliation",
@@ -49,9 +49,8 @@ def seed(owner_id: int, sessions: int, per_session: int) -> list[int]:
             scopes.append(RunMemoryScope(record_id=rec.pk, scope_key=f"session:session-{rec.session_id}",
                                          recorded_at_ms=rec.recorded_at_ms))
         RunMemoryScope.objects.bulk_create(scopes, batch_size=5000)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
     return ids
 
 

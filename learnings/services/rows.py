@@ -53,11 +53,9 @@ def validated_learning(learning: Learning) -> Learning:
 
 def serialize_scope(scope_key: str, kind: str) -> None:
     """Serialise publications into one (scope, kind) until commit, so the equivalence and conflict checks
-    that precede an insert cannot race (a transaction-scoped advisory lock on PostgreSQL; SQLite already
-    serialises writers)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"learnings:{scope_key}:{kind}"])
+    that precede an insert cannot race (a transaction-scoped advisory lock)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"learnings:{scope_key}:{kind}"])
 
 
 def lock_learning(pk: int) -> Learning:

@@ -26,11 +26,6 @@ WAIT_SECONDS = 20
 @pytest.fixture
 def redis_worker(transactional_db, llm_unconfigured):
     """A Celery worker thread on Redis; tasks are really sent through the broker (not eager)."""
-    from django.db import connection
-
-    if connection.vendor == "sqlite" and connection.is_in_memory_db():
-        pytest.skip("a worker thread cannot share SQLite's in-memory test database (shared-cache table locks); "
-                    "run with DATABASE_URL=postgres://… (make test does) or a file-based SQLite test database")
     try:
         import redis
 

@@ -1,4 +1,4 @@
-"""The prompt-visible set of a session's scopes, fingerprinted by row versions (PostgreSQL) and prepared once
+"""The prompt-visible set of a session's scopes, fingerprinted by row versions and prepared once
 per process: the fingerprint computed in SQL is the one computed from the rows, an unchanged set is served
 without reading its rows, and any write - even a second one inside the same transaction - is seen."""
 
@@ -35,7 +35,6 @@ def ids(session, keys, query=None):
     return [record.learning_id for record in records]
 
 
-@pytest.mark.postgres
 def test_sql_fingerprint_is_the_digest_of_the_rows(scoped):
     _, keys = scoped
     at = now_ms()
@@ -47,7 +46,6 @@ def test_sql_fingerprint_is_the_digest_of_the_rows(scoped):
     assert Learning.objects.scoped_fingerprint("for_prompt", [], at).count == 0
 
 
-@pytest.mark.postgres
 def test_an_unchanged_set_is_scored_without_reading_its_rows(scoped):
     session, keys = scoped
     first = ids(session, keys, "editor")
@@ -56,7 +54,6 @@ def test_an_unchanged_set_is_scored_without_reading_its_rows(scoped):
     assert again == first and len(queries) == 1 and "sha256" in queries[0]["sql"]
 
 
-@pytest.mark.postgres
 def test_every_write_changes_the_fingerprint_even_inside_one_transaction(scoped):
     """pytest-django runs this test in one transaction: xmin stays the same across these writes, the
     tuple's place (ctid) does not."""
@@ -94,9 +91,3 @@ def test_sets_are_bounded_least_recently_used_first():
     sets.put(b"c", c)
     assert sets.get(b"b") is None and sets.get(b"a") is a and sets.get(b"c") is c
 
-
-def test_other_databases_read_the_rows():
-    if connection.vendor == "postgresql":
-        assert Learning.objects.scoped_fingerprint("for_prompt", ["workspace:default"], now_ms()) is not None
-    else:
-        assert Learning.objects.scoped_fingerprint("for_prompt", ["workspace:default"], now_ms()) is None

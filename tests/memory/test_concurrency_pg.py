@@ -14,7 +14,7 @@ from memory.models import JournalEvent, Run, RunMemoryRecord
 from memory.runs import RunInput, run_open
 from tests.factories import SessionFactory, TerminalRunFactory
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def run_threads(count: int, target) -> list[BaseException]:
