@@ -31,7 +31,7 @@ if not CHROMIUM.exists():
                 allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
-from tests.e2e.console_data import (  # noqa: E402
+from tests.support.console_data import (  # noqa: E402
     CORRECTED_PREFERENCE,
     MARKER,
     PASSWORD,

@@ -11,7 +11,7 @@ from learnings.models import Learning, LearningCandidate
 from memory.models import AuditEvent
 from skills import services as skill_services
 from skills.models import LearningSkill
-from tests.e2e.console_data import (
+from tests.support.console_data import (
     MARKER,
     api_candidate,
     completed_run,

@@ -11,7 +11,7 @@ from learnings import services as learning_services
 from learnings.models import LearningCandidate
 from memory.models import AuditEvent
 from skills import services as skill_services
-from tests.e2e.console_data import (
+from tests.support.console_data import (
     PREFERENCE,
     PREFERENCE_STATEMENT,
     api_candidate,

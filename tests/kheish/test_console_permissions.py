@@ -12,7 +12,7 @@ from learnings.models import Learning, LearningCandidate
 from memory.models import AuditEvent, PolicyRevision
 from skills import services as skill_services
 from skills.models import LearningSkill
-from tests.e2e.console_data import api_candidate, plain_user, procedure_learning, published, use_tmp_skill_dirs
+from tests.support.console_data import api_candidate, plain_user, procedure_learning, published, use_tmp_skill_dirs
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,7 @@ def test_operator_api_keys_do_not_open_the_console_either(client, objects, opera
 
 
 def test_staff_reach_every_page(client, objects):
-    from tests.e2e.console_data import staff_user
+    from tests.support.console_data import staff_user
 
     client.force_login(staff_user())
     for _, path, _ in console_requests(objects):

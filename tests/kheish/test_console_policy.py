@@ -9,7 +9,7 @@ from django.urls import reverse
 from learnings import policy_store
 from memory import run_memory
 from memory.models import AuditEvent, PolicyRevision, RunMemoryRecord
-from tests.e2e.console_data import (
+from tests.support.console_data import (
     PREFERENCE_STATEMENT,
     api_candidate,
     capture,

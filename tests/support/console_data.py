@@ -1,4 +1,4 @@
-"""Builders shared by the console tests (tests/kheish/test_console_*.py and the browser tests).
+"""Builders shared by the console tests (tests/kheish/test_console_*.py and the browser tests in tests/e2e).
 
 Everything is made through the services the API uses (sessions, runs, candidates, publication, capture), never
 by writing rows, so the console is exercised against the same states real traffic produces.
