@@ -365,6 +365,7 @@ def cmd_run(args: Sequence[str]) -> int:
     with database() as where:
         runtime.record_service(database_url=explicit_url, port=port)
         _manage("migrate", "--noinput")
+        _manage("createcachetable")  # the database cache that counts auth failures (kheish.api.throttling)
         _manage("collectstatic", "--noinput", "--verbosity", "0")
         _manage("ensure_operator")
         base = f"http://127.0.0.1:{port}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -38,6 +39,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "memory",
     "learnings",
     "skills",
@@ -55,6 +57,13 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # renders the admin sign-in lockout (must be last)
+]
+
+# Admin sign-in: django-axes refuses a locked-out client before the password is hashed (~0.8 s of CPU each).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "kheish.urls"
@@ -131,7 +140,34 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["kheish.api.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_CLASSES": ["kheish.api.throttling.PrincipalRateThrottle"],
 }
+
+# Throttling (kheish.api.throttling). Rates are N/<period>: 6000/m, 100/5m (units s, m, h, d); "off" disables.
+# Requests per principal: a ceiling for runaway clients, far above a busy agent's pace.
+KHEISH_THROTTLE_AGENT = env.str("KHEISH_THROTTLE_AGENT", default="6000/m")
+KHEISH_THROTTLE_OPERATOR = env.str("KHEISH_THROTTLE_OPERATOR", default="6000/m")
+# Failed API-key authentications; past these, failures get 429 + Retry-After (a valid key is never refused).
+KHEISH_AUTH_FAILURES_PER_ADDRESS = env.str("KHEISH_AUTH_FAILURES_PER_ADDRESS", default="100/5m")
+KHEISH_AUTH_FAILURES_PER_PREFIX = env.str("KHEISH_AUTH_FAILURES_PER_PREFIX", default="20/5m")
+# "default" holds the per-principal counts (local memory: per gunicorn worker; redis://... for one shared
+# count); "auth_failures" the failure counts, in the database by default so every worker and process shares
+# one count (its table is made by `createcachetable`, which `make run` and the test database run).
+CACHES = {
+    "default": env.cache_url("KHEISH_CACHE_URL", default="locmemcache://"),
+    "auth_failures": env.cache_url("KHEISH_AUTH_FAILURE_CACHE_URL", default="dbcache://kheish_auth_failures"),
+}
+
+# Admin sign-in lockout (django-axes): after KHEISH_ADMIN_LOCKOUT_FAILURES failed sign-ins from one address
+# that address may not sign in for KHEISH_ADMIN_LOCKOUT_MINUTES (each further try restarts the wait). Clear it
+# early with `manage.py axes_reset_ip ADDRESS` (or `axes_reset` for all).
+AXES_FAILURE_LIMIT = env.int("KHEISH_ADMIN_LOCKOUT_FAILURES", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("KHEISH_ADMIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "kheish.api.throttling.client_address"
+AXES_LOCKOUT_CALLABLE = "kheish.admin_lockout.lockout_response"
+AXES_ONLY_ADMIN_SITE = False
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kheish Memory API",

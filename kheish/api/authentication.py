@@ -1,9 +1,13 @@
-"""`Authorization: Bearer <api key>` authentication. request.auth is the ApiKey (its role decides)."""
+"""`Authorization: Bearer <api key>` authentication. request.auth is the ApiKey (its role decides).
+
+A credential that fails is counted per client address and per key prefix (kheish.api.throttling); past a
+limit the failure is answered 429 with Retry-After instead of 401. A valid key is never counted nor refused."""
 
 from __future__ import annotations
 
 from rest_framework import authentication, exceptions
 
+from kheish.api.throttling import auth_failures
 from memory.identity import authenticate_key
 
 
@@ -15,12 +19,14 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         parts = header.split()
-        if parts[0].lower() != self.keyword:
+        if not parts or parts[0].lower() != self.keyword:
             return None
         if len(parts) != 2:
+            auth_failures.record_failure(request, "")
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <api key>'")
         key = authenticate_key(parts[1])
         if key is None:
+            auth_failures.record_failure(request, parts[1])
             raise exceptions.AuthenticationFailed("invalid or revoked API key")
         return key.user, key
 

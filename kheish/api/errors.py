@@ -4,6 +4,7 @@ field?}. Services raise memory.errors.AppError; DRF's own exceptions are mapped 
 from __future__ import annotations
 
 import logging
+import math
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
@@ -78,6 +79,14 @@ def problem_exception_handler(exc, context):
         return response
     if isinstance(exc, exceptions.PermissionDenied):
         return problem_response(403, domain="auth", code="forbidden", detail=str(exc.detail))
+    if isinstance(exc, exceptions.Throttled):  # 429 with Retry-After (kheish.api.throttling)
+        wait = max(1, math.ceil(exc.wait)) if exc.wait is not None else 1
+        code = getattr(exc, "problem_code", None)
+        detail = str(exc.detail) if code else f"request rate limit reached; retry in {wait} s"
+        response = problem_response(429, domain=getattr(exc, "problem_domain", "api"), code=code or "throttled",
+                                    detail=detail, extra={"retry_after": wait})
+        response["Retry-After"] = str(wait)
+        return response
     if isinstance(exc, exceptions.APIException):
         code = exc.default_code if isinstance(exc.default_code, str) else "error"
         return problem_response(exc.status_code, domain="api", code=code, detail=str(exc.detail))
