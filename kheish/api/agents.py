@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator
+from kheish.api.schema import OPERATOR, described
 from memory import grants
 
 
@@ -21,12 +21,19 @@ class AgentGrantsSerializer(StrictSerializer):
 class AgentGrantsView(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(responses=AgentGrantsSerializer, operation_id="agents_grants_retrieve")
+    @described("An agent's grants",
+               "The personas and projects the agent (its username, the agent_id of its runs) may bind its sessions "
+               "to. 404 when no such agent exists.",
+               caller=OPERATOR, responses=AgentGrantsSerializer, operation_id="agents_grants_retrieve")
     def get(self, request, agent_id: str):
         return Response(grants.grants_for(grants.get_agent(agent_id)).as_dict())
 
-    @extend_schema(request=AgentGrantsSerializer, responses=AgentGrantsSerializer,
-                   operation_id="agents_grants_update")
+    @described("Replace an agent's grants",
+               "Replaces the agent's persona and project grants whole (an empty list revokes all of that kind); "
+               "sessions opened afterwards may bind only granted ids. 400 for an unknown persona or project id, "
+               "404 when no such agent exists.",
+               caller=OPERATOR, request=AgentGrantsSerializer, responses=AgentGrantsSerializer,
+               operation_id="agents_grants_update")
     def put(self, request, agent_id: str):
         agent = grants.get_agent(agent_id)
         data = AgentGrantsSerializer(data=request.data)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 from django.urls import path
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
+from kheish.api.schema import OPERATOR, described
 from learnings import policy_store, selectors, services
 from learnings.models import (
     CandidateOrigin,
@@ -132,7 +133,7 @@ def _expiry_field() -> serializers.IntegerField:
     return serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0, max_value=2**62)
 
 
-class CreateLearningCandidateRequest(StrictSerializer):
+class CreateLearningCandidateSerializer(StrictSerializer):
     scope = LearningScopeSerializer()
     kind = LearningKindField()
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED)
@@ -143,7 +144,7 @@ class CreateLearningCandidateRequest(StrictSerializer):
     expires_at_ms = _expiry_field()
 
 
-class PublishLearningCandidateRequest(StrictSerializer):
+class PublishLearningCandidateSerializer(StrictSerializer):
     scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
@@ -159,7 +160,7 @@ class EmptyRequest(StrictSerializer):
     pass
 
 
-class RevokeLearningRequest(StrictSerializer):
+class RevokeLearningSerializer(StrictSerializer):
     reason = StrictCharField(
         required=False,
         allow_null=True,
@@ -181,7 +182,7 @@ def _filter_text(max_length: int = 200) -> StrictCharField:
     )
 
 
-class RevokeMatchingLearningsRequest(StrictSerializer):
+class RevokeMatchingLearningsSerializer(StrictSerializer):
     query = _filter_text(1000)
     scope_kind = _filter_text(20)
     scope_id = _filter_text()
@@ -195,7 +196,7 @@ class RevokeMatchingLearningsRequest(StrictSerializer):
                                    help_text="required (true) to revoke with no filter: every matching learning")
 
 
-class SupersedeLearningRequest(StrictSerializer):
+class SupersedeLearningSerializer(StrictSerializer):
     scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
@@ -325,13 +326,24 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
     def get_queryset(self):
         return LearningCandidate.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
 
-    @extend_schema(parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
+    @described("List learning candidates",
+               "Proposed learnings, newest first, filtered by query (text), scope, kind, state and origin. An "
+               "agent sees the candidates of the scopes of its own sessions; an operator sees all (the review "
+               "queue is state=pending). Paged (limit, offset).",
+               parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
 
-    @extend_schema(request=CreateLearningCandidateRequest, responses=LearningCandidateViewSerializer)
+    @described("Propose a learning",
+               "Proposes a learning (a fact, preference, decision or procedure) for a scope; the learning policy "
+               "then publishes it, holds it for operator review, or rejects it (see state and "
+               "automation_review). Answers 200 with the candidate. 400 for invalid content (over 1,600 "
+               "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one of the "
+               "calling agent's sessions, 403 provenance_forbidden when source or evidence_refs name another "
+               "agent's runs or sessions.",
+               request=CreateLearningCandidateSerializer, responses={200: LearningCandidateViewSerializer})
     def create(self, request):
-        data = CreateLearningCandidateRequest(data=request.data)
+        data = CreateLearningCandidateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
         scope = _scope(body["scope"])
@@ -350,15 +362,21 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         )
         return Response(LearningCandidateViewSerializer(candidate).data)
 
+    @described("Get a learning candidate", "One candidate, with its review state and, once published, the "
+               "learning it became. 404 when it is not in a scope of the calling agent's sessions.")
     def retrieve(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
         return Response(LearningCandidateViewSerializer(candidate).data)
 
-    @extend_schema(request=PublishLearningCandidateRequest, responses=LearningViewSerializer)
+    @described("Publish a candidate",
+               "Publishes a pending candidate as a learning (publish_tier active or shadow), optionally editing "
+               "its scope, kind, sensitivity, content, confidence or expiry, or superseding an existing learning. "
+               "Answers the new learning. 404 for an unknown candidate; 409 when it was rejected or already published.",
+               caller=OPERATOR, request=PublishLearningCandidateSerializer, responses=LearningViewSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
     def publish(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id)
-        data = PublishLearningCandidateRequest(data=request.data)
+        data = PublishLearningCandidateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
         learning = services.candidate_publish(
@@ -378,7 +396,10 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         )
         return Response(LearningViewSerializer(learning).data)
 
-    @extend_schema(request=EmptyRequest, responses=LearningCandidateViewSerializer)
+    @described("Reject a candidate", "Rejects a pending or escalated candidate; it never reaches a prompt. "
+               "Body: {}. Rejecting a rejected candidate answers it unchanged. 404 for an unknown candidate; 409 "
+               "when it was already published.",
+               caller=OPERATOR, request=EmptyRequest, responses=LearningCandidateViewSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
     def reject(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id)
@@ -396,28 +417,42 @@ class LearningViewSet(_LearningPlaneViewSet):
     def get_queryset(self):
         return Learning.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
 
-    @extend_schema(parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
+    @described("List learnings",
+               "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "
+               "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions; an "
+               "operator sees all. Paged (limit, offset).",
+               parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningViewSerializer)
 
+    @described("Get a learning", "One learning, with its status (active, shadow, revoked, superseded...), "
+               "provenance and policy decision. 404 when it is not in a scope of the calling agent's sessions.")
     def retrieve(self, request, learning_id: str):
         learning = selectors.get_learning(learning_id, queryset=self.get_queryset())
         return Response(LearningViewSerializer(learning).data)
 
-    @extend_schema(request=RevokeLearningRequest, responses=LearningViewSerializer)
+    @described("Revoke a learning", "Revokes a learning (with an optional reason): it leaves every prompt at "
+               "once, and a skill promoted from it is revoked first. Revoking a revoked learning answers it "
+               "unchanged. 404 for an unknown learning.",
+               caller=OPERATOR, request=RevokeLearningSerializer, responses=LearningViewSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
     def revoke(self, request, learning_id: str):
         learning = selectors.get_learning(learning_id)
-        data = RevokeLearningRequest(data=request.data)
+        data = RevokeLearningSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         learning = services.learning_revoke(learning=learning, actor=request.user, reason=data.validated_data["reason"])
         return Response(LearningViewSerializer(learning).data)
 
-    @extend_schema(request=RevokeMatchingLearningsRequest, responses=LearningViewSerializer(many=True))
+    @described("Revoke matching learnings",
+               "Revokes every learning the filters match (the filters of GET /v1/learnings) and answers the "
+               "revoked learnings as an array. At least one filter, or all: true, is required (400 "
+               "filter_required), so an empty body never revokes everything.",
+               caller=OPERATOR, request=RevokeMatchingLearningsSerializer,
+               responses=LearningViewSerializer(many=True))
     @action(detail=False, methods=["post"], url_path="revoke-matching", filterset_class=None,
             pagination_class=None)
     def revoke_matching(self, request):
-        data = RevokeMatchingLearningsRequest(data=request.data)
+        data = RevokeMatchingLearningsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = {k: v for k, v in data.validated_data.items() if v is not None}
         reason = body.pop("reason", None)
@@ -429,11 +464,15 @@ class LearningViewSet(_LearningPlaneViewSet):
         revoked = services.learnings_revoke_matching(queryset=matching, actor=request.user, reason=reason)
         return Response(LearningViewSerializer(revoked, many=True).data)
 
-    @extend_schema(request=SupersedeLearningRequest, responses=LearningViewSerializer)
+    @described("Supersede a learning",
+               "Replaces a learning with a new one (new content; scope, kind, sensitivity, confidence and expiry "
+               "kept unless given): the old one becomes superseded and points to the replacement, which is "
+               "answered. 404 for an unknown learning; 409 when it is revoked or already superseded.",
+               caller=OPERATOR, request=SupersedeLearningSerializer, responses=LearningViewSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
     def supersede(self, request, learning_id: str):
         learning = selectors.get_learning(learning_id)
-        data = SupersedeLearningRequest(data=request.data)
+        data = SupersedeLearningSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
         # ``expires_at_ms?`` as every optional override (§4.15 "overrides or current values"; publish too): null
@@ -457,7 +496,11 @@ class LearningPolicyView(APIView):
 
     permission_classes = [IsOperator]
 
-    @extend_schema(
+    @described(
+        "Get the learning policy",
+        "The learning automation policy in force: mode, what is captured from runs, which candidates are "
+        "published without review, and the judge.",
+        caller=OPERATOR,
         responses=inline_serializer(
             "LearningAutomationPolicyConfig",
             fields={
@@ -471,9 +514,13 @@ class LearningPolicyView(APIView):
     def get(self, request):
         return Response(policy_store.current_policy().to_dict())
 
-    @extend_schema(
+    @described(
+        "Replace the learning policy",
+        "Replaces the learning policy whole ({policy, expected_revision?}). 400 for an invalid policy (the field "
+        "is named); 409 when expected_revision is not the current revision.",
+        caller=OPERATOR,
         request=inline_serializer(
-            "SetLearningPolicyRequest",
+            "SetLearningPolicy",
             fields={
                 "policy": serializers.JSONField(),
                 "expected_revision": serializers.IntegerField(required=False),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from kheish import composition
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import caller_is_operator
+from kheish.api.schema import described
 from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin, parse_int_param
 from memory import runs as run_service
 from memory.errors import ValidationFailed
@@ -224,7 +225,12 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
 
     serializer_class = RunViewSerializer
 
-    @extend_schema(request=RunOpenSerializer, responses={202: RunViewSerializer})
+    @described("Open a run",
+               "Submits an input to the session and opens a run (status queued); the answer carries the packed "
+               "memory the model should receive (prompt.sections: learned_context, recovered_memory). Repeating "
+               "it with the same Idempotency-Key (header or idempotency_key) answers the same run. 404 when the "
+               "session is not the calling agent's; 409 when the session already has an active run.",
+               request=RunOpenSerializer, responses={202: RunViewSerializer})
     def create(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         data = RunOpenSerializer(data=request.data)
@@ -312,8 +318,11 @@ def _action_view(name: str):
     view.__doc__ = ACTION_DOCS[name]
     # extend_schema outside @action: @action replaces the function's kwargs, where the schema override lives
     as_action = action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
-    return extend_schema(request=serializer_class, responses=RunViewSerializer, summary=ACTION_DOCS[name].split(".")[0],
-                         operation_id=f"runs_{name.replace('-', '_')}")(as_action)
+    return described(ACTION_DOCS[name].split(".")[0],
+                     f"{ACTION_DOCS[name]} Answers the updated run. 404 when the run is not the calling agent's; "
+                     "409 when the run's status does not allow the action (the problem names both statuses).",
+                     request=serializer_class, responses=RunViewSerializer,
+                     operation_id=f"runs_{name.replace('-', '_')}")(as_action)
 
 
 class RunViewSet(viewsets.GenericViewSet):
@@ -331,15 +340,23 @@ class RunViewSet(viewsets.GenericViewSet):
     def get_visible_run(self, run_id: str) -> Run:
         return run_service.get_run(run_id, queryset=self.get_queryset())
 
+    @described("List runs", "The caller's runs (an operator: every agent's), filtered by session_id, status and "
+               "kind. Paged (limit, offset).")
     def list(self, request):
         qs = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(qs)
         return self.get_paginated_response([run_view(run) for run in page])
 
+    @described("Get a run", "One run: its status, pending approvals and questions, the newest outputs and the "
+               "memory it was given (prompt). 404 when it is not the calling agent's.")
     def retrieve(self, request, run_id: str):
         return Response(run_view(self.get_visible_run(run_id)))
 
-    @extend_schema(responses=RunOutputsPageSerializer, parameters=[
+    @described("Outputs of a run",
+               "Every assistant output of the run, whole, oldest first (the run view carries only the newest). "
+               "Page with cursor = the previous page's next_cursor (null on the last page). 400 for a cursor or "
+               "limit out of range; 404 when the run is not the calling agent's.",
+               responses=RunOutputsPageSerializer, parameters=[
         OpenApiParameter("cursor", int, description="the next_cursor of the previous page (an offset)"),
         OpenApiParameter("limit", int, description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)")])
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
@@ -358,7 +375,9 @@ class RunViewSet(viewsets.GenericViewSet):
         next_cursor = page[-1].offset if len(rows) > limit else None
         return Response({"results": results, "next_cursor": next_cursor})
 
-    @extend_schema(responses=LogEntrySerializer(many=True))
+    @described("Journal events of a run", "The journal events the run wrote (input, outputs, tool calls, status "
+               "changes), oldest first. Paged (limit, offset). 404 when the run is not the calling agent's.",
+               responses=LogEntrySerializer(many=True))
     @action(detail=True, methods=["get"], filterset_class=None)
     def events(self, request, run_id: str):
         run = self.get_visible_run(run_id)

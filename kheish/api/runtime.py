@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from kheish import composition
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
+from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
 from memory import run_memory
 from memory.errors import ValidationFailed
@@ -39,16 +40,23 @@ def parse_expected_revision(body: dict) -> int | None:
 class RunMemoryPolicyView(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(responses=inline_serializer("RunMemoryPolicyConfig", fields={
+    @described("Get the run-memory policy",
+               "The recovered-run-memory policy in force: whether finished runs are remembered, for how long, how "
+               "many per session, how many enter a prompt, PII redaction and search visibility.",
+               caller=OPERATOR, responses=inline_serializer("RunMemoryPolicyConfig", fields={
         "enabled": serializers.BooleanField(), "retention_ms": serializers.IntegerField(),
         "max_tracked_per_session": serializers.IntegerField(), "max_prompt_entries": serializers.IntegerField(),
         "redact_pii": serializers.BooleanField(), "search_visibility": serializers.CharField()}))
     def get(self, request):
         return Response(run_memory.current_policy().to_dict())
 
-    @extend_schema(request=inline_serializer("SetRunMemoryPolicyRequest", fields={
-        "policy": serializers.JSONField(), "expected_revision": serializers.IntegerField(required=False)}),
-        responses=POLICY_RESPONSE)
+    @described("Replace the run-memory policy",
+               "Replaces the run-memory policy whole ({policy, expected_revision?}) and applies it (pruning "
+               "records it no longer keeps; the report is in maintenance). 400 for an invalid policy; 409 when "
+               "expected_revision is not the current revision (someone changed it first).",
+               caller=OPERATOR, request=inline_serializer("SetRunMemoryPolicy", fields={
+                   "policy": serializers.JSONField(), "expected_revision": serializers.IntegerField(required=False)}),
+               responses=POLICY_RESPONSE)
     def post(self, request):
         body = request.data
         if not isinstance(body, dict):
@@ -66,7 +74,7 @@ class RunMemoryPolicyView(APIView):
                          "revision": revision, "maintenance": report})
 
 
-class RedactionPreviewRequest(StrictSerializer):
+class RedactionPreviewSerializer(StrictSerializer):
     text = StrictCharField(max_length=500_000, allow_blank=True, trim_whitespace=False)
     redact_pii = serializers.BooleanField(required=False, default=True)
 
@@ -74,11 +82,15 @@ class RedactionPreviewRequest(StrictSerializer):
 class RedactionPreviewView(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(request=RedactionPreviewRequest, responses=inline_serializer("RedactionPreview", fields={
+    @described("Preview redaction",
+               "Scrubs a text as run memory would before storing it (secrets always; PII when redact_pii) and "
+               "answers the result with counts by kind. Nothing is stored.",
+               caller=OPERATOR, request=RedactionPreviewSerializer,
+               responses=inline_serializer("RedactionPreview", fields={
         "text": serializers.CharField(), "redaction_count": serializers.IntegerField(),
         "redactions": serializers.DictField(child=serializers.IntegerField())}))
     def post(self, request):
-        data = RedactionPreviewRequest(data=request.data)
+        data = RedactionPreviewSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         from memory.scrubbing import scrub
 
@@ -88,7 +100,10 @@ class RedactionPreviewView(APIView):
 
 
 class StatusView(APIView):
-    @extend_schema(responses=inline_serializer("StatusView", fields={
+    @described("Service status",
+               "Whether the service is healthy and run memory is on. An agent gets health.ok and "
+               "run_memory.enabled only; an operator also gets the counters, policies and maintenance reports.",
+               responses=inline_serializer("StatusView", fields={
         "health": serializers.JSONField(), "run_memory": serializers.JSONField(),
         "session_memory": serializers.JSONField()}))
     def get(self, request):
@@ -103,7 +118,11 @@ class StatusView(APIView):
 
 
 class MemoryContextView(SessionScopedMixin, APIView):
-    @extend_schema(parameters=[OpenApiParameter("query", str)], responses=inline_serializer(
+    @described("Preview a session's memory",
+               "What the session's next input would receive, without side effects: the learned_context and "
+               "recovered_memory sections (entries and rendered text) for query, and the skills it may see. 400 "
+               "for a query over 10,000 characters; 404 when the session is not the calling agent's.",
+               parameters=[OpenApiParameter("query", str)], responses=inline_serializer(
         "SessionMemoryContextView", fields={
             "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
             "learning_scopes": serializers.ListField(child=serializers.CharField()),
@@ -119,7 +138,12 @@ class MemoryContextView(SessionScopedMixin, APIView):
 
 
 class MemorySearchView(SessionScopedMixin, APIView):
-    @extend_schema(parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int)],
+    @described("Search a session's memory",
+               "Ranked hits for query over what the session may see: published learnings of its scopes, its "
+               "recovered runs and its visible skills (limit 1..50, default 12; prompt_eligible says whether a "
+               "hit would enter the next prompt). 400 for a query over 10,000 characters; 404 when the session is "
+               "not the calling agent's.",
+               parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int)],
                    responses=inline_serializer("SessionMemorySearchView", fields={
                        "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
                        "learning_scopes": serializers.ListField(child=serializers.CharField()),

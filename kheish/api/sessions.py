@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.db.models import Prefetch
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
+from kheish.api.schema import OPERATOR, described
 from memory import compaction, grants, sessions
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
@@ -33,6 +34,13 @@ class PersonaCreateSerializer(StrictSerializer):
                                              allow_null=True, default=None, max_length=200)
 
 
+@extend_schema_view(
+    list=described("List personas", "The personas the caller may bind sessions to: an agent sees the personas an "
+                   "operator granted it (PUT /v1/agents/{agent_id}/grants), an operator sees all. Paged "
+                   "(limit, offset)."),
+    retrieve=described("Get a persona", "One persona (its soul, version and capability scope). 404 when it does "
+                       "not exist or is not granted to the calling agent."),
+)
 class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = PersonaSerializer
     permission_classes = [OperatorWritesOnly]
@@ -43,7 +51,10 @@ class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             return Persona.objects.all()
         return grants.granted_personas(self.request.user).order_by("persona_id")
 
-    @extend_schema(request=PersonaCreateSerializer, responses={201: PersonaSerializer})
+    @described("Create a persona",
+               "Creates a persona (an identity with a soul and a capability scope) that sessions can bind to; "
+               "persona_id is a slug. 409 persona_exists when the id is taken.",
+               caller=OPERATOR, request=PersonaCreateSerializer, responses={201: PersonaSerializer})
     def create(self, request):
         data = PersonaCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -62,6 +73,12 @@ class ProjectCreateSerializer(StrictSerializer):
     name = StrictCharField(max_length=200)
 
 
+@extend_schema_view(
+    list=described("List projects", "The projects the caller may bind sessions to: an agent sees the projects an "
+                   "operator granted it, an operator sees all. Paged (limit, offset)."),
+    retrieve=described("Get a project", "One project. 404 when it does not exist or is not granted to the "
+                       "calling agent."),
+)
 class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = ProjectSerializer
     permission_classes = [OperatorWritesOnly]
@@ -72,7 +89,10 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             return Project.objects.all()
         return grants.granted_projects(self.request.user).order_by("project_id")
 
-    @extend_schema(request=ProjectCreateSerializer, responses={201: ProjectSerializer})
+    @described("Create a project",
+               "Creates a project (a learning scope sessions can bind to); project_id is a slug. 409 "
+               "project_exists when the id is taken.",
+               caller=OPERATOR, request=ProjectCreateSerializer, responses={201: ProjectSerializer})
     def create(self, request):
         data = ProjectCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -205,12 +225,18 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
     def get_queryset(self):
         return self.session_queryset()
 
+    @described("List sessions", "The caller's sessions (an operator: every agent's), optionally "
+               "filtered by persona_id. Paged (limit, offset).")
     def list(self, request):
         qs = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(SessionSerializer(page, many=True).data)
 
-    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
+    @described("Open a session",
+               "Opens a session owned by the caller, optionally bound to a persona and projects (which decide the "
+               "learning scopes its runs read and write). 400 for an unknown persona or project, 403 when the "
+               "calling agent was not granted them.",
+               request=SessionCreateSerializer, responses={201: SessionSerializer})
     def create(self, request):
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -219,17 +245,27 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         session = self.get_visible_session(session.public_id)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
+    @described("Get a session", "One session, with its learning scopes and its active run id (null when no run "
+               "is queued, running or waiting). 404 when it is not the calling agent's.")
     def retrieve(self, request, session_id: str):
         return Response(SessionSerializer(self.get_visible_session(session_id)).data)
 
-    @extend_schema(responses=ContextSerializer, parameters=[OpenApiParameter("budget_tokens", int)])
+    @described("Live context of a session",
+               "The session's journal since its latest compaction checkpoint, as the model would see it, with a "
+               "token estimate; budget_tokens cuts it to a budget (truncated: true). 404 when the session is not "
+               "the calling agent's.",
+               responses=ContextSerializer, parameters=[OpenApiParameter("budget_tokens", int)])
     @action(detail=True, methods=["get"])
     def context(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         budget = parse_int_param(request, "budget_tokens", default=None)
         return Response(compaction.live_context(session, budget_tokens=budget).as_dict(session))
 
-    @extend_schema(request=CompactSerializer, responses=CheckpointSerializer)
+    @described("Compact a session",
+               "Writes a compaction checkpoint: the journal up to now is summarised (strategy snip or "
+               "autocompact) and the live context starts after it. 404 when the session is not the calling "
+               "agent's.",
+               request=CompactSerializer, responses=CheckpointSerializer)
     @action(detail=True, methods=["post"])
     def compact(self, request, session_id: str):
         session = self.get_visible_session(session_id)
@@ -238,7 +274,10 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         cp = compaction.compact(session=session, actor=request.user, **data.validated_data)
         return Response(compaction.checkpoint_view(cp))
 
-    @extend_schema(responses=LogEntrySerializer(many=True), parameters=[OpenApiParameter("after_offset", int)])
+    @described("Journal events of a session",
+               "The session's journal, oldest first, after after_offset (the offset of the last event you hold). "
+               "Paged (limit, offset). 404 when the session is not the calling agent's.",
+               responses=LogEntrySerializer(many=True), parameters=[OpenApiParameter("after_offset", int)])
     @action(detail=True, methods=["get"], filterset_class=None)
     def events(self, request, session_id: str):
         session = self.get_visible_session(session_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from django.urls import path, re_path
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.pagination import LimitOffsetPagination, paginated
 from kheish.api.permissions import IsOperator, caller_is_operator
+from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin
 from memory.errors import ValidationFailed
 from memory.sessions import learning_scope_keys
@@ -120,7 +121,7 @@ def _text(max_length: int, **kwargs) -> StrictCharField:
     )
 
 
-class CreateLearningSkillRequest(StrictSerializer):
+class CreateLearningSkillSerializer(StrictSerializer):
     skill_name = _text(1000)
     description = _text(10_000)
     when_to_use = _text(10_000)
@@ -136,14 +137,14 @@ class CreateLearningSkillRequest(StrictSerializer):
     status = _text(100)
 
 
-class RolloutResultRequest(StrictSerializer):
+class RolloutResultSerializer(StrictSerializer):
     kind = StrictCharField(max_length=40, help_text="verification | canary")
     run_id = StrictCharField(max_length=40)
     expected_output_contains = _text(10_000)
     definition_fingerprint = _text(200)
 
 
-class SkillReasonRequest(StrictSerializer):
+class SkillReasonSerializer(StrictSerializer):
     reason = _text(10_000)
 
 
@@ -192,7 +193,11 @@ def _validated(serializer_class, request) -> dict:
 
 
 class SkillListView(APIView):
-    @extend_schema(
+    @described(
+        "List skills",
+        "The runtime catalog: catalog skills plus active promoted skills, filtered by query (name, "
+        "description, when_to_use). Agents see skill paths relative to the skills directory. Paged (limit, "
+        "offset). 400 for a query over 10,000 characters.",
         operation_id="skills_list",
         parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
         responses=paginated(SkillSummarySerializer),
@@ -202,13 +207,21 @@ class SkillListView(APIView):
 
 
 class SkillDetailView(APIView):
-    @extend_schema(operation_id="skills_retrieve", parameters=[NAME_PARAMETER], responses=SkillDetailSerializer)
+    @described(
+        "Get a skill",
+        "One skill of the runtime catalog with its instructions (the SKILL.md body). 400 for a name "
+        "the name rules refuse; 404 when no catalog or active promoted skill has that name.",
+        operation_id="skills_retrieve", parameters=[NAME_PARAMETER], responses=SkillDetailSerializer)
     def get(self, request, name: str):
         return _shown(request, selectors.catalog_skill(name))
 
 
 class SessionSkillsView(SessionScopedMixin, APIView):
-    @extend_schema(
+    @described(
+        "Skills a session may see",
+        "The skills a session's runs may use: catalog skills plus promoted skills active for the "
+        "session's learning scopes (canary ones for canary sessions), filtered by query. Paged (limit, offset). "
+        "404 when the session is not the calling agent's.",
         operation_id="sessions_skills_list",
         parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
         responses=paginated(SkillSummarySerializer),
@@ -227,13 +240,19 @@ class SessionSkillsView(SessionScopedMixin, APIView):
 class PromoteSkillView(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(
-        operation_id="learnings_promote_skill",
-        request=CreateLearningSkillRequest,
+    @described(
+        "Promote a learning to a skill",
+        "Promotes a procedure learning to a skill (status draft unless given) or, for a skill already "
+        "promoted from it, changes its definition or status (draft → verified → canary → active). Answers the "
+        "skill record. 400 when the name, instructions or a tool list break the skill rules or contain a secret; "
+        "404 for an unknown learning; 409 when the name is taken by another skill or the status change is not "
+        "allowed (e.g. active without rollout evidence).",
+        caller=OPERATOR, operation_id="learnings_promote_skill",
+        request=CreateLearningSkillSerializer,
         responses=LearningSkillViewSerializer,
     )
     def post(self, request, learning_id: str):
-        data = _validated(CreateLearningSkillRequest, request)
+        data = _validated(CreateLearningSkillSerializer, request)
         from learnings.selectors import get_learning
 
         learning = get_learning(learning_id)
@@ -257,7 +276,10 @@ class PromoteSkillView(APIView):
 
 
 class LearningSkillListView(APIView):
-    @extend_schema(
+    @described(
+        "List promoted skills",
+        "Every promoted-skill record, whatever its status, filtered by source_learning_id and status. "
+        "Paged (limit, offset).",
         operation_id="learning_skills_list",
         parameters=[
             OpenApiParameter("source_learning_id", str),
@@ -279,7 +301,10 @@ class LearningSkillListView(APIView):
 
 
 class LearningSkillDetailView(APIView):
-    @extend_schema(
+    @described(
+        "Get a promoted skill",
+        "One promoted-skill record: its definition, status, lifecycle events and rollout evidence. 400 "
+        "for a name the name rules refuse; 404 for an unknown skill.",
         operation_id="learning_skills_retrieve", parameters=[NAME_PARAMETER], responses=LearningSkillViewSerializer
     )
     def get(self, request, name: str):
@@ -289,14 +314,20 @@ class LearningSkillDetailView(APIView):
 class RolloutResultView(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(
-        operation_id="learning_skills_rollout_result",
+    @described(
+        "Record rollout evidence",
+        "Records the result of a verification or canary run of a promoted skill (kind, run_id; "
+        "expected_output_contains is checked against the run's outputs). The evidence decides whether it may "
+        "move to canary or active. 400 for an unknown kind; 404 for an unknown skill or run; 409 "
+        "rollout_rejected (a revoked skill, a status that takes no evidence of that kind, a failed "
+        "verification) or fingerprint_mismatch (definition_fingerprint is stale).",
+        caller=OPERATOR, operation_id="learning_skills_rollout_result",
         parameters=[NAME_PARAMETER],
-        request=RolloutResultRequest,
+        request=RolloutResultSerializer,
         responses=LearningSkillViewSerializer,
     )
     def post(self, request, name: str):
-        data = _validated(RolloutResultRequest, request)
+        data = _validated(RolloutResultSerializer, request)
         skill = services.skill_record_rollout(
             skill_name=name,
             kind=data["kind"],
@@ -311,14 +342,17 @@ class RolloutResultView(APIView):
 class RevokeSkillView(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(
-        operation_id="learning_skills_revoke",
+    @described(
+        "Revoke a promoted skill",
+        "Revokes a promoted skill (optional reason): it leaves every catalog and session view at once. "
+        "Revoking a revoked skill answers it unchanged. 404 for an unknown skill.",
+        caller=OPERATOR, operation_id="learning_skills_revoke",
         parameters=[NAME_PARAMETER],
-        request=SkillReasonRequest,
+        request=SkillReasonSerializer,
         responses=LearningSkillViewSerializer,
     )
     def post(self, request, name: str):
-        data = _validated(SkillReasonRequest, request)
+        data = _validated(SkillReasonSerializer, request)
         skill = services.skill_revoke(skill_name=name, reason=data.get("reason"), actor=request.user)
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 
@@ -326,14 +360,18 @@ class RevokeSkillView(APIView):
 class RollbackSkillView(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(
-        operation_id="learning_skills_rollback",
+    @described(
+        "Roll back a promoted skill",
+        "Restores the skill's newest active snapshot (its definition as it was when last active) and "
+        "remounts it, with an optional reason. 404 for an unknown skill; 409 rollback_refused when the source "
+        "learning is no longer an active procedure, no_rollback_snapshot when it was never active.",
+        caller=OPERATOR, operation_id="learning_skills_rollback",
         parameters=[NAME_PARAMETER],
-        request=SkillReasonRequest,
+        request=SkillReasonSerializer,
         responses=LearningSkillViewSerializer,
     )
     def post(self, request, name: str):
-        data = _validated(SkillReasonRequest, request)
+        data = _validated(SkillReasonSerializer, request)
         skill = services.skill_rollback(skill_name=name, reason=data.get("reason"), actor=request.user)
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 

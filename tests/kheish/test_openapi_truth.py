@@ -1,6 +1,7 @@
 """Issue 13.5: the served schema (/v1/schema/) tells the truth about request bodies. For every run action, an
 example built from the documented request schema (required fields only, then every documented field) is
-accepted: 2xx or 409 (the run's status), never 400 "unknown field". The component names are not doubled."""
+accepted: 2xx or 409 (the run's status), never 400 "unknown field". Every operation has a summary, a
+description naming its callers, and its problem+json error responses; the component names are not doubled."""
 
 from __future__ import annotations
 
@@ -78,3 +79,76 @@ def test_every_run_action_has_a_summary(operator_client):
     for name in RUN_ACTIONS:
         operation = doc["paths"][f"/v1/runs/{{run_id}}/{name}"]["post"]
         assert operation.get("summary") and operation.get("description"), name
+
+
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def operations(doc: dict):
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield f"{method.upper()} {path}", method, operation
+
+
+def test_every_operation_has_a_summary_a_description_and_its_caller(operator_client):
+    doc = schema(operator_client)
+    undescribed = [name for name, _, op in operations(doc)
+                   if not (op.get("summary") and op.get("description") and "Callers:" in op["description"])]
+    assert len(list(operations(doc))) > 50
+    assert not undescribed, undescribed
+    callers = {name: op.get("x-kheish-caller") for name, _, op in operations(doc)}
+    assert set(callers.values()) == {"agent", "operator"}, callers
+    assert callers["POST /v1/learnings/{learning_id}/revoke"] == "operator"
+    assert callers["POST /v1/sessions/{session_id}/runs"] == "agent"
+
+
+def test_component_names_are_not_doubled(operator_client):
+    names = schema(operator_client)["components"]["schemas"]
+    assert not [n for n in names if n.endswith("RequestRequest")]
+    assert {"CreateLearningCandidateRequest", "RedactionPreviewRequest", "SetLearningPolicyRequest"} <= set(names)
+
+
+def test_every_operation_documents_its_problem_responses(operator_client):
+    doc = schema(operator_client)
+    problem = doc["components"]["schemas"]["Problem"]
+    assert set(problem["required"]) == {"type", "title", "status", "code", "domain", "detail"}
+    assert "field" in problem["properties"]
+    missing = []
+    for name, method, op in operations(doc):
+        expected = {"400", "401", "429"}
+        if "{" in name:
+            expected.add("404")
+        if method != "get":
+            expected |= {"403", "413"}
+        if op.get("x-kheish-caller") == "operator":
+            expected.add("403")
+        for status in expected:
+            content = op["responses"].get(status, {}).get("content", {})
+            if content.get("application/problem+json", {}).get("schema") != {"$ref": "#/components/schemas/Problem"}:
+                missing.append(f"{name} {status}")
+    assert not missing, missing
+    assert "409" in doc["paths"]["/v1/runs/{run_id}/complete"]["post"]["responses"]
+    assert "409" not in doc["paths"]["/v1/runtime/redaction-preview"]["post"]["responses"]
+
+
+def test_a_documented_error_is_what_the_server_answers(operator_client, api_client, anon_client):
+    """The 401/403/404 the schema documents come back as problem+json with the Problem fields."""
+    doc = schema(operator_client)
+    required = set(doc["components"]["schemas"]["Problem"]["required"])
+    answers = [anon_client.get("/v1/sessions"), api_client.get("/v1/runtime/run-memory-policy"),
+               api_client.get("/v1/runs/run-999999999")]
+    assert [a.status_code for a in answers] == [401, 403, 404]
+    for answer in answers:
+        assert answer["Content-Type"].startswith("application/problem+json")
+        assert required <= set(answer.json())
+
+
+def test_candidate_create_is_documented_as_it_answers(operator_client, api_client, session_id):
+    doc = schema(operator_client)
+    responses = doc["paths"]["/v1/learning-candidates"]["post"]["responses"]
+    assert "200" in responses and "201" not in responses
+    answer = api_client.post("/v1/learning-candidates", {"scope": {"kind": "session", "id": session_id},
+                                                          "kind": "fact", "content": "the build uses make"},
+                             format="json")
+    assert answer.status_code == 200, answer.content

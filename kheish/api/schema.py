@@ -1,0 +1,97 @@
+"""What the served OpenAPI schema (/v1/schema/) says beyond the serializers (issues 13.5, 14.15):
+
+* ``described(summary, description, caller=...)``: ``extend_schema`` with a summary, a description that ends with
+  who may call the operation, and ``x-kheish-caller`` (``agent``: agents and operators; ``operator``: operators
+  only, an agent key gets 403);
+* ``problem_responses``: a drf-spectacular postprocessing hook that documents the problem+json error responses
+  (``Problem``, kheish.api.errors) on every operation where they can occur.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+
+from kheish.api.errors import PROBLEM_CONTENT_TYPE, TITLES
+
+AGENT = "agent"
+OPERATOR = "operator"
+CALLERS = {
+    AGENT: "Callers: agents (their own sessions, runs and scopes) and operators (everything).",
+    OPERATOR: "Callers: operators only (an operator key or a staff session); an agent key gets 403.",
+}
+
+
+def described(summary: str, description: str, *, caller: str = AGENT, **kwargs):
+    """``extend_schema`` for one operation: what it does for an agent developer, who may call it, its errors."""
+    return extend_schema(summary=summary, description=f"{description}\n\n{CALLERS[caller]}",
+                         extensions={"x-kheish-caller": caller}, **kwargs)
+
+
+PROBLEM_SCHEMA = {
+    "type": "object",
+    "description": "An RFC 7807 problem (application/problem+json): every /v1 error has this shape.",
+    "properties": {
+        "type": {"type": "string", "description": "https://kheish.dev/problems/{domain}/{code}"},
+        "title": {"type": "string", "description": "the HTTP status phrase"},
+        "status": {"type": "integer", "description": "the HTTP status code"},
+        "code": {"type": "string", "description": "stable machine-readable code (validation_failed, not_found...)"},
+        "domain": {"type": "string", "description": "the area that refused: api, auth, runs, learnings, skills..."},
+        "detail": {"type": "string", "description": "a human-readable explanation"},
+        "field": {"type": "string", "description": "the request field at fault (metadata.tags[2]), when one is"},
+        "errors": {"description": "validation errors by field (400 validation_failed only)"},
+    },
+    "required": ["type", "title", "status", "code", "domain", "detail"],
+}
+
+ERROR_TEXT = {
+    400: "Invalid input: a malformed body, an unknown or invalid field, or a bad query parameter.",
+    401: "No valid API key (Authorization: Bearer <key>).",
+    403: "The caller may not do this: an operator-only operation, or a scope, grant or provenance that is not "
+         "the caller's.",
+    404: "No such object visible to the caller (other agents' objects are 404 too).",
+    409: "Conflict with the object's current state: an invalid status transition, a duplicate, or a stale "
+         "expected_revision.",
+    413: "The request body exceeds the size limit (KHEISH_MAX_BODY_BYTES).",
+    415: "The request body is not application/json.",
+    429: "Too many requests: slow down and retry after the Retry-After header's seconds.",
+}
+
+NO_CONFLICT = frozenset({"runtime_redaction_preview_create", "learnings_revoke_matching_create"})
+"""Unsafe operations that never answer 409 (a preview; a bulk revoke that skips what is already revoked)."""
+
+UNSAFE = frozenset({"post", "put", "patch", "delete"})
+METHODS = frozenset({"get", "head", *UNSAFE})
+
+
+def error_statuses(method: str, operation: dict) -> list[int]:
+    """The error statuses an operation can answer, from its shape: every one can be 400 (a NUL in the query
+    string is refused before routing), 401 and 429; 404 with path parameters; 403 for operator-only and
+    unsafe operations; 409 for state-changing ones; 413 and 415 with a request body."""
+    statuses = [400, 401, 429]
+    if any(p.get("in") == "path" for p in operation.get("parameters", [])):
+        statuses.append(404)
+    if operation.get("x-kheish-caller") == OPERATOR or method in UNSAFE:
+        statuses.append(403)
+    if method in UNSAFE and operation.get("operationId") not in NO_CONFLICT:
+        statuses.append(409)
+    if method in UNSAFE:
+        statuses += [413, 415]
+    return sorted(statuses)
+
+
+def problem_responses(result, generator, request, public):
+    """drf-spectacular postprocessing hook: the ``Problem`` component and the error responses of every
+    operation (those an operation already documents are kept)."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    ref = {"$ref": "#/components/schemas/Problem"}
+    for item in result.get("paths", {}).values():
+        for method, operation in item.items():
+            if method not in METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            for status in error_statuses(method, operation):
+                responses.setdefault(str(status), {
+                    "description": f"{TITLES.get(status, 'Error')}: {ERROR_TEXT[status]}",
+                    "content": {PROBLEM_CONTENT_TYPE: {"schema": ref}},
+                })
+    return result
