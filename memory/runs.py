@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import weakref
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
@@ -78,8 +80,28 @@ def lock_run(pk: int, *, owner: object = None) -> Run | None:
     run = sql.locked_run(pk, owner_pk=None if owner is None else owner.pk)
     if run is None:
         return None
-    run.locked_for_update = True
+    _LOCKED.remember(run)
     return run
+
+
+class _LockedInstances(threading.local):
+    """The ``Run`` instances ``lock_run`` returned in this thread (a thread has its own database connection),
+    by identity: a model's ``==`` compares primary keys, which would let another, unlocked instance of the
+    same row pass. An instance is forgotten when it is garbage-collected."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref[Run]] = {}
+
+    def remember(self, run: Run) -> None:
+        key, refs = id(run), self._refs
+        refs[key] = weakref.ref(run, lambda ref: refs.pop(key) if refs.get(key) is ref else None)
+
+    def holds(self, run: Run) -> bool:
+        ref = self._refs.get(id(run))
+        return ref is not None and ref() is run
+
+
+_LOCKED = _LockedInstances()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -198,14 +220,14 @@ def run_transition(*, run: Run, to_status: str, actor: object = None, run_event:
     record_audit(subject_type="run", subject_id=current.public_id, action="transition", actor=actor,
                  from_state=from_status, to_state=to_status, reason=reason)
     if to_status in TERMINAL_STATUSES and from_status != to_status:
-        hooks.fire("terminal_run", current)
+        hooks.fire(hooks.TERMINAL_RUN, current)
     return current
 
 
 def _locked(run: Run) -> Run:
-    """The run row, locked for this transaction. A caller that already fetched it FOR UPDATE in the same
-    transaction (the API does, together with its visibility check) marks it `locked_for_update`."""
-    if getattr(run, "locked_for_update", False) and transaction.get_connection().in_atomic_block:
+    """The run row, locked for this transaction. An instance ``lock_run`` returned (the API takes the lock
+    together with its visibility check) is used as it is while a transaction is open."""
+    if _LOCKED.holds(run) and transaction.get_connection().in_atomic_block:
         return run
     locked = lock_run(run.pk)
     if locked is None:

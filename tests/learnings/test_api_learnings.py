@@ -162,12 +162,12 @@ def test_revoke_matching_is_all_or_nothing(operator_client):
         if item.pk == second.pk:
             raise RuntimeError("promoted skill could not be revoked")
 
-    hooks.register("learning_revoking", refuse)
+    hooks.register(hooks.LEARNING_REVOKING, refuse)
     try:
         response = operator_client.post(f"{URL}/revoke-matching", {"reason": "cleanup", "all": True},
                                         format="json")
     finally:
-        hooks._hooks["learning_revoking"].remove(refuse)
+        hooks.unregister(hooks.LEARNING_REVOKING, refuse)
     problem = assert_problem(response, 409, "learnings/revoke_matching_failed")
     assert problem["detail"] == ("failed to revoke matching learnings after 1 successful updates: "
                                  "promoted skill could not be revoked")

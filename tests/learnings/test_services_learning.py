@@ -234,13 +234,13 @@ def test_revoke_matching_is_all_or_nothing():
         if item.pk == second.pk:
             raise RuntimeError("skill revoke failed")
 
-    hooks.register("learning_revoking", listener)
+    hooks.register(hooks.LEARNING_REVOKING, listener)
     try:
         with pytest.raises(Exception, match="failed to revoke matching learnings after 1 successful updates: "
                                             "skill revoke failed"):
             services.learnings_revoke_matching(queryset=Learning.objects.all(), actor="ops", reason="cleanup")
     finally:
-        hooks._hooks["learning_revoking"].remove(listener)
+        hooks.unregister(hooks.LEARNING_REVOKING, listener)
     assert calls == [first.pk, second.pk]
     assert set(Learning.objects.values_list("status", flat=True)) == {"active"}
     revoked = services.learnings_revoke_matching(queryset=filter_learnings({"kind": "fact"}), actor="ops")
@@ -289,12 +289,12 @@ def test_revoking_hook_error_aborts_revoke():
     def boom(item, **kwargs):
         raise RuntimeError("cannot revoke skill")
 
-    hooks.register("learning_revoking", boom)
+    hooks.register(hooks.LEARNING_REVOKING, boom)
     try:
         with pytest.raises(RuntimeError):
             services.learning_revoke(learning=target, actor="ops")
     finally:
-        hooks._hooks["learning_revoking"].remove(boom)
+        hooks.unregister(hooks.LEARNING_REVOKING, boom)
     target.refresh_from_db()
     assert target.status == "active"
     assert not AuditEvent.objects.filter(subject_id=target.public_id, action="revoke").exists()
