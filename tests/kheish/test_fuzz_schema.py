@@ -1,0 +1,156 @@
+"""Issue 14.15: schemathesis over the whole served schema (/v1/schema/), against the test suite's own server on
+loopback (pytest-django's ``live_server``), once with an agent key and once with an operator key. The run must
+report 0 server errors (5xx) and 0 responses that break the schema (status codes, content types, bodies).
+
+Bounded: ``KHEISH_FUZZ_SECONDS`` per key (default 100 s; schemathesis' ``--max-time``), ``KHEISH_FUZZ_EXAMPLES``
+per operation and phase (default 25). Opt-in, as it takes minutes: ``KHEISH_FUZZ=1``. ``KHEISH_FUZZ_SEED`` replays
+a run (the seed is printed). The counts (operations, requests, 5xx, schema violations) are printed; the
+schemathesis JSON report of each key is kept in ``test-artifacts/fuzz/``.
+
+    KHEISH_FUZZ=1 make test PYTEST_ARGS="tests/kheish/test_fuzz_schema.py -p no:xdist -s"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.fuzz,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not os.environ.get("KHEISH_FUZZ"), reason="schema fuzzing is opt-in: KHEISH_FUZZ=1"),
+]
+
+CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conformance",
+          "response_schema_conformance")
+"""The gate: server errors and responses the schema does not describe."""
+SCHEMA_CHECKS = frozenset(CHECKS) - {"not_a_server_error"}
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "fuzz"
+
+
+def fuzz(base_url: str, key: str, name: str, seed: int, config: Path) -> dict:
+    """One schemathesis run; the counts from its JSON report."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    report = ARTIFACTS / f"{name}.json"
+    report.unlink(missing_ok=True)
+    command = [
+        sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
+        f"{base_url}/v1/schema/?format=json",
+        "--header", f"Authorization: Bearer {key}",
+        "--checks", ",".join(CHECKS),
+        "--phases", "examples,coverage,fuzzing",
+        "--max-time", os.environ.get("KHEISH_FUZZ_SECONDS", "100"),
+        "--max-examples", os.environ.get("KHEISH_FUZZ_EXAMPLES", "25"),
+        "--seed", str(seed),
+        "--workers", "1",
+        "--request-timeout", "30",
+        "--generation-database", "none",
+        "--report", "json", "--report-json-path", str(report),
+        "--no-color", "--output-truncate", "true",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "SCHEMATHESIS_TELEMETRY": "false"})
+    (ARTIFACTS / f"{name}.out").write_text(done.stdout + done.stderr)
+    assert report.exists(), done.stdout[-4000:] + done.stderr[-4000:]
+    return {"report": json.loads(report.read_text()), "output": done.stdout, "returncode": done.returncode}
+
+
+SEEDED_RUNS = 24
+"""Sessions with one run each (a session holds one active run), so the run actions meet runs to act on."""
+
+
+def seed(agent, operator, agent_id: str) -> dict[str, list[str]]:
+    """Real objects for the path parameters (schemathesis' dictionaries): without them every {id} is a 404."""
+    tag = f"{random.randrange(16**6):06x}"
+    persona = operator.post("/v1/personas", {"persona_id": f"fuzz-{tag}", "display_name": "Fuzz"}, format="json")
+    project = operator.post("/v1/projects", {"project_id": f"fuzz-{tag}", "name": "Fuzz"}, format="json")
+    assert persona.status_code == project.status_code == 201, (persona.content, project.content)
+    granted = operator.put(f"/v1/agents/{agent_id}/grants", {"persona_ids": [f"fuzz-{tag}"],
+                                                             "project_ids": [f"fuzz-{tag}"]}, format="json")
+    assert granted.status_code == 200, granted.content
+    sessions, runs = [], []
+    for index in range(SEEDED_RUNS):
+        body = {"persona_id": f"fuzz-{tag}", "project_ids": [f"fuzz-{tag}"]} if index % 2 else {}
+        session = agent.post("/v1/sessions", body, format="json").json()["session_id"]
+        run = agent.post(f"/v1/sessions/{session}/runs", {"input": {"content": f"fuzz input {index}"}},
+                         format="json").json()["run_id"]
+        if index % 3:
+            agent.post(f"/v1/runs/{run}/start", {}, format="json")
+        if index % 3 == 2:
+            agent.post(f"/v1/runs/{run}/tool-call-started", {"call_id": "call-1", "name": "t"}, format="json")
+        if index % 6 == 4:
+            agent.post(f"/v1/runs/{run}/wait-for-approval", {"request_ids": ["r-1"]}, format="json")
+        sessions.append(session)
+        runs.append(run)
+    candidates, learnings = [], []
+    for index, kind in enumerate(("fact", "preference", "procedure", "decision")):
+        made = agent.post("/v1/learning-candidates", {
+            "scope": {"kind": "session", "id": sessions[index]}, "kind": kind,
+            "content": f"fuzz {kind} {tag}: run the checks before merging"}, format="json")
+        assert made.status_code == 200, made.content
+        candidate = made.json()
+        candidates.append(candidate["candidate_id"])
+        learning = candidate.get("published_learning_id")
+        if learning is None:
+            published = operator.post(f"/v1/learning-candidates/{candidate['candidate_id']}/publish", {},
+                                      format="json")
+            learning = published.json().get("learning_id") if published.status_code == 200 else None
+        if learning:
+            learnings.append(learning)
+    skills = []
+    for index, learning in enumerate(learnings):
+        promoted = operator.post(f"/v1/learnings/{learning}/promote-skill", {
+            "skill_name": f"fuzz-skill-{tag}-{index}", "description": "Fuzz skill",
+            "instructions": "Run the checks before merging."}, format="json")
+        if promoted.status_code == 200:
+            skills.append(promoted.json()["skill_name"])
+    return {"session_id": sessions, "run_id": runs, "candidate_id": candidates, "learning_id": learnings,
+            "name": skills or [f"fuzz-skill-{tag}"], "persona_id": [f"fuzz-{tag}"],
+            "project_id": [f"fuzz-{tag}"], "agent_id": [agent_id]}
+
+
+def config_file(ids: dict[str, list[str]], path: Path) -> Path:
+    """schemathesis.toml: each path parameter drawn from the seeded ids 9 times out of 10."""
+    lines = []
+    for name, values in ids.items():
+        lines += [f"[dictionaries.{name}]", f"values = {json.dumps(values)}", ""]
+    lines.append("[parameters]")
+    lines += [f'"path.{name}" = {{ dictionary = "{name}", probability = 0.9 }}' for name in ids]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def summarize(report: dict) -> dict:
+    """Operations, requests (test cases), 5xx and schema violations, from schemathesis' JSON report."""
+    failures = report.get("failures") or []
+    text = json.dumps(failures)
+    return {"operations": report["operations"]["tested"], "requests": report["test_cases"]["generated"],
+            "failures": len(failures), "5xx": text.count("not_a_server_error"),
+            "schema_violations": sum(text.count(name) for name in SCHEMA_CHECKS),
+            "errors": len(report.get("errors") or []), "seconds": round(report.get("running_time", 0))}
+
+
+def test_schema_fuzzing_finds_no_server_error_and_no_schema_violation(live_server, agent_key, operator_key,
+                                                                       tmp_path):
+    from tests.conftest import client_for
+
+    seed_value = int(os.environ.get("KHEISH_FUZZ_SEED") or random.randrange(2**31))
+    agent, operator = client_for(agent_key.plaintext), client_for(operator_key.plaintext)
+    totals, outputs = {}, {}
+    for name, key in (("agent", agent_key), ("operator", operator_key)):
+        config = config_file(seed(agent, operator, agent_key.api_key.user.username), tmp_path / f"{name}.toml")
+        run = fuzz(live_server.url, key.plaintext, name, seed_value, config)
+        totals[name], outputs[name] = summarize(run["report"]), run["output"]
+    print(f"[fuzz] seed {seed_value}: " + "; ".join(
+        f"{name}: {c['operations']} operations, {c['requests']} requests, {c['5xx']} 5xx, "
+        f"{c['schema_violations']} schema violations, {c['errors']} errors in {c['seconds']} s"
+        for name, c in totals.items()))
+    for name, c in totals.items():
+        assert c["operations"] > 50, outputs[name][-3000:]
+        assert c["failures"] == 0 and c["errors"] == 0, f"{name} (seed {seed_value}):\n{outputs[name][-20000:]}"
