@@ -6,8 +6,6 @@ console's forms and ``learnings.services``."""
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
@@ -18,6 +16,7 @@ from learnings.models import (
     LearningCandidate,
     ScopeKind,
 )
+from memory.admin_display import json_column, ms_column
 
 
 class ReadOnlyModelAdmin(admin.ModelAdmin):
@@ -109,16 +108,21 @@ class PromptVisibleFilter(admin.SimpleListFilter):
 @admin.register(LearningCandidate)
 class LearningCandidateAdmin(ReadOnlyModelAdmin):
     list_display = ["public_id", "kind", "state", "scope_key", "confidence", "origin", "review", "source_run_link",
-                    "created_at_ms"]
+                    "created"]
     list_filter = [CandidateStateFilter, "kind", "origin", ScopeKindFilter, MatchedRuleFilter]
     list_select_related = ["published_learning"]
     search_fields = ["content", "scope_key"]
     ordering = ["-id"]
     readonly_fields = ["public_id", "origin", "state", "scope_key", "kind", "sensitivity", "content", "confidence",
-                       "source_json", "evidence_json", "created_at_ms", "expires_at_ms", "review_json",
+                       "source_json", "evidence_json", "created", "expires", "review_json",
                        "published_learning"]
     fields = readonly_fields
     actions: list = []  # bulk actions: kheish/admin.py
+    created = ms_column("created_at_ms", "Created")
+    expires = ms_column("expires_at_ms", "Expires")
+    source_json = json_column("source", "Source")
+    evidence_json = json_column("evidence_refs", "Evidence")
+    review_json = json_column("automation_review", "Automation review")
 
     @admin.display(description="Candidate", ordering="id")
     def public_id(self, obj):
@@ -135,17 +139,6 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
         url = reverse("admin:memory_run_change", args=[obj.source_run_id])
         return format_html('<a href="{}">run-{}</a>', url, obj.source_run_id)
 
-    @admin.display(description="Source")
-    def source_json(self, obj):
-        return format_html("<pre>{}</pre>", json.dumps(obj.source, indent=2))
-
-    @admin.display(description="Evidence")
-    def evidence_json(self, obj):
-        return format_html("<pre>{}</pre>", json.dumps(obj.evidence_refs, indent=2))
-
-    @admin.display(description="Automation review")
-    def review_json(self, obj):
-        return format_html("<pre>{}</pre>", json.dumps(obj.automation_review, indent=2))
 
 
 # ---- learnings --------------------------------------------------------------------------------------------
@@ -153,17 +146,23 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
 @admin.register(Learning)
 class LearningAdmin(ReadOnlyModelAdmin):
     list_display = ["public_id", "kind", "status", "publish_tier", "verification_status", "decision", "scope_key",
-                    "excerpt", "published_at_ms"]
+                    "excerpt", "published"]
     list_filter = ["status", "publish_tier", "verification_status", "policy_decision", "kind", ScopeKindFilter,
                    PromptVisibleFilter]
     search_fields = ["content", "scope_key"]
     ordering = ["-id"]
     readonly_fields = ["public_id", "status", "publish_tier", "verification_status", "policy_decision",
                        "policy_actor", "scope_key", "kind", "sensitivity", "content", "confidence", "source_candidate",
-                       "created_at_ms", "published_at_ms", "expires_at_ms", "supersedes", "superseded_by",
-                       "revoked_at_ms", "revoked_reason"]
+                       "created", "published", "expires", "supersedes", "superseded_by",
+                       "revoked", "revoked_reason", "source_json", "evidence_json"]
     fields = readonly_fields
     actions: list = []  # bulk actions: kheish/admin.py
+    created = ms_column("created_at_ms", "Created")
+    published = ms_column("published_at_ms", "Published")
+    expires = ms_column("expires_at_ms", "Expires")
+    revoked = ms_column("revoked_at_ms", "Revoked")
+    source_json = json_column("source", "Source")
+    evidence_json = json_column("evidence_refs", "Evidence")
 
     @admin.display(description="Learning", ordering="id")
     def public_id(self, obj):

@@ -17,6 +17,7 @@ from django.template.defaultfilters import pluralize
 from django.utils.html import format_html
 
 from memory import identity
+from memory.admin_display import json_column, ms_column, ms_date
 from memory.errors import ValidationFailed
 from memory.models import (
     ApiKey,
@@ -152,15 +153,18 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(Session)
 class SessionAdmin(ReadOnlyAdmin):
-    list_display = ["public_id", "owner", "persona", "last_offset", "updated_at_ms"]
+    list_display = ["public_id", "owner", "persona", "last_offset", "updated"]
     list_filter = ["persona"]
     list_select_related = ["owner", "persona"]
     search_fields = ["id", "owner__username"]
     show_full_result_count = False
-    readonly_fields = ["public_id", "owner", "persona", "projects_list", "capability_scope", "effective_scope",
-                       "learning_scopes", "metadata_json", "created_at_ms", "updated_at_ms", "journal"]
+    readonly_fields = ["public_id", "owner", "persona", "projects_list", "capability_scope_json", "effective_scope",
+                       "learning_scopes", "metadata_json", "created", "updated", "journal"]
     fields = readonly_fields
     change_form_template = "admin/memory/session/change_form.html"
+    created = ms_column("created_at_ms", "Created")
+    updated = ms_column("updated_at_ms", "Updated")
+    capability_scope_json = json_column("capability_scope", "Capability scope (null: any)")
 
     @admin.display(description="Session")
     def public_id(self, obj):
@@ -179,9 +183,7 @@ class SessionAdmin(ReadOnlyAdmin):
     def learning_scopes(self, obj):
         return ", ".join(learning_scope_keys(obj))
 
-    @admin.display(description="Metadata")
-    def metadata_json(self, obj):
-        return format_html("<pre>{}</pre>", json.dumps(obj.metadata, indent=2))
+    metadata_json = json_column("metadata", "Metadata")
 
     @admin.display(description="Journal (newest first)")
     def journal(self, obj):
@@ -195,7 +197,7 @@ class SessionAdmin(ReadOnlyAdmin):
                 request.GET.get("journal_page"))
             extra_context["journal_page"] = page
             extra_context["journal_rows"] = [
-                {"offset": e.offset, "timestamp_ms": e.timestamp_ms, "type": e.type,
+                {"offset": e.offset, "timestamp_ms": e.timestamp_ms, "when": ms_date(e.timestamp_ms), "type": e.type,
                  "run_id": f"run-{e.run_id}" if e.run_id else "", "event": json.dumps(e.event, indent=1)[:4000]}
                 for e in page
             ]
@@ -216,49 +218,63 @@ class RunStatusFilter(admin.SimpleListFilter):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ["public_id", "session", "kind", "status", "submitted_at_ms", "finished_at_ms"]
+    list_display = ["public_id", "session", "kind", "status", "submitted", "finished"]
     list_filter = ["status", "kind", RunStatusFilter]
     list_select_related = ["session"]
     search_fields = ["id", "session__id"]
     show_full_result_count = False
-    readonly_fields = ["session", "kind", "status", "submitted_at_ms", "started_at_ms", "finished_at_ms",
-                       "request", "input", "outputs", "error", "prompt_ledger"]
+    readonly_fields = ["session", "kind", "status", "submitted", "started", "finished",
+                       "request_json", "input_json", "outputs_json", "error", "prompt_ledger"]
     fields = readonly_fields
+    submitted = ms_column("submitted_at_ms", "Submitted")
+    started = ms_column("started_at_ms", "Started")
+    finished = ms_column("finished_at_ms", "Finished")
+    request_json = json_column("request", "Request")
+    input_json = json_column("input", "Input")
+    outputs_json = json_column("outputs", "Outputs")
 
     @admin.display(description="Run")
     def public_id(self, obj):
         return obj.public_id
 
-    @admin.display(description="Injection ledger (what this run was given)")
-    def prompt_ledger(self, obj):
-        return format_html("<pre>{}</pre>", json.dumps(obj.prompt, indent=2) if obj.prompt else "—")
+    prompt_ledger = json_column("prompt", "Injection ledger (what this run was given)")
 
 
 @admin.register(Checkpoint)
 class CheckpointAdmin(ReadOnlyAdmin):
-    list_display = ["session", "compacted_until_offset", "prompt_window_created_by", "created_at_ms"]
+    list_display = ["session", "compacted_until_offset", "prompt_window_created_by", "created"]
     list_select_related = ["session"]
+    created = ms_column("created_at_ms", "Created")
 
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["at_ms", "subject_type", "subject_id", "action", "from_state", "to_state", "actor"]
+    list_display = ["at", "subject_type", "subject_id", "action", "from_state", "to_state", "actor"]
     list_filter = ["subject_type", "action"]
     search_fields = ["subject_id", "actor", "reason"]
     show_full_result_count = False
+    readonly_fields = ["at", "subject_type", "subject_id", "action", "from_state", "to_state", "actor", "reason",
+                       "data_json"]
+    fields = readonly_fields
+    at = ms_column("at_ms", "When")
+    data_json = json_column("data", "Data")
 
 
 @admin.register(RunMemoryRecord)
 class RunMemoryRecordAdmin(ReadOnlyAdmin):
-    list_display = ["run_id_label", "session", "status", "semantic_capture", "recorded_at_ms", "summary_excerpt"]
+    list_display = ["run_id_label", "session", "status", "semantic_capture", "recorded", "summary_excerpt"]
     list_filter = ["status", "semantic_capture"]
     search_fields = ["session__id", "summary"]
     list_select_related = ["session"]
     show_full_result_count = False
-    readonly_fields = ["run", "session", "status", "semantic_capture", "recorded_at_ms", "request_preview",
-                       "outcome_preview", "artifact_ids", "failure_markers", "summary", "scope_keys",
+    readonly_fields = ["run", "session", "status", "semantic_capture", "recorded", "request_preview",
+                       "outcome_preview", "artifact_ids_json", "failure_markers_json", "summary", "scope_keys_json",
                        "redaction_count"]
     fields = readonly_fields
+    recorded = ms_column("recorded_at_ms", "Recorded")
+    artifact_ids_json = json_column("artifact_ids", "Artifact ids")
+    failure_markers_json = json_column("failure_markers", "Failure markers")
+    scope_keys_json = json_column("scope_keys", "Scope keys")
 
     @admin.display(description="Run")
     def run_id_label(self, obj):
@@ -271,25 +287,21 @@ class RunMemoryRecordAdmin(ReadOnlyAdmin):
 
 @admin.register(PolicyRevision)
 class PolicyRevisionAdmin(ReadOnlyAdmin):
-    list_display = ["kind", "revision", "actor", "created_at_ms"]
+    list_display = ["kind", "revision", "actor", "created"]
     list_filter = ["kind"]
-    readonly_fields = ["kind", "revision", "actor", "created_at_ms", "policy_json"]
+    readonly_fields = ["kind", "revision", "actor", "created", "policy_json"]
     fields = readonly_fields
-
-    @admin.display(description="Policy")
-    def policy_json(self, obj):
-        return format_html("<pre>{}</pre>", json.dumps(obj.policy, indent=2))
+    created = ms_column("created_at_ms", "Saved")
+    policy_json = json_column("policy", "Policy")
 
 
 @admin.register(MaintenanceReport)
 class MaintenanceReportAdmin(ReadOnlyAdmin):
-    list_display = ["checked_at_ms", "source"]
-    readonly_fields = ["source", "checked_at_ms", "report_json"]
+    list_display = ["checked", "source"]
+    readonly_fields = ["source", "checked", "report_json"]
     fields = readonly_fields
-
-    @admin.display(description="Report")
-    def report_json(self, obj):
-        return format_html("<pre>{}</pre>", json.dumps(obj.report, indent=2))
+    checked = ms_column("checked_at_ms", "Checked")
+    report_json = json_column("report", "Report")
 
 
 _ = transaction  # services own transactions

@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from memory.admin_display import json_column, ms_column
 from skills.models import LADDER, LearningSkill, SkillStatus
 
 
@@ -63,7 +64,7 @@ class LearningSkillAdmin(admin.ModelAdmin):
         "counters",
         "short_fingerprint",
         "version",
-        "updated_at_ms",
+        "updated",
     ]
     list_filter = ["status", MountedFilter, "verification_status"]
     list_select_related = ["source_learning"]
@@ -80,21 +81,27 @@ class LearningSkillAdmin(admin.ModelAdmin):
         "when_to_use",
         "version",
         "instructions",
-        "runtime",
+        "runtime_json",
         "definition_fingerprint",
         "verification_status",
         "counters",
-        "verifier_run_ids",
-        "evidence_refs",
+        "verifier_run_ids_json",
+        "evidence_refs_json",
         "skill_path",
         "skill_root",
         "digest",
-        "promoted_at_ms",
-        "updated_at_ms",
-        "revoked_at_ms",
+        "promoted",
+        "updated",
+        "revoked",
         "revoked_reason",
     ]
     fields = readonly_fields
+    promoted = ms_column("promoted_at_ms", "Promoted")
+    updated = ms_column("updated_at_ms", "Updated")
+    revoked = ms_column("revoked_at_ms", "Revoked")
+    runtime_json = json_column("runtime", "Runtime")
+    verifier_run_ids_json = json_column("verifier_run_ids", "Verifier run ids")
+    evidence_refs_json = json_column("evidence_refs", "Evidence")
 
     # ---- read-only record -----------------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from learnings import policy_store
+from memory import llm
 from memory.clock import now_ms
+from memory.run_records import PREVIEW_CHARS
 
 PAGE_SIZE = 50
 TABS = (("dashboard", "Overview"), ("review", "Review"), ("learnings", "Learnings"), ("skills", "Skills"),
@@ -111,7 +113,7 @@ def learning_status_line() -> dict:
     return {
         "mode": policy.mode,
         "dot": MODE_DOT.get(policy.mode, "off"),
-        "capture": policy.capture.semantic_candidates.enabled,
+        "capture": policy.capture.semantic_candidates.enabled,  # semantic capture (the reference's switch)
         "run_summary_capture": policy.capture.run_summary_candidates,
         "judge": policy.judge.enabled,
         "revision": revision,
@@ -119,6 +121,39 @@ def learning_status_line() -> dict:
         "active_rule_count": len([rule for rule in policy.publication.rules
                                   if (rule.name or "").strip().lower() not in policy.publication.quarantine_set]),
         "default_action": policy.publication.default_action,
+    }
+
+
+def capture_paths() -> dict:
+    """Which capture paths the policy in force turns on, as ``learnings.capture.capture_run`` applies them.
+
+    - run summaries (``capture.run_summary_candidates``, on by default): one ``run_summary`` candidate per
+      terminal run that has a run-memory record; it can be published but never reaches a prompt (§4.7).
+    - semantic capture (``capture.semantic_candidates.enabled``, off by default as the reference ships it),
+      completed runs only: the heuristic first (labelled ``Preference:`` / ``Fact:`` / ``Decision:``
+      statements in the run's request preview, no model); only when it finds none, the model extractor, which
+      needs ``KHEISH_LLM_BASE_URL`` and a model (``KHEISH_LLM_MODEL`` or the policy's model override). With no
+      model configured the extractor yields nothing (no error), so semantic capture is heuristic-only; there
+      is no separate "heuristic only" switch. Runs that finished while semantic capture was off keep a
+      ``pending`` receipt and are captured by the beat replay once it is on.
+    """
+    policy, revision = policy_store.current_policy_and_revision()
+    semantic = policy.capture.semantic_candidates
+    override = semantic.model.generation.model if semantic.model and semantic.model.generation else None
+    try:
+        model = llm.model_config(model=override, timeout_ms=semantic.effective_timeout_ms)
+    except llm.ModelError:
+        model = None
+    return {
+        "revision": revision,
+        "run_summary": policy.capture.run_summary_candidates,
+        "semantic": semantic.enabled,
+        "heuristic": semantic.enabled,  # the heuristic path runs whenever semantic capture does
+        "model": semantic.enabled and model is not None,
+        "model_configured": model is not None,
+        "model_name": model.model if model is not None else None,
+        "max_candidates": semantic.max_candidates_per_run,
+        "preview_chars": PREVIEW_CHARS,
     }
 
 

@@ -1,23 +1,64 @@
 """The console's overview page (``/admin/memory/``): stat cards linking to the filtered lists, the automation
-status line, run-memory status and health, the skill ladder counts, recent governance activity and recent
-sessions (each linking to its session page and to search)."""
+status line, the capture panel (which capture paths are on, and a button that turns semantic capture on or off
+through ``learnings.services.set_policy``: a new audited revision, every other field kept), run-memory status
+and health, the skill ladder counts, recent governance activity and recent sessions (each linking to its
+session page and to search)."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.views.decorators.http import require_http_methods
 
 from kheish import composition
-from kheish.console.common import Stamp, learning_status_line, render
+from kheish.console.common import Stamp, capture_paths, learning_status_line, render
+from learnings import policy_store
+from learnings import services as learning_services
 from learnings.models import Learning, LearningCandidate, LearningKind, LearningStatus
+from memory.errors import AppError
 from memory.models import AuditEvent, Session
 from skills.models import LearningSkill, SkillStatus
 
 GOVERNED_SUBJECTS = ("learning_candidate", "learning", "learning_skill", "policy")
 
+SEMANTIC_ACTIONS = {"semantic_on": True, "semantic_off": False}
+
+
+def set_semantic_capture(request: HttpRequest) -> None:
+    """Turn semantic capture on or off: the policy in force with only ``capture.semantic_candidates.enabled``
+    changed, saved as a new revision by ``learnings.services.set_policy`` (validated, audited, pending
+    candidates re-queued) against the revision the page showed (a stale page gets the service's 409 detail)."""
+    enabled = SEMANTIC_ACTIONS[request.POST["action"]]
+    try:
+        expected = int(request.POST.get("expected_revision", ""))
+    except ValueError:
+        messages.error(request, "The form lost its policy revision: reload the page and try again.")
+        return
+    current = policy_store.current_policy().to_dict()
+    capture = current["capture"]
+    body = {"policy": {**current, "capture": {**capture, "semantic_candidates": {
+        **capture["semantic_candidates"], "enabled": enabled}}}, "expected_revision": expected}
+    try:
+        _, revision = learning_services.set_policy(body, actor=request.user)
+    except AppError as exc:
+        messages.error(request, exc.detail)
+        return
+    if enabled:
+        messages.success(request, f"Semantic capture is on (learning policy revision {revision}). Completed runs "
+                                  "with labelled statements become candidates; runs that finished while it was off "
+                                  "are captured by the next replay.")
+    else:
+        messages.success(request, f"Semantic capture is off (learning policy revision {revision}).")
+
+
+@require_http_methods(["GET", "POST"])
 def dashboard(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        if request.POST.get("action") in SEMANTIC_ACTIONS:
+            set_semantic_capture(request)
+        return HttpResponseRedirect(reverse("console:dashboard"))
     learnings_url = reverse("console:learnings")
     active = Learning.objects.filter(status=LearningStatus.ACTIVE)
     counts = active.aggregate(
@@ -49,7 +90,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(
         request, "dashboard.html", "Memory", tab="dashboard", base=context, records=records,
         subtitle="What your agents learn, remember, and are allowed to keep.",
-        stats=stats, automation=learning_status_line(), run_memory_status=status["run_memory"],
+        stats=stats, automation=learning_status_line(), capture=capture_paths(), run_memory_status=status["run_memory"],
         health=status["health"], skill_counts=[(step, skills.get(step, 0)) for step in SkillStatus.values],
         events=events, sessions=sessions,
     )

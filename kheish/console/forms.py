@@ -40,16 +40,37 @@ def split_tools(value: str) -> list[str]:
 
 
 class PublishForm(forms.Form):
-    """Publish a candidate; the bulk action shows only the tier (``supersedes`` is for one candidate)."""
+    """Publish a candidate; the bulk action shows only the tier (``supersedes`` is for one candidate). With a
+    ``candidate`` the tier labels and help say what publishing *that* candidate gives (``explain``: the
+    ``Learning.is_prompt_eligible`` of the learning it would become); without one (bulk), the general rule."""
 
     publish_tier = forms.ChoiceField(
         choices=PublishTier.choices, initial=PublishTier.ACTIVE, label="Publish tier",
-        help_text="active: eligible for prompts · provisional: kept, never injected.",
+        help_text="Only facts, preferences and decisions that are not sensitive reach a prompt, and only at the "
+                  "active tier; provisional learnings are kept, never injected.",
     )
     supersedes = forms.CharField(
         required=False, max_length=40, label="Supersedes (optional)",
         help_text="A learning id such as learning-12: publish as its replacement (needs the active tier).",
     )
+
+    def __init__(self, *args, candidate=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        from kheish.console import explain
+
+        field = self.fields["publish_tier"]
+        field.choices = explain.publish_tier_choices(candidate)
+        if candidate is None:
+            return
+        eligible, reasons = explain.publish_outcome(candidate, PublishTier.ACTIVE)
+        if eligible:
+            field.help_text = ("active: this learning enters a prompt when the input matches it · provisional: "
+                               "kept, never injected.")
+        else:
+            field.help_text = (f"Neither tier puts this {candidate.get_kind_display().lower()} in a prompt: "
+                               f"{'; '.join(reasons)}. Publishing keeps it as a governed learning (searchable, "
+                               "auditable" + (", promotable to a skill" if candidate.kind == LearningKind.PROCEDURE
+                                              else "") + ").")
 
 
 class ReasonForm(forms.Form):

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from kheish.console import explain
 from kheish.console.common import Stamp, learning_status_line, next_url, paginate, render, run_link
 from kheish.console.forms import PublishForm, ReasonForm
 from learnings import services as learning_services
@@ -36,7 +37,16 @@ def _candidate_row(candidate: LearningCandidate) -> dict:
         "judge_action": judge.get("action"),
         "judge_reason": judge.get("reason"),
         "rule_reason": review.get("reason"),
+        "prompt_note": _prompt_note(candidate),
     }
+
+
+def _prompt_note(candidate: LearningCandidate) -> str:
+    """Whether publishing this candidate can put it in a prompt (``explain.publish_outcome``)."""
+    eligible, reasons = explain.publish_outcome(candidate, PublishTier.ACTIVE)
+    if eligible:
+        return "Published at the active tier, it enters a prompt when the input matches it."
+    return "Never reaches a prompt, whatever the tier: " + "; ".join(reasons) + "."
 
 
 def review_queue(request: HttpRequest) -> HttpResponse:
@@ -61,7 +71,8 @@ def review_queue(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def candidate_publish(request: HttpRequest, pk: int) -> HttpResponse:
     candidate = get_object_or_404(LearningCandidate, pk=pk)
-    form = PublishForm(request.POST or None, initial={"supersedes": request.GET.get("supersedes", "")})
+    form = PublishForm(request.POST or None, initial={"supersedes": request.GET.get("supersedes", "")},
+                       candidate=candidate)
     conflict = None
     if request.method == "POST" and form.is_valid():
         tier = form.cleaned_data["publish_tier"]

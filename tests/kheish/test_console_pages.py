@@ -83,7 +83,7 @@ def test_dashboard(ops, world):
     assert "What your agents learn, remember, and are allowed to keep." in html
     for label in ("Awaiting review", "Active learnings", "Facts", "Preferences &amp; decisions"):
         assert label in html
-    assert "automation shadow · capture on · judge off" in html
+    assert "automation shadow · capture: run summaries on, semantic on · judge off" in html
     assert 'class="dot shadow"' in html
     assert reverse("console:learning-policy") in html and ">Policy<" in html
     review = reverse("console:review")
@@ -231,7 +231,7 @@ def test_session_page_has_the_memory_card(admin_client, world):
     html = response.content.decode()
     assert 'id="memory-card"' in html and 'id="capabilities-card"' in html
     # the preference, the active decision and the superseding codename; the one recorded run
-    assert "3 learnings · 1 recovered runs eligible for the next prompt" in html
+    assert "3 learnings · 1 recovered run eligible for the next prompt" in html
     assert PREFERENCE in html
     assert f"{reverse('console:search')}?session={session.public_id}" in html
     assert 'id="injection-ledger"' in html and 'id="journal"' in html

@@ -227,7 +227,7 @@ def test_supersede_errors_rerender_the_form(admin_client):
 def test_the_changelist_shows_the_policy_in_force_and_links_to_its_editor(admin_client):
     set_policy({"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}}, "judge": {"enabled": True}})
     page = admin_client.get(CANDIDATES).content.decode()
-    assert "● automation enabled · capture on · judge on · policy revision 1" in page
+    assert "● automation enabled · capture: run summaries on, semantic on · judge on · policy revision 1" in page
     assert f'href="{POLICY}"' in page
     editor = admin_client.get(POLICY)
     assert editor.status_code == 200 and "automation enabled" in editor.content.decode()
