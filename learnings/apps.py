@@ -16,7 +16,7 @@ class LearningsConfig(AppConfig):
 
         def queue_capture(run) -> None:
             run_pk = run.pk
-            transaction.on_commit(lambda: tasks.capture_run.delay(run_pk))
+            transaction.on_commit(lambda: tasks.queue_captures([run_pk]))  # claimed: a replay will not repeat it
 
         def semantic_capture_enabled() -> bool:
             return policy_store.current_policy().capture.semantic_candidates.enabled

@@ -141,12 +141,14 @@ def capture_run(run_pk: int) -> CaptureOutcome | None:
         return outcome
 
 
-def pending_capture_run_ids(limit: int = REPLAY_BATCH) -> list[int]:
+def pending_capture_run_ids(limit: int = REPLAY_BATCH, *, among=None) -> list[int]:
     """Terminal runs whose capture is unfinished: a ``pending`` receipt (while semantic capture is on), or
     (when run_summary capture is on) a record without its run_summary candidate. The least-tried receipts
-    come first, so runs whose extraction keeps failing cannot crowd newer ones out of a batch."""
+    come first, so runs whose extraction keeps failing cannot crowd newer ones out of a batch. ``among``
+    narrows the records looked at (the replay passes those no capture task is queued for)."""
     capture_policy = policy_store.current_policy().capture
-    terminal = RunMemoryRecord.objects.filter(run__status__in=TERMINAL_STATUSES)
+    records = RunMemoryRecord.objects.all() if among is None else among
+    terminal = records.filter(run__status__in=TERMINAL_STATUSES)
     ids = []
     if capture_policy.semantic_candidates.enabled:
         ids = list(

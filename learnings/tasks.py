@@ -5,6 +5,13 @@
 * ``learnings.tasks.shadow_review_sweep`` (beat) — re-review pending candidates the policy in force has not
   reviewed yet, in leased batches claimed with ``select_for_update(skip_locked=True)``;
 * ``learnings.tasks.replay_pending_captures`` (beat) — re-queue captures left ``pending``.
+
+Queueing is idempotent per id (issue 14.12): a capture is queued only by the call that claims the run's record
+(``memory.run_memory.claim_captures``), a review only by the call that leases the candidate
+(``learnings.services.queue.claim_reviews``; the sweep's batch lease is the same column). A task clears its
+claim when it ends; a lost task's claim lapses after ``KHEISH_QUEUE_LEASE_S`` and the next replay or sweep
+takes the id again. Tasks still run whatever the claim says (a redelivered message is honoured), and stay
+idempotent.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from django.db import transaction
 
 from learnings import capture, policy_store, review
 from learnings.models import LearningCandidate
-from learnings.services.queue import REVIEW_CANDIDATE_TASK, SHADOW_REVIEW_SWEEP_TASK
+from learnings.services.queue import REVIEW_CANDIDATE_TASK, SHADOW_REVIEW_SWEEP_TASK, release_review
+from memory import run_memory
 from memory.clock import now_ms
 
 logger = logging.getLogger(__name__)
@@ -25,12 +33,14 @@ logger = logging.getLogger(__name__)
 SWEEP_BATCH = 100
 REVIEW_RETRIES = 5
 REVIEW_RETRY_DELAY_S = 0.5
-SWEEP_LEASE_MS = 10 * 60 * 1000
 
 
 @shared_task(name="learnings.tasks.capture_run", acks_late=True)
 def capture_run(run_pk: int) -> dict | None:
-    outcome = capture.capture_run(int(run_pk))
+    try:
+        outcome = capture.capture_run(int(run_pk))
+    finally:  # ended, done or not: a receipt still pending may be queued by the next replay
+        run_memory.release_capture(int(run_pk))
     return (
         None
         if outcome is None
@@ -46,12 +56,16 @@ def capture_run(run_pk: int) -> dict | None:
 @shared_task(name=REVIEW_CANDIDATE_TASK, acks_late=True, bind=True, max_retries=REVIEW_RETRIES)
 def review_candidate(self, candidate_pk: int) -> dict | None:
     """On an error the review (one transaction, so nothing half-done) is queued again after half a second
-    (§4.20); after ``REVIEW_RETRIES`` the beat sweep is what tries again."""
+    (§4.20); after ``REVIEW_RETRIES`` the beat sweep is what tries again (once the
+    candidate's lease has lapsed, so a review that keeps failing is not retried at every sweep). A review
+    clears the lease; so does a task that found nothing to review."""
     try:
         outcome = review.review_candidate(int(candidate_pk))
     except Exception as exc:
         logger.warning("review of learning-candidate-%s failed (retrying): %s", candidate_pk, exc)
         raise self.retry(exc=exc, countdown=REVIEW_RETRY_DELAY_S) from exc
+    if outcome is None:
+        release_review(int(candidate_pk))
     return (
         None
         if outcome is None
@@ -67,7 +81,8 @@ def review_candidate(self, candidate_pk: int) -> dict | None:
 
 def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[int]:
     """Lease up to ``batch`` pending candidates that need a review under the current policy revision.
-    Rows another sweep holds are skipped (``skip_locked``); the lease keeps them out of the next claim."""
+    Rows another sweep holds are skipped (``skip_locked``); the lease keeps them out of the next claim, and
+    out of ``claim_reviews``, while this sweep reviews them."""
     revision = policy_store.policy_revision()
     now = now_ms()
     with transaction.atomic():
@@ -79,7 +94,9 @@ def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[i
             .values_list("pk", flat=True)[:batch]
         )
         if ids:
-            LearningCandidate.objects.filter(pk__in=ids).update(review_lease_until_ms=now + SWEEP_LEASE_MS)
+            LearningCandidate.objects.filter(pk__in=ids).update(
+                review_lease_until_ms=now + run_memory.queue_lease_ms()
+            )
     return ids
 
 
@@ -103,12 +120,27 @@ def shadow_review_sweep(after_pk: int = 0) -> dict:
     return {"reviewed": reviewed, "failed": failed}
 
 
+def queue_captures(run_pks: list[int], *, at_ms: int | None = None) -> list[int]:
+    """Queue one capture task for each run this call claims (the on-commit capture of a terminal run, the
+    replay); returns those runs."""
+    claimed = run_memory.claim_captures(run_pks, at_ms=at_ms)
+    for index, run_pk in enumerate(claimed):
+        try:
+            capture_run.delay(run_pk)
+        except Exception:
+            for unsent in claimed[index:]:  # a broker failure: the next replay may take them at once
+                run_memory.release_capture(unsent)
+            raise
+    return claimed
+
+
 @shared_task(name="learnings.tasks.replay_pending_captures", acks_late=True)
 def replay_pending_captures() -> dict:
-    run_ids = capture.pending_capture_run_ids()
-    for run_pk in run_ids:
-        capture_run.delay(run_pk)
-    return {"queued": len(run_ids)}
+    """Queue the captures left unfinished that no queued task covers: each run at most once, however often
+    the replay runs (beat, a starting worker) and however long the backlog."""
+    now = now_ms()
+    run_ids = capture.pending_capture_run_ids(among=run_memory.capture_claimable(now))
+    return {"queued": len(queue_captures(run_ids, at_ms=now))}
 
 
 @worker_ready.connect

@@ -297,6 +297,11 @@ class RunMemoryRecord(models.Model):
     semantic_capture_attempts = models.PositiveIntegerField(
         default=0, help_text="Failed extraction attempts; the replay job retries the least-tried receipts first."
     )
+    capture_queued_at_ms = models.BigIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="When a capture task was last queued for this run (the replay's claim; it lapses after "
+        "KHEISH_QUEUE_LEASE_S, and the task clears it when it ends).",
+    )
     recorded_at_ms = models.BigIntegerField()
     status = models.CharField(max_length=32, choices=RunStatus.choices)
     request_preview = models.TextField(null=True, blank=True)

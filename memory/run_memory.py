@@ -10,8 +10,8 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db import transaction
-from django.db.models import Count
+from django.db import connection, transaction
+from django.db.models import Count, Q
 
 from memory import embedding, hooks, metrics, policies, ranking, sql
 from memory import run_memory_store as store
@@ -163,6 +163,60 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
     RunMemoryScope.objects.filter(record=existing).delete()
     store.insert_scopes(existing, dict.fromkeys(scope_keys))
     return existing
+
+
+# ---- capture replay claims ------------------------------------------------------------------------------
+# A capture task is queued for a run only by the call that claims its record: the claim is the record's
+# ``capture_queued_at_ms``, set by one conditional UPDATE … RETURNING, so two replays (or a replay and the
+# on-commit queueing of a terminal run) never queue the same run twice. The task clears the claim when it ends;
+# a lost task's claim lapses after the lease and the next replay queues the run again.
+
+DEFAULT_QUEUE_LEASE_S = 600
+
+
+def queue_lease_ms() -> int:
+    """How long a queued task's claim holds (``KHEISH_QUEUE_LEASE_S``, 10 minutes by default): longer than a
+    task waits in a busy queue plus its run time, short enough that a lost task is queued again soon."""
+    from django.conf import settings
+
+    return int(float(getattr(settings, "KHEISH_QUEUE_LEASE_S", DEFAULT_QUEUE_LEASE_S)) * 1000)
+
+
+def capture_claimable(at_ms: int | None = None):
+    """Records no capture task is queued for: never claimed, or the claim has lapsed."""
+    at_ms = now_ms() if at_ms is None else at_ms
+    lapsed = at_ms - queue_lease_ms()
+    return RunMemoryRecord.objects.filter(
+        Q(capture_queued_at_ms__isnull=True) | Q(capture_queued_at_ms__lt=lapsed)
+    )
+
+
+_CLAIM_CAPTURES = (
+    f'UPDATE "{RunMemoryRecord._meta.db_table}" SET "capture_queued_at_ms" = %s '  # noqa: S608 - model constants
+    'WHERE "run_id" = ANY(%s) AND ("capture_queued_at_ms" IS NULL OR "capture_queued_at_ms" < %s) '
+    'RETURNING "run_id"'
+)
+
+
+def claim_captures(run_pks: list[int], *, at_ms: int | None = None) -> list[int]:
+    """Claim the records of ``run_pks`` for one capture task each; returns the runs this call claimed, in the
+    given order. One statement: a concurrent claimer waits on the row lock, re-reads the row and finds it
+    claimed, so each run is returned to one caller only. Runs without a record are never claimed."""
+    wanted = list(dict.fromkeys(int(pk) for pk in run_pks))
+    if not wanted:
+        return []
+    at_ms = now_ms() if at_ms is None else at_ms
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_CAPTURES, [at_ms, wanted, at_ms - queue_lease_ms()])
+        claimed = {row[0] for row in cursor.fetchall()}
+    return [pk for pk in wanted if pk in claimed]
+
+
+def release_capture(run_pk: int) -> None:
+    """The capture task for ``run_pk`` has ended (or could not be queued): the next replay may queue it."""
+    RunMemoryRecord.objects.filter(run_id=run_pk, capture_queued_at_ms__isnull=False).update(
+        capture_queued_at_ms=None
+    )
 
 
 def _semantic_capture_on() -> bool:

@@ -26,7 +26,7 @@ from learnings.services.cleaning import (
     normalise_scope,
     semantic_key_digests,
 )
-from learnings.services.queue import REVIEW_CANDIDATE_TASK, enqueue_on_commit
+from learnings.services.queue import enqueue_review_on_commit
 from learnings.validation import LearningScope, LearningValidationError
 from memory.audit import record_audit
 from memory.clock import now_ms
@@ -37,7 +37,7 @@ RUN_SUMMARY_TTL_MS = 30 * 24 * 60 * 60 * 1000
 
 
 def _enqueue_review(candidate_pk: int) -> None:
-    enqueue_on_commit(REVIEW_CANDIDATE_TASK, candidate_pk)
+    enqueue_review_on_commit(candidate_pk)
 
 
 def _new_candidate(
