@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 from django.urls import path
-from drf_spectacular.utils import OpenApiParameter, extend_schema_field, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
@@ -45,10 +45,9 @@ MAX_INPUT_CONTENT = 100_000  # the 1600-character rule is the service's, with it
 # ---- serializers ------------------------------------------------------------------------------------------
 
 
-@extend_schema_field({"type": "string", "description": "learning kind: " + " | ".join(LearningKind.values)})
 class LearningKindField(serializers.ChoiceField):
-    """A learning kind. Documented as a string (values in the description): an enum component named after
-    ``kind`` would collide with the other ``kind`` enums of the API (runs, scopes)."""
+    """A learning kind: the ``LearningKindEnum`` component (SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]), named so
+    that it does not collide with the other ``kind`` enums of the API (runs, scopes)."""
 
     def __init__(self, **kwargs):
         super().__init__(choices=LearningKind.choices, **kwargs)

@@ -44,6 +44,23 @@ def view_outputs(outputs: list) -> tuple[list, bool]:
     return kept, len(kept) < len(outputs) or any(o.get("content_truncated") for o in kept if isinstance(o, dict))
 
 
+class PromptSectionSerializer(serializers.Serializer):
+    """One packed memory section a new run receives."""
+
+    name = serializers.CharField(help_text="learned_context | recovered_memory")
+    content = serializers.CharField(help_text="the fenced section text, as the model should receive it")
+    entries = serializers.ListField(child=serializers.CharField(), help_text="the learning or run ids packed")
+    truncated = serializers.BooleanField()
+
+
+class RunPromptSerializer(serializers.Serializer):
+    """The injection ledger of a run: what was put in front of the model, and its token estimate."""
+
+    sections = PromptSectionSerializer(many=True)
+    estimated_tokens = serializers.IntegerField(required=False)
+    budget_tokens = serializers.IntegerField(required=False, allow_null=True)
+
+
 class RunViewSerializer(serializers.Serializer):
     run_id = StrictCharField(source="public_id")
     session_id = serializers.SerializerMethodField()
@@ -69,7 +86,7 @@ class RunViewSerializer(serializers.Serializer):
                                                                     "them at /v1/runs/{id}/outputs")
     deliveries = serializers.SerializerMethodField()
     error = StrictCharField(allow_null=True)
-    prompt = serializers.JSONField(allow_null=True)
+    prompt = RunPromptSerializer(allow_null=True)
 
     def get_session_id(self, obj) -> str:
         return f"session-{obj.session_id}"

@@ -117,6 +117,57 @@ class StatusView(APIView):
                          "session_memory": {}})
 
 
+class LearnedEntrySerializer(serializers.Serializer):
+    learning_id = serializers.CharField()
+    kind = serializers.CharField()
+    published_at_ms = serializers.IntegerField()
+    content = serializers.CharField()
+    scope = inline_serializer("LearnedEntryScope", fields={"kind": serializers.CharField(),
+                                                           "id": serializers.CharField(allow_null=True)})
+
+
+class LearnedContextSerializer(serializers.Serializer):
+    """The learned_context section the next input would receive (null when no learning applies)."""
+
+    entries = LearnedEntrySerializer(many=True)
+    truncated = serializers.BooleanField()
+    rendered = serializers.CharField(allow_null=True)
+
+
+class RecoveredEntrySerializer(serializers.Serializer):
+    run_id = serializers.CharField()
+    recorded_at_ms = serializers.IntegerField()
+    status = serializers.CharField()
+    request_preview = serializers.CharField(allow_null=True)
+    outcome_preview = serializers.CharField(allow_null=True)
+    artifact_ids = serializers.ListField(child=serializers.CharField())
+    failure_markers = serializers.ListField(child=serializers.CharField())
+    summary = serializers.CharField()
+
+
+class RecoveredMemorySerializer(serializers.Serializer):
+    """The recovered_memory section the next input would receive (null when no finished run applies)."""
+
+    entries = RecoveredEntrySerializer(many=True)
+    truncated = serializers.BooleanField()
+    rendered = serializers.CharField(allow_null=True)
+
+
+class SearchResultSerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="learning | recovered_run | skill")
+    source_id = serializers.CharField()
+    title = serializers.CharField()
+    excerpt = serializers.CharField()
+    score = serializers.FloatField()
+    timestamp_ms = serializers.IntegerField()
+    scope = serializers.CharField(allow_null=True)
+    prompt_eligible = serializers.BooleanField(help_text="the hit would enter the next prompt")
+    learning_status = serializers.CharField(required=False, allow_null=True)
+    publish_tier = serializers.CharField(required=False, allow_null=True)
+    verification_status = serializers.CharField(required=False, allow_null=True)
+    matched_fields = serializers.ListField(child=serializers.CharField())
+
+
 class MemoryContextView(SessionScopedMixin, APIView):
     @described("Preview a session's memory",
                "What the session's next input would receive, without side effects: the learned_context and "
@@ -126,8 +177,9 @@ class MemoryContextView(SessionScopedMixin, APIView):
         "SessionMemoryContextView", fields={
             "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
             "learning_scopes": serializers.ListField(child=serializers.CharField()),
-            "learned_context": serializers.JSONField(allow_null=True),
-            "recovered_memory": serializers.JSONField(allow_null=True),
+            "retrieval": serializers.DictField(help_text="the retrieval settings in force (ranker, budgets)"),
+            "learned_context": LearnedContextSerializer(allow_null=True),
+            "recovered_memory": RecoveredMemorySerializer(allow_null=True),
             "visible_skills": serializers.JSONField()}))
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
@@ -148,7 +200,7 @@ class MemorySearchView(SessionScopedMixin, APIView):
                        "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
                        "learning_scopes": serializers.ListField(child=serializers.CharField()),
                        "query": serializers.CharField(allow_null=True), "truncated": serializers.BooleanField(),
-                       "results": serializers.JSONField()}))
+                       "results": SearchResultSerializer(many=True)}))
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         raw_limit = request.query_params.get("limit")

@@ -30,7 +30,6 @@ pytestmark = [
 CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conformance",
           "response_schema_conformance")
 """The gate: server errors and responses the schema does not describe."""
-SCHEMA_CHECKS = frozenset(CHECKS) - {"not_a_server_error"}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "fuzz"
 
 
@@ -116,23 +115,28 @@ def seed(agent, operator, agent_id: str) -> dict[str, list[str]]:
 
 
 def config_file(ids: dict[str, list[str]], path: Path) -> Path:
-    """schemathesis.toml: each path parameter drawn from the seeded ids 9 times out of 10."""
+    """schemathesis.toml: each path parameter drawn from the seeded ids 9 times out of 10, and the ids in bodies
+    that must be the caller's (a learning scope, a rollout run) more often than not."""
     lines = []
     for name, values in ids.items():
         lines += [f"[dictionaries.{name}]", f"values = {json.dumps(values)}", ""]
     lines.append("[parameters]")
     lines += [f'"path.{name}" = {{ dictionary = "{name}", probability = 0.9 }}' for name in ids]
+    # bodies too: a learning scope of the caller's own sessions, a run to take rollout evidence from
+    lines += ['"body.scope.id" = { dictionary = "session_id", probability = 0.6 }',
+              '"body.run_id" = { dictionary = "run_id", probability = 0.6 }']
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def summarize(report: dict) -> dict:
-    """Operations, requests (test cases), 5xx and schema violations, from schemathesis' JSON report."""
+    """Operations, requests (test cases), 5xx and schema violations, from schemathesis' JSON report (each failure
+    kind once, with how many test cases showed it)."""
     failures = report.get("failures") or []
-    text = json.dumps(failures)
+    server = sum(f.get("count", 1) for f in failures if f.get("type") == "ServerError")
     return {"operations": report["operations"]["tested"], "requests": report["test_cases"]["generated"],
-            "failures": len(failures), "5xx": text.count("not_a_server_error"),
-            "schema_violations": sum(text.count(name) for name in SCHEMA_CHECKS),
+            "failing_cases": report["test_cases"]["with_failures"], "5xx": server,
+            "schema_violations": sum(f.get("count", 1) for f in failures) - server,
             "errors": len(report.get("errors") or []), "seconds": round(report.get("running_time", 0))}
 
 
@@ -153,4 +157,5 @@ def test_schema_fuzzing_finds_no_server_error_and_no_schema_violation(live_serve
         for name, c in totals.items()))
     for name, c in totals.items():
         assert c["operations"] > 50, outputs[name][-3000:]
-        assert c["failures"] == 0 and c["errors"] == 0, f"{name} (seed {seed_value}):\n{outputs[name][-20000:]}"
+        assert c["failing_cases"] == c["5xx"] == c["schema_violations"] == c["errors"] == 0, \
+            f"{name} (seed {seed_value}):\n{outputs[name][-20000:]}"

@@ -1,7 +1,9 @@
 """Issue 14.15 (part): the served schema says what the responses are - paginated lists where they are paged,
-an array where revoke-matching returns one, enum query parameters as enums."""
+an array where revoke-matching returns one, enum query parameters as enums, memory payloads as components."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -42,3 +44,25 @@ def test_status_filters_are_enums(schema):
 def test_outputs_page_and_grants_are_in_the_schema(schema):
     assert "/v1/runs/{run_id}/outputs" in schema["paths"]
     assert {"get", "put"} <= set(schema["paths"]["/v1/agents/{agent_id}/grants"])
+
+
+def _refs(node) -> str:
+    return json.dumps(node)
+
+
+def test_memory_payloads_are_typed_components(schema):
+    """The run's prompt, memory-search results and memory-context sections are components, not bare objects."""
+    components = schema["components"]["schemas"]
+    assert "RunPrompt" in _refs(components["RunView"]["properties"]["prompt"])
+    assert components["RunPrompt"]["required"] == ["sections"]
+    assert "SearchResult" in _refs(components["SessionMemorySearchView"]["properties"]["results"])
+    context = components["SessionMemoryContextView"]["properties"]
+    assert "LearnedContext" in _refs(context["learned_context"]) and "RecoveredMemory" in _refs(
+        context["recovered_memory"])
+    assert "retrieval" in context
+
+
+def test_learning_kind_is_an_enum(schema):
+    assert set(schema["components"]["schemas"]["LearningKindEnum"]["enum"]) == {
+        "run_summary", "fact", "preference", "decision", "procedure"}
+    assert "LearningKindEnum" in _refs(schema["components"]["schemas"]["CreateLearningCandidateRequest"])

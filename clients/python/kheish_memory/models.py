@@ -163,6 +163,7 @@ class SessionMemoryContextView(ApiModel):
     session_id: str
     effective_capability_scope: Any = None
     learning_scopes: list[str]
+    retrieval: dict[str, Any] | None = None
     learned_context: dict[str, Any] | None = None
     recovered_memory: dict[str, Any] | None = None
     visible_skills: Any = None
