@@ -73,6 +73,7 @@ _SCOPE_PRIORITY = "CASE l.scope_kind WHEN 'session' THEN 0 WHEN 'persona' THEN 1
 class Pool(NamedTuple):
     rows: list[tuple]  # the shape's columns
     cosines: np.ndarray | None  # one per row, None when no query embedding was given
+    embeddings: np.ndarray | None = None  # the rows' stored embeddings, when read (the path without pgvector)
 
 
 _state = threading.local()
@@ -226,7 +227,23 @@ def pool(
         cosines = np.array([0.0 if row[-1] is None else row[-1] for row in fetched], dtype=np.float64)
         return Pool([row[:-1] for row in fetched], cosines)
     embeddings = stored_embeddings([row[0] for row in fetched])
-    return Pool(fetched, embeddings @ query_vector if len(fetched) else np.zeros(0))
+    return Pool(fetched, embeddings @ query_vector if len(fetched) else np.zeros(0), embeddings)
+
+
+def centroid_cosines(pool_ids: Sequence[int], top_ids: Sequence[int]) -> tuple[np.ndarray, float]:
+    """For pseudo-relevance feedback on the pgvector path: every pool row's cosine to the mean of the ``top``
+    rows' vectors (pgvector's ``avg``), and that mean's length, in one statement over the pool's ids."""
+    sql = (
+        "WITH c AS (SELECT avg(embedding_vec) AS v FROM learnings_learning WHERE id = ANY(%(top)s)) "
+        "SELECT l.id, 1 - (l.embedding_vec <=> c.v), vector_norm(c.v) FROM learnings_learning l, c "
+        "WHERE l.id = ANY(%(pool)s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"top": list(top_ids), "pool": list(pool_ids)})
+        found = {pk: (cosine, norm) for pk, cosine, norm in cursor.fetchall()}
+    norm = next((n for _, n in found.values() if n is not None), 0.0)
+    cosines = np.array([found.get(pk, (None, None))[0] or 0.0 for pk in pool_ids], dtype=np.float64)
+    return cosines, float(norm or 0.0)
 
 
 def recent(shape: str, *, scope_keys: list[str], at_ms: int, limit: int) -> list[tuple]:

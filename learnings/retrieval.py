@@ -186,10 +186,19 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) ->
         return [], np.zeros(0)
     scope_kind_column = 3
     published_column = 5
-    ranked = ranking.rank(
-        query, [row[2] for row in found.rows], None, None, cosines=found.cosines,
-        priors=_priors([row[scope_kind_column] for row in found.rows], [row[published_column] for row in found.rows]),
-    )
+    priors = _priors([row[scope_kind_column] for row in found.rows], [row[published_column] for row in found.rows])
+    texts = [row[2] for row in found.rows]
+    if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
+        ranked = ranking.rank(query, texts, found.embeddings, query_vector, priors=priors)
+    else:
+        ids = [row[0] for row in found.rows]
+        cosines = found.cosines
+
+        def feedback(top: list[int]) -> np.ndarray:
+            centroid, norm = recall_sql.centroid_cosines(ids, [ids[i] for i in top])
+            return ranking.feedback_cosines(cosines, centroid, norm, top)
+
+        ranked = ranking.rank(query, texts, None, None, cosines=cosines, priors=priors, feedback=feedback)
     return [found.rows[index] for index in ranked.order], ranked.scores[ranked.order]
 
 

@@ -21,7 +21,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -36,6 +36,9 @@ LEXICAL_WEIGHT = 0.3
 SEMANTIC_WEIGHT = 1.0 - LEXICAL_WEIGHT
 MIN_COSINE = 0.2
 """Below this cosine, a candidate that shares no stemmed term with the query is not relevant."""
+FEEDBACK_DOCS = 3
+FEEDBACK_WEIGHT = 0.6
+"""Pseudo-relevance feedback: the query moves towards the mean of the 3 best candidates, weight 0.6."""
 
 _STOP_WORDS_TEXT = """a about above after again against all am an and any are as at be because been before being below
     between both but by can could did do does doing down during each few for from further had has have having
@@ -118,6 +121,30 @@ class Ranked(NamedTuple):
     scores: np.ndarray  # fused score of every candidate (position-indexed)
 
 
+Feedback = Callable[[list[int]], np.ndarray]
+"""Given the positions of the best candidates, the candidates' cosine similarity to the fed-back query."""
+
+
+def feedback_cosines(cosines: np.ndarray, centroid_cosines: np.ndarray, centroid_norm: float,
+                     top: Sequence[int], weight: float = FEEDBACK_WEIGHT) -> np.ndarray:
+    """Rocchio feedback without the vectors: the cosine of every candidate to ``q + weight·c`` (``q`` the unit
+    query, ``c`` the mean of the ``top`` candidates' unit vectors), from their cosines to ``q`` and to ``c``
+    and ``|c|``: ``(e·q + weight·|c|·cos(e, c)) / |q + weight·c|``, where ``q·c`` is the mean of the top
+    candidates' cosines to ``q``."""
+    query_dot_centroid = float(np.mean(cosines[list(top)])) if len(top) else 0.0
+    length = math.sqrt(max(1e-12, 1 + 2 * weight * query_dot_centroid + (weight * centroid_norm) ** 2))
+    return (cosines + weight * centroid_norm * centroid_cosines) / length
+
+
+def _vector_feedback(embeddings: np.ndarray, query_embedding: np.ndarray) -> Feedback:
+    def fed_back(top: list[int]) -> np.ndarray:
+        expanded = query_embedding + FEEDBACK_WEIGHT * embeddings[top].mean(axis=0)
+        norm = np.linalg.norm(expanded)
+        return embeddings @ (expanded / norm) if norm > 0 else embeddings @ query_embedding
+
+    return fed_back
+
+
 def rank(
     query: str | None,
     texts: Sequence[str],
@@ -126,23 +153,35 @@ def rank(
     *,
     priors: Sequence[float] | None = None,
     cosines: np.ndarray | None = None,
+    feedback: Feedback | None = None,
 ) -> Ranked:
     """Fuse BM25 and cosine similarity over the candidates and order them, dropping irrelevant ones.
 
     ``cosines`` may be given directly (computed by the database); otherwise they are ``embeddings @
     query_embedding``. ``priors`` (small, e.g. ≤ 0.05) are added to the fused score; equal scores keep the
-    candidates' given order."""
+    candidates' given order. Pseudo-relevance feedback (Rocchio): the query is moved towards the
+    ``FEEDBACK_DOCS`` best candidates of a first ranking and the candidates are ranked again with their
+    similarity to that query (``feedback``, or computed from ``embeddings``): what the best matches talk about
+    finds the other places the same thing was said."""
     count = len(texts)
     if count == 0:
         return Ranked([], np.zeros(0))
     lexical = bm25(query_terms(query), [profile(text) for text in texts])
+    have_vectors = embeddings is not None and query_embedding is not None
     if cosines is None:
-        cosines = embeddings @ query_embedding if embeddings is not None and query_embedding is not None else None
+        cosines = embeddings @ query_embedding if have_vectors else None
     semantic = np.zeros(count) if cosines is None else np.asarray(cosines, dtype=np.float64)
-    fused = LEXICAL_WEIGHT * _unit(lexical) + SEMANTIC_WEIGHT * _unit(semantic)
-    if priors is not None:
-        fused = fused + np.asarray(priors, dtype=np.float64)
+    prior = np.zeros(count) if priors is None else np.asarray(priors, dtype=np.float64)
+    lexical_part = LEXICAL_WEIGHT * _unit(lexical)
+    fused = lexical_part + SEMANTIC_WEIGHT * _unit(semantic) + prior
     relevant = (lexical > 0) | (semantic >= MIN_COSINE)
+    if feedback is None and have_vectors:
+        feedback = _vector_feedback(embeddings, query_embedding)
+    if feedback is not None and cosines is not None and count > FEEDBACK_DOCS:
+        top = [int(i) for i in np.argsort(-fused, kind="stable") if relevant[i]][:FEEDBACK_DOCS]
+        if top:
+            semantic = np.asarray(feedback(top), dtype=np.float64)
+            fused = lexical_part + SEMANTIC_WEIGHT * _unit(semantic) + prior
     order = [int(index) for index in np.argsort(-fused, kind="stable") if relevant[index]]
     return Ranked(order, fused)
 
