@@ -90,4 +90,4 @@ def test_feedback_reorders_towards_what_the_best_matches_talk_about():
         return vectors @ query
 
     ranking.rank("where are my sneakers", texts, None, None, cosines=vectors @ query, feedback=spy)
-    assert calls and len(calls[0]) == ranking.FEEDBACK_DOCS and 3 not in calls[0]
+    assert calls and 1 <= len(calls[0]) <= ranking.FEEDBACK_DOCS and 3 not in calls[0]  # the best relevant ones
