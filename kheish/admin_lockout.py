@@ -17,7 +17,7 @@ from kheish.api.throttling import client_address
 def lockout_response(request, original_response=None, credentials=None):
     cooloff = settings.AXES_COOLOFF_TIME
     seconds = max(1, math.ceil(cooloff.total_seconds())) if cooloff else None
-    address = client_address(request)
+    address = client_address(request) or "unknown"
     from django.contrib import admin
 
     context = {

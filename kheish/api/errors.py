@@ -82,7 +82,7 @@ def problem_exception_handler(exc, context):
     if isinstance(exc, exceptions.Throttled):  # 429 with Retry-After (kheish.api.throttling)
         wait = max(1, math.ceil(exc.wait)) if exc.wait is not None else 1
         code = getattr(exc, "problem_code", None)
-        detail = str(exc.detail) if code else f"request rate limit reached; retry in {wait} s"
+        detail = str(exc.detail) if code else f"Request rate limit reached. Retry in {wait} s."
         response = problem_response(429, domain=getattr(exc, "problem_domain", "api"), code=code or "throttled",
                                     detail=detail, extra={"retry_after": wait})
         response["Retry-After"] = str(wait)

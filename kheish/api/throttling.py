@@ -71,14 +71,15 @@ def parse_rate(value: str | None) -> Rate | None:
     return Rate(int(count), period)
 
 
-def client_address(request) -> str:
+def client_address(request) -> str | None:
     """The address limits are counted against: the peer address of the connection (``REMOTE_ADDR``).
 
     Forwarded headers are not trusted (a client could name any address); the service binds loopback and a
     reverse proxy in front of it should be the one that limits per end client. Also axes' address
     (``AXES_CLIENT_IP_CALLABLE``), so one address means the same thing for API keys and admin sign-ins."""
     request = getattr(request, "_request", request)
-    return (request.META.get("REMOTE_ADDR") or "unknown").strip() or "unknown"
+    meta = getattr(request, "META", None) or {}
+    return (meta.get("REMOTE_ADDR") or "").strip() or None
 
 
 def _hashed(value: str) -> str:
@@ -97,8 +98,9 @@ class Throttled(exceptions.Throttled):
 class AuthFailuresThrottled(Throttled):
     def __init__(self, wait: int, *, scope: str):
         what = "this client address" if scope == "address" else "this key prefix"
+        # DRF appends "Expected available in N seconds."
         super().__init__(wait, code="too_many_auth_failures", domain="auth",
-                         detail=f"too many failed authentications from {what}; retry in {wait} s")
+                         detail=f"Too many failed authentications from {what}.")
 
 
 class AuthFailureLimiter:
@@ -116,7 +118,7 @@ class AuthFailureLimiter:
         """Call after a credential failed. Raises AuthFailuresThrottled when a limit is exceeded, else returns
         (the caller then answers 401)."""
         now = time.time()
-        idents = {"address": client_address(request)}
+        idents = {"address": client_address(request) or "unknown"}
         prefix = presented.rsplit("_", 1)[0] if "_" in presented else ""
         if PREFIX_RE.match(prefix):
             idents["prefix"] = prefix
