@@ -191,23 +191,27 @@ def capture_claimable(at_ms: int | None = None):
     )
 
 
-_CLAIM_CAPTURES = (
-    f'UPDATE "{RunMemoryRecord._meta.db_table}" SET "capture_queued_at_ms" = %s '  # noqa: S608 - model constants
-    'WHERE "run_id" = ANY(%s) AND ("capture_queued_at_ms" IS NULL OR "capture_queued_at_ms" < %s) '
-    'RETURNING "run_id"'
+_RECORDS_TABLE = RunMemoryRecord._meta.db_table
+_CLAIM_CAPTURES = (  # the table name is a model constant, never input
+    f'WITH picked AS (SELECT "id" FROM "{_RECORDS_TABLE}" WHERE "run_id" = ANY(%s) '  # noqa: S608
+    'AND ("capture_queued_at_ms" IS NULL OR "capture_queued_at_ms" < %s) FOR UPDATE SKIP LOCKED) '
+    f'UPDATE "{_RECORDS_TABLE}" AS r SET "capture_queued_at_ms" = %s FROM picked WHERE r."id" = picked."id" '
+    'RETURNING r."run_id"'
 )
 
 
 def claim_captures(run_pks: list[int], *, at_ms: int | None = None) -> list[int]:
     """Claim the records of ``run_pks`` for one capture task each; returns the runs this call claimed, in the
-    given order. One statement: a concurrent claimer waits on the row lock, re-reads the row and finds it
-    claimed, so each run is returned to one caller only. Runs without a record are never claimed."""
+    given order. One statement: the rows are locked as they are picked and the claim re-checked on the row's
+    latest version; a row another transaction holds is skipped (that one is claiming or capturing it), so a run
+    is returned to one caller only and claimers never wait on each other (nor deadlock). Runs without a record
+    are never claimed."""
     wanted = list(dict.fromkeys(int(pk) for pk in run_pks))
     if not wanted:
         return []
     at_ms = now_ms() if at_ms is None else at_ms
     with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_CAPTURES, [at_ms, wanted, at_ms - queue_lease_ms()])
+        cursor.execute(_CLAIM_CAPTURES, [wanted, at_ms - queue_lease_ms(), at_ms])
         claimed = {row[0] for row in cursor.fetchall()}
     return [pk for pk in wanted if pk in claimed]
 

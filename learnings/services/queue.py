@@ -27,10 +27,12 @@ logger = logging.getLogger(__name__)
 REVIEW_CANDIDATE_TASK = "learnings.tasks.review_candidate"
 SHADOW_REVIEW_SWEEP_TASK = "learnings.tasks.shadow_review_sweep"
 
-_CLAIM_REVIEWS = (
-    f'UPDATE "{LearningCandidate._meta.db_table}" SET "review_lease_until_ms" = %s '  # noqa: S608 - constants
-    'WHERE "id" = ANY(%s) AND "state" = %s AND ("review_lease_until_ms" IS NULL OR "review_lease_until_ms" < %s) '
-    'RETURNING "id"'
+_CANDIDATES_TABLE = LearningCandidate._meta.db_table
+_CLAIM_REVIEWS = (  # the table name is a model constant, never input
+    f'WITH picked AS (SELECT "id" FROM "{_CANDIDATES_TABLE}" WHERE "id" = ANY(%s) AND "state" = %s '  # noqa: S608
+    'AND ("review_lease_until_ms" IS NULL OR "review_lease_until_ms" < %s) FOR UPDATE SKIP LOCKED) '
+    f'UPDATE "{_CANDIDATES_TABLE}" AS c SET "review_lease_until_ms" = %s FROM picked WHERE c."id" = picked."id" '
+    'RETURNING c."id"'
 )
 
 
@@ -46,14 +48,15 @@ def enqueue_on_commit(task_name: str, *args: object) -> None:
 
 def claim_reviews(candidate_pks: Iterable[int], *, at_ms: int | None = None) -> list[int]:
     """Lease the pending candidates among ``candidate_pks`` that nobody holds; returns those this call
-    leased, in the given order. One statement: a concurrent claimer waits on the row lock, re-reads the row and
-    finds it leased."""
+    leased, in the given order. One statement: rows are locked as they are picked and the lease re-checked on
+    the row's latest version; a row another transaction holds (a sweep claiming it, a review writing it) is
+    skipped, so claimers never wait on each other and never both return a candidate."""
     wanted = list(dict.fromkeys(int(pk) for pk in candidate_pks))
     if not wanted:
         return []
     at_ms = now_ms() if at_ms is None else at_ms
     with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_REVIEWS, [at_ms + queue_lease_ms(), wanted, CandidateState.PENDING, at_ms])
+        cursor.execute(_CLAIM_REVIEWS, [wanted, CandidateState.PENDING, at_ms, at_ms + queue_lease_ms()])
         claimed = {row[0] for row in cursor.fetchall()}
     return [pk for pk in wanted if pk in claimed]
 
