@@ -8,7 +8,7 @@ A query never reads every visible learning: the pool is the union of
   instead, and the cosines are computed in Python from the stored embeddings (cached per learning);
 and the ranker (``memory.ranking``) orders that pool. Both arms apply the same gates as the ORM's
 ``Learning.objects.for_prompt`` (prompt shape) and ``search_visible`` (search shape); ``tests/learnings/
-test_recall_sql.py`` checks that equivalence on PostgreSQL.
+test_hybrid_retrieval.py`` and ``test_scoped_sql.py`` check that equivalence on PostgreSQL.
 
 The generated columns are created by migration ``learnings/0002`` and are not model fields."""
 

@@ -40,7 +40,7 @@ KIND_TITLES = {value: label for value, label in LearningKind.choices}
 
 
 class LearnedRecord(NamedTuple):
-    """A learning as ``learned_context`` shows it, with its rendered prompt block (``memory.recall``): the
+    """A learning as ``learned_context`` shows it, with its rendered prompt block (``learnings.sections``): the
     same learnings enter every prompt of every session in their scopes, so each is rendered once."""
 
     learning_id: str

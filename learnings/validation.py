@@ -190,7 +190,7 @@ def validate_candidate_kind_origin(kind: str, origin: str) -> None:
 
 
 def content_has_secret_material(content: str) -> bool:
-    """The learning-content secret classifier (§4.19), owned by ``memory.redaction``.
+    """The learning-content secret classifier (§4.19), owned by ``memory.scrubbing``.
 
     Imported at call time so this module imports without the memory app's redaction module loaded
     (and so tests can substitute it).

@@ -3,7 +3,7 @@
 Every terminal run records (and usually prunes) in its own transaction, so these few statements are the
 plane's hottest write path: plain ``INSERT``/``DELETE`` with parameters (data-modifying CTEs: one statement per
 step) instead of compiled ORM queries and the deletion collector. Table and column names are constants of this codebase,
-never input. The rules (what to store, what to prune) stay in ``memory.run_memory`` and ``memory.recall``.
+never input. The rules (what to store, what to prune) stay in ``memory.run_memory`` and ``memory.run_records``.
 """
 
 from __future__ import annotations
