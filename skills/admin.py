@@ -6,6 +6,7 @@ revoke, rollback and promotion, and ``kheish/admin.py`` adds the bulk revoke and
 from __future__ import annotations
 
 from django.contrib import admin
+from django.template.defaultfilters import pluralize
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -125,7 +126,8 @@ class LearningSkillAdmin(admin.ModelAdmin):
     @admin.display(description="Runs · sessions · canary ✓/✗")
     def counters(self, obj):
         return (
-            f"{obj.successful_run_count} runs · {obj.distinct_session_count} sessions · "
+            f"{obj.successful_run_count} run{pluralize(obj.successful_run_count)} · "
+            f"{obj.distinct_session_count} session{pluralize(obj.distinct_session_count)} · "
             f"canary {obj.canary_success_count}/{obj.canary_failure_count}"
         )
 

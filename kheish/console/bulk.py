@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.http import HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -54,6 +55,7 @@ def _run_each(modeladmin, request, items, verb: str, func, *, label=lambda item:
         else:
             done.append(label(item))
     if done:
+        noun = f"{noun}{pluralize(len(done))}" if noun else ""
         modeladmin.message_user(request, f"{verb} {len(done)}{noun}: {', '.join(done)}.", messages.SUCCESS)
     if failed:
         modeladmin.message_user(request, f"{len(failed)} failed — " + "; ".join(failed), messages.ERROR)
@@ -141,7 +143,7 @@ class SkillActions:
             _run_each(self, request, skills, "Revoked",
                       lambda skill: skill_services.skill_revoke(skill_name=skill.skill_name, reason=reason,
                                                                 actor=request.user),
-                      label=lambda skill: skill.skill_name, noun=" skill(s)")
+                      label=lambda skill: skill.skill_name, noun=" skill")
             return None
         return _page(self, request, skills, action="revoke_selected", title="Revoke promoted skills", form=form,
                      template="bulk_confirm.html", rows=[(s.skill_name, f"({s.status})") for s in skills],

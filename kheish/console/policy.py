@@ -14,6 +14,7 @@ import re
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
@@ -249,7 +250,8 @@ def run_memory_policy(request: HttpRequest) -> HttpResponse:
                     else:
                         messages.success(request, f"Run-memory policy saved as revision {new_revision}; "
                                                   f"{report['pruned_ttl_count']} expired and "
-                                                  f"{report['pruned_overflow_count']} overflow records pruned.")
+                                                  f"{report['pruned_overflow_count']} overflow "
+                                                  f"record{pluralize(report['pruned_overflow_count'])} pruned.")
                         return HttpResponseRedirect(reverse("console:run-memory-policy"))
                 else:
                     if action == "save":

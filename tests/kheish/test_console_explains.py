@@ -264,3 +264,53 @@ def test_memory_card_after_semantic_capture_shows_the_preference(ops, llm_unconf
         review_candidate(candidate.pk)
     card = section(session_page(ops, session, "?memory_input=report+sizes"), "memory-card")
     assert "1 learning ·" in card and PREFERENCE in card
+
+
+# ---- admin pages: dates, readable JSON, plurals -----------------------------------------------------------
+
+EPOCH_MS = re.compile(r"\b1\d{12}\b")  # a 13-digit epoch-ms value (2001-2286)
+
+
+@pytest.mark.parametrize("changelist", [
+    "admin:memory_session_changelist", "admin:memory_run_changelist", "admin:memory_auditevent_changelist",
+    "admin:memory_runmemoryrecord_changelist", "admin:memory_policyrevision_changelist",
+    "admin:learnings_learningcandidate_changelist", "admin:learnings_learning_changelist",
+])
+def test_changelists_show_dates_not_epoch_ms(ops, changelist, llm_unconfigured):
+    set_learning_policy({"mode": "shadow"})
+    session = new_session()
+    capture(completed_run(session, PREFERENCE_STATEMENT))
+    published("Deploys happen on Tuesdays.", kind="decision")
+    query = "?state=all" if "candidate" in changelist else ""
+    html = ops.get(reverse(changelist) + query).content.decode()
+    table = text_of(section_html(html, "result_list"))
+    assert " UTC" in table, table[:500]
+    assert not EPOCH_MS.search(table), EPOCH_MS.search(table)
+
+
+def test_record_pages_show_dates_and_pretty_json(ops, llm_unconfigured):
+    session = new_session()
+    run = completed_run(session, PREFERENCE_STATEMENT)
+    [summary] = capture(run)
+    for name, pk in (("admin:memory_run_change", run.pk), ("admin:memory_session_change", session.pk),
+                     ("admin:learnings_learningcandidate_change", summary.pk),
+                     ("admin:memory_auditevent_change", AuditEvent.objects.order_by("id").first().pk)):
+        html = ops.get(reverse(name, args=[pk])).content.decode()
+        fields = text_of(html[html.index('id="content-main"'):])
+        assert " UTC" in fields, name
+        assert not EPOCH_MS.search(fields), (name, EPOCH_MS.search(fields))
+    html = ops.get(reverse("admin:memory_run_change", args=[run.pk])).content.decode()
+    assert '<pre class="json"' in html
+    assert re.search(r'<pre class="json"[^>]*>\{\n  &quot;content&quot;', html)  # the input, indented
+
+
+def test_skill_counters_are_pluralised():
+    from skills.admin import LearningSkillAdmin
+    from skills.models import LearningSkill
+
+    one = LearningSkill(successful_run_count=1, distinct_session_count=1, canary_success_count=0,
+                        canary_failure_count=0)
+    two = LearningSkill(successful_run_count=2, distinct_session_count=0, canary_success_count=0,
+                        canary_failure_count=0)
+    assert LearningSkillAdmin.counters(None, one).startswith("1 run · 1 session · ")
+    assert LearningSkillAdmin.counters(None, two).startswith("2 runs · 0 sessions · ")

@@ -30,7 +30,7 @@ def test_changelist_shows_stepper_counters_and_fingerprint(admin_client, ladder,
     promote(make_learning(), "beta")
     page = admin_client.get(url("changelist")).content.decode()
     assert 'data-status="active"' in page and 'data-status="draft"' in page
-    assert "2 runs · 1 sessions · canary 1/0" in page
+    assert "2 runs · 1 session · canary 1/0" in page
     skill = LearningSkill.objects.get(skill_name=NAME)
     assert skill.definition_fingerprint[:12] in page
     assert 'href="/admin/memory/learnings/?status=active&amp;kind=procedure"' in page  # promote starts there
@@ -150,7 +150,7 @@ def test_bulk_revoke_uses_a_confirmation_page(admin_client, promote, make_learni
         {"action": "revoke_selected", ACTION_CHECKBOX_NAME: pks, "post": "yes", "confirm": "yes", "reason": "cleanup"},
         follow=True,
     )
-    assert "Revoked 2 skill(s)" in done.content.decode()
+    assert "Revoked 2 skills" in done.content.decode()
     assert set(LearningSkill.objects.values_list("status", flat=True)) == {"revoked"}
 
 
