@@ -21,9 +21,9 @@ from benchmarks.recall import DEFAULT_DATA
 from kheish import composition
 from learnings import recall_sql, retrieval
 from learnings.models import Learning
-from learnings.semantic import semantic_key_digests
 from learnings.services import candidate_publish
 from learnings.services.candidates import candidate_create
+from learnings.services.cleaning import semantic_key_digests
 from learnings.services.publish import PublishOptions
 from learnings.validation import LearningScope
 from memory import embedding
