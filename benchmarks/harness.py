@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import resource
+import socket
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 RESULTS_PATH = Path(__file__).resolve().parent / "results.json"
@@ -62,6 +67,44 @@ class Results:
         lines = [f"{'benchmark':<48} {'value':>12} unit   size", "-" * 100]
         lines += [f"{k:<48} {v['value']:>12.3f} {v['unit']:<6} {v['size']}" for k, v in self.rows.items()]
         return "\n".join(lines)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_url_of(settings_dict: dict) -> str:
+    """A DATABASE_URL for a child process on the database this process uses (socket dir or host)."""
+    host = settings_dict.get("HOST") or (settings_dict.get("OPTIONS") or {}).get("host") or ""
+    port = settings_dict.get("PORT") or (settings_dict.get("OPTIONS") or {}).get("port")
+    user = settings_dict.get("USER") or "postgres"
+    if host.startswith("/"):
+        return f"postgres://{user}@/{settings_dict['NAME']}?host={host}" + (f"&port={port}" if port else "")
+    return f"postgres://{user}@{host}{':' + str(port) if port else ''}/{settings_dict['NAME']}"
+
+
+@contextlib.contextmanager
+def gunicorn_server(settings_dict: dict, *, workers: int = 2, threads: int = 2) -> Iterator[int]:
+    """A gunicorn serving this process's database on a free loopback port; yields the port."""
+    port = free_port()
+    env = dict(os.environ, DATABASE_URL=database_url_of(settings_dict), ALLOWED_HOSTS="127.0.0.1,localhost")
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "kheish.wsgi:application", "--bind",
+                             f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
+                             "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 _ = statistics

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import random
-import socket
-import subprocess
-import sys
 import time
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from rest_framework.test import APIClient
 
-from benchmarks.harness import Results, percentile, time_calls
+from benchmarks.harness import Results, gunicorn_server, percentile, time_calls
 from memory.clock import now_ms
 from memory.identity import api_key_create
 from memory.models import JournalEvent, Session
@@ -57,32 +53,8 @@ def running_runs(client: APIClient, ids: list[int], count: int) -> list[str]:
     return runs
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def gunicorn_appends(key: str, runs: list[str], count: int) -> list[float]:
-    port = free_port()
-    env = dict(os.environ)
-    db = connection.settings_dict
-    host = db.get("HOST") or ""
-    env["DATABASE_URL"] = (f"postgres://{db.get('USER') or 'postgres'}@{'' if host.startswith('/') else host}"
-                           f"{':' + str(db['PORT']) if db.get('PORT') else ''}/{db['NAME']}"
-                           + (f"?host={host}" if host.startswith("/") else ""))
-    env["ALLOWED_HOSTS"] = "127.0.0.1,localhost"
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "kheish.wsgi:application", "--bind",
-                             f"127.0.0.1:{port}", "--workers", "2", "--threads", "2", "--log-level", "warning"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+    with gunicorn_server(connection.settings_dict) as port:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         samples = []
@@ -98,9 +70,6 @@ def gunicorn_appends(key: str, runs: list[str], count: int) -> list[float]:
                 samples.append((time.perf_counter() - start) * 1000)
         conn.close()
         return samples
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def run(results: Results, *, scale: int = 1) -> None:

@@ -10,13 +10,15 @@ model's load time, and the process's peak RSS after each size."""
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import random
 import time
+from urllib.parse import quote
 
 from django.db import connection, transaction
 
-from benchmarks.harness import Results, peak_rss_mib, time_calls
+from benchmarks.harness import Results, gunicorn_server, peak_rss_mib, time_calls
 from benchmarks.recall import DEFAULT_DATA
 from kheish import composition
 from learnings import recall_sql, retrieval
@@ -121,6 +123,7 @@ def run(results: Results, *, sizes: list[int]) -> None:
                     f"{label}; candidate + operator publish, embedding + index updates included")
         results.latency(f"recall_scale.{size}.prompt_assembly_after_write", first_run, label)
         results.add(f"recall_scale.{size}.peak_rss", peak_rss_mib(), "MiB", f"process peak after {label}")
+        http_figures(results, size, label, session)
     if sizes:
         with connection.cursor() as cursor:
             sql, params = explain_statement(sizes[-1])
@@ -128,6 +131,35 @@ def run(results: Results, *, sizes: list[int]) -> None:
             cursor.execute("EXPLAIN ANALYZE " + sql, params)
             print("EXPLAIN ANALYZE (hybrid pool, largest size):\n" + "\n".join(r[0] for r in cursor.fetchall()),
                   flush=True)
+
+
+def http_figures(results: Results, size: int, label: str, session) -> None:
+    """Memory-search over HTTP (gunicorn on loopback, keep-alive) beside the cheapest authenticated read
+    (``GET /v1/sessions/{id}``) of the same session, as a client sees them."""
+    key = api_key_create(name=f"bench-scale-http-{size}", role="agent", actor="bench")
+    Session = type(session)
+    Session.objects.filter(pk=session.pk).update(owner=key.api_key.user)
+    headers = {"Authorization": f"Bearer {key.plaintext}"}
+    with gunicorn_server(connection.settings_dict) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+        def get(path: str) -> float:
+            start = time.perf_counter()
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{path}: {response.status}")
+            return (time.perf_counter() - start) * 1000
+
+        read, search = [], []
+        for i in range(110):
+            read.append(get(f"/v1/sessions/{session.public_id}"))
+            query = quote(QUERIES[i % len(QUERIES)])
+            search.append(get(f"/v1/sessions/{session.public_id}/memory-search?q={query}&limit=10"))
+        conn.close()
+    results.latency(f"recall_scale.{size}.http_session_read", read[10:], label + "; GET /v1/sessions/{id}")
+    results.latency(f"recall_scale.{size}.http_memory_search", search[10:], label + "; gunicorn, keep-alive")
 
 
 def explain_statement(size: int) -> tuple[str, dict]:
