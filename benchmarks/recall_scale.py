@@ -127,7 +127,6 @@ def run(results: Results, *, sizes: list[int]) -> None:
     if sizes:
         with connection.cursor() as cursor:
             sql, params = explain_statement(sizes[-1])
-            cursor.execute("SET hnsw.iterative_scan = relaxed_order")
             cursor.execute("EXPLAIN ANALYZE " + sql, params)
             print("EXPLAIN ANALYZE (hybrid pool, largest size):\n" + "\n".join(r[0] for r in cursor.fetchall()),
                   flush=True)

@@ -97,8 +97,11 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     )
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # OLTP tuning: the service's queries are small and indexed; parallel workers and JIT only add latency.
+# HNSW (pgvector) searches scan iteratively until the scope filters are met (learnings.recall_sql); on a server
+# without pgvector the two hnsw.* options are plain placeholders.
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-    "options", "-c max_parallel_workers_per_gather=0 -c jit=off"
+    "options", "-c max_parallel_workers_per_gather=0 -c jit=off -c hnsw.iterative_scan=relaxed_order "
+               "-c hnsw.ef_search=200"
 )
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True

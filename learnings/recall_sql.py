@@ -28,7 +28,7 @@ from memory.embedding import DIMENSIONS
 
 POOL = 120
 """Candidates per arm. The fused ranking reorders the pool; 2 × 120 covers budgets of a few thousand tokens."""
-HNSW_EF_SEARCH = 200
+# HNSW search settings (iterative scans, ef_search) are connection options set in kheish/settings.py.
 
 _PROMPT_GATES = """
   l.scope_key = ANY(%(keys)s)
@@ -92,16 +92,6 @@ def has_vectors() -> bool:
             cached = (key, cursor.fetchone() is not None)
         _state.has_vectors = cached
     return cached[1]
-
-
-def _configure(cursor) -> None:
-    """HNSW search settings, once per database connection: iterative scans keep returning neighbours until
-    the filters (scopes, gates) are satisfied, instead of filtering a fixed ``ef_search`` set."""
-    raw = connection.connection
-    if getattr(_state, "configured", None) is raw:
-        return
-    cursor.execute(f"SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = {HNSW_EF_SEARCH}")
-    _state.configured = raw
 
 
 COMMON_TERM_FREQUENCY = 0.02
@@ -217,8 +207,6 @@ def pool(
     sql, params, vectors = pool_statement(shape, scope_keys=scope_keys, at_ms=at_ms, words=words,
                                           query_vector=query_vector, size=size)
     with connection.cursor() as cursor:
-        if vectors:
-            _configure(cursor)
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
     if query_vector is None:
