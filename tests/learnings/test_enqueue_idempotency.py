@@ -30,13 +30,13 @@ class Spy:
     """Replaces ``task.apply_async``: records each message's first argument, runs nothing."""
 
     def __init__(self, monkeypatch, task):
-        self.ids: list[int] = []
+        self.ids: list = []
         self._lock = threading.Lock()
         monkeypatch.setattr(task, "apply_async", self)
 
     def __call__(self, args=None, kwargs=None, **options):
         with self._lock:
-            self.ids.append(int((args or [None])[0]))
+            self.ids.append(args[0] if args else None)
 
 
 @pytest.fixture
@@ -47,6 +47,12 @@ def captures(monkeypatch):
 @pytest.fixture
 def reviews(monkeypatch):
     return Spy(monkeypatch, tasks.review_candidate)
+
+
+@pytest.fixture
+def sweeps(monkeypatch):
+    """The sweep a policy change queues, recorded, not run (the transactional tests commit every write)."""
+    return Spy(monkeypatch, tasks.shadow_review_sweep)
 
 
 def capture_on(mode="manual_only"):
@@ -158,7 +164,7 @@ def _race(count: int, work) -> list:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_replays_never_queue_a_run_twice(captures, llm_unconfigured, monkeypatch):
+def test_concurrent_replays_never_queue_a_run_twice(captures, sweeps, llm_unconfigured, monkeypatch):
     """Two replays on two connections both read the same pending runs before either claims any (a barrier
     after the selection): the claim alone decides, and each run is queued by one of them only."""
     capture_on()
@@ -180,7 +186,7 @@ def test_concurrent_replays_never_queue_a_run_twice(captures, llm_unconfigured, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_claims_of_the_same_runs_split_them(captures, llm_unconfigured):
+def test_concurrent_claims_of_the_same_runs_split_them(captures, sweeps, llm_unconfigured):
     """Many claimers of one list at once (no waiting on each other's locks, so no deadlock): disjoint shares
     that add up to the list."""
     capture_on()
@@ -267,7 +273,7 @@ def test_only_pending_candidates_are_claimed():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_review_claims_never_queue_a_candidate_twice(reviews):
+def test_concurrent_review_claims_never_queue_a_candidate_twice(reviews, sweeps):
     set_policy({"mode": "shadow"})
     pks = [candidate(f"Fact number {n} is true.").pk for n in range(6)]  # outside on_commit capture: unclaimed
     LearningCandidate.objects.filter(pk__in=pks).update(review_lease_until_ms=None)
