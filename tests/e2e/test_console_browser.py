@@ -128,7 +128,8 @@ def test_worked_scenario_through_the_console(page):
     link.click()
     subtitle = "What your agents learn, remember, and are allowed to keep."
     expect(page.get_by_role("heading", name=subtitle)).to_be_visible()
-    expect(page.locator("#automation-status")).to_contain_text("automation shadow · capture: run summaries on, semantic on · judge off")
+    expect(page.locator("#automation-status")).to_contain_text(
+        "automation shadow · capture: run summaries on, semantic on · judge off")
     # the preference, the procedure, and one run_summary per completed run
     expect(page.locator("#stat-1 .value")).to_have_text("5")
     shot(page, "03-dashboard")
@@ -155,7 +156,7 @@ def test_worked_scenario_through_the_console(page):
     page.get_by_role("link", name="Overview").click()
     page.locator("tr", has_text=session.public_id).get_by_role("link", name="Memory card").click()
     card = page.locator("#memory-card")
-    expect(card).to_contain_text("1 learnings · 1 recovered runs eligible for the next prompt")
+    expect(card).to_contain_text("1 learning · 1 recovered run eligible for the next prompt")
     expect(card).to_contain_text(PREFERENCE)
     shot(page, "06-session-memory-card")
 

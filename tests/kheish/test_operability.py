@@ -60,7 +60,7 @@ def test_admin_pages_for_sessions_runs_and_run_memory(staff_client, api_client, 
     html = page.content.decode()
     assert "Journal (newest first, read-only)" in html and "input_received" in html
     assert html.index("run_lifecycle") < html.index("input_received")  # newest first
-    assert "recovered runs eligible for the next prompt" in html
+    assert "1 recovered run eligible for the next prompt" in html
     for url in ["/admin/memory/run/?status__exact=completed", "/admin/memory/run/?kind__exact=input",
                 f"/admin/memory/run/{rid.split('-')[1]}/change/", "/admin/memory/runmemoryrecord/",
                 "/admin/memory/apikey/", "/admin/memory/policyrevision/", "/admin/memory/auditevent/",
