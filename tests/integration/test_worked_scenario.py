@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from kombu import pools as kombu_pools
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -64,6 +65,7 @@ def _reset_producer_pool(app) -> None:
     amqp = app.__dict__.get("amqp")
     if amqp is not None:
         amqp._producer_pool = None
+    kombu_pools.reset()  # kombu's global producer registry still points at the closed pool otherwise
 
 
 def wait_for(probe, what: str, timeout: float = WAIT_SECONDS):
