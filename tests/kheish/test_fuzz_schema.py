@@ -106,7 +106,8 @@ def seed(agent, operator, agent_id: str) -> dict[str, list[str]]:
     for index, learning in enumerate(learnings):
         promoted = operator.post(f"/v1/learnings/{learning}/promote-skill", {
             "skill_name": f"fuzz-skill-{tag}-{index}", "description": "Fuzz skill",
-            "instructions": "Run the checks before merging."}, format="json")
+            "instructions": "Run the checks before merging.", "context": "fork",
+            "agent_profile": "verification"}, format="json")
         if promoted.status_code == 200:
             skills.append(promoted.json()["skill_name"])
     return {"session_id": sessions, "run_id": runs, "candidate_id": candidates, "learning_id": learnings,
@@ -148,7 +149,9 @@ def test_schema_fuzzing_finds_no_server_error_and_no_schema_violation(live_serve
     agent, operator = client_for(agent_key.plaintext), client_for(operator_key.plaintext)
     totals, outputs = {}, {}
     for name, key in (("agent", agent_key), ("operator", operator_key)):
-        config = config_file(seed(agent, operator, agent_key.api_key.user.username), tmp_path / f"{name}.toml")
+        ids = seed(agent, operator, agent_key.api_key.user.username)
+        print(f"[fuzz] {name}: seeded " + ", ".join(f"{len(v)} {k}" for k, v in ids.items()))
+        config = config_file(ids, tmp_path / f"{name}.toml")
         run = fuzz(live_server.url, key.plaintext, name, seed_value, config)
         totals[name], outputs[name] = summarize(run["report"]), run["output"]
     print(f"[fuzz] seed {seed_value}: " + "; ".join(
