@@ -171,6 +171,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "kheish.api.throttling.client_address"
 AXES_LOCKOUT_CALLABLE = "kheish.admin_lockout.lockout_response"
 AXES_ONLY_ADMIN_SITE = False
+AXES_VERBOSE = False  # no start-up banner on every manage.py command
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Kheish Memory API",

@@ -1,4 +1,4 @@
-"""The journal is append-only: on PostgreSQL a trigger rejects UPDATE and DELETE on journal events."""
+"""The journal is append-only: a trigger rejects UPDATE and DELETE on journal events (PostgreSQL only)."""
 
 from django.db import migrations
 
@@ -19,16 +19,6 @@ DROP FUNCTION IF EXISTS memory_journal_append_only();
 """
 
 
-def forwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE, params=None)
-
-
-def backwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP, params=None)
-
-
 class Migration(migrations.Migration):
     dependencies = [("memory", "0001_initial")]
-    operations = [migrations.RunPython(forwards, backwards)]
+    operations = [migrations.RunSQL(CREATE, DROP)]
