@@ -106,9 +106,15 @@ def _has_secret_assignment(text: str) -> bool:
     return _has_secret_shaped_value(text)
 
 
+_URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]*://|\bwww\.)[^\s<>\"'`]+", re.IGNORECASE)
+"""A URL: its path and query are a location, not a value (a share link's id, a short link's slug); a secret
+in its query (``?token=…``) is found by the redactor's URL-parameter rule, which the classifier runs first."""
+
+
 def _has_secret_shaped_value(text: str) -> bool:
-    """Extension: a secret-shaped value after a secret noun, or a strongly secret-shaped value anywhere."""
-    tokens = re.split(r"[\s:=,;&?]+", text)
+    """Extension: a secret-shaped value after a secret noun, or a strongly secret-shaped value anywhere
+    outside a URL."""
+    tokens = re.split(r"[\s:=,;&?]+", _URL.sub(" ", text))
     for index, token in enumerate(tokens):
         value = token.strip(_VALUE_TRIM)
         if len(value) < 8 or not is_secret_shaped(value):

@@ -193,6 +193,7 @@ def test_corpus_has_at_least_as_many_negatives_as_positives() -> None:
 # -- classifier (learning content) ------------------------------------------------------------------------------
 CLASSIFIER_SECRETS = [
     "SIGNING_KEY=9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    "Call https://api.example.com/v1/items?token=Zx9Qw3Er7Ty1Ui5Op2As8Df4Gh6Jk0L",  # a URL's query still counts
     "The webhook signing secret is 7Hq2LmZ9xR4tP8vK3nB6",
     "encryption key: q8Zr+0pLm3xW/v7Yt2Nc5Ba==",
     "FERNET_KEY = 'Zk9vYmFyQmF6UXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWo='",
@@ -228,6 +229,11 @@ CLASSIFIER_BENIGN = [
     "The client secretariat prefers written updates.",
     "Prefer `Authorization: Bearer <token>` over query-string tokens.",
     "GitHub fine-grained tokens start with github_pat_.",
+    # A URL's path is a location, not a value: share links and short links carry random-looking ids.
+    "Here's the link to my pitch deck: https://drive.google.com/file/d/1QwErTyUiOp7AsDfGh3JkL/view, 12 slides.",
+    "I have the private SoundCloud right now: https://on.soundcloud.com/jkpTVH4zkTVHc2uHA",
+    "The recording is at www.loom.com/share/8f3a9C1e5B7d4A6f8E0c2B4d6F8a0C2e and lasts 4 minutes.",
+    "See https://gist.github.com/someone/4f1c9a7e2b6d8c0f3e5a7b9c1d3e5f7a for the script.",
 ]
 
 
