@@ -227,4 +227,16 @@ def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
     parts = _PARTS.split(value)
     if len(parts) > 1 and all(part.isalpha() or len(part) <= 4 for part in parts):
         return False  # identifiers made of words and short numbers: ``user_id_2024``, ``key-2024-v3``
+    if _is_path(value):
+        return False  # ``/etc/freeradius/3.0/sites-enabled/default``, ``system/branding``
     return entropy(value) >= required_entropy(n)
+
+
+_PATH_SEGMENT = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*|[A-Z]?[a-z]+|\d+(?:\.\d+)*")
+
+
+def _is_path(value: str) -> bool:
+    """A path or a slash-joined phrase: every ``/``-separated segment is a lowercase word or name (dots and
+    dashes allowed), a capitalised word, or a number. Random base64 with ``/`` has mixed-case segments."""
+    segments = [segment for segment in value.split("/") if segment]
+    return len(segments) >= 2 and "/" in value and all(_PATH_SEGMENT.fullmatch(s) for s in segments)

@@ -234,6 +234,10 @@ CLASSIFIER_BENIGN = [
     "I have the private SoundCloud right now: https://on.soundcloud.com/jkpTVH4zkTVHc2uHA",
     "The recording is at www.loom.com/share/8f3a9C1e5B7d4A6f8E0c2B4d6F8a0C2e and lasts 4 minutes.",
     "See https://gist.github.com/someone/4f1c9a7e2b6d8c0f3e5a7b9c1d3e5f7a for the script.",
+    # Paths and slash-joined phrases are not values, even near a secret noun.
+    "Where do I put the key? In /etc/freeradius/3.0/sites-enabled/default or in radiusd.conf?",
+    "Are you familiar with the global color token in design system/branding theming?",
+    "The secrets live under /var/lib/app/config/secrets.d on every node.",
 ]
 
 
