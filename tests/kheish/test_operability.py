@@ -86,8 +86,8 @@ def test_admin_creates_api_key_and_shows_it_once(staff_client, django_user_model
 
 @pytest.mark.django_db
 def test_repair_runs_when_a_worker_starts(api_client, session_id):
-    from memory import run_memory
     from kheish.tasks import repair_on_worker_start
+    from memory import run_memory
 
     rid = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "x"}}, format="json").json()
     api_client.post(f"/v1/runs/{rid['run_id']}/cancel", {}, format="json")
