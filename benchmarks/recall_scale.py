@@ -155,7 +155,7 @@ def http_figures(results: Results, size: int, label: str, session) -> None:
         for i in range(110):
             read.append(get(f"/v1/sessions/{session.public_id}"))
             query = quote(QUERIES[i % len(QUERIES)])
-            search.append(get(f"/v1/sessions/{session.public_id}/memory-search?q={query}&limit=10"))
+            search.append(get(f"/v1/sessions/{session.public_id}/memory-search?query={query}&limit=10"))
         conn.close()
     results.latency(f"recall_scale.{size}.http_session_read", read[10:], label + "; GET /v1/sessions/{id}")
     results.latency(f"recall_scale.{size}.http_memory_search", search[10:], label + "; gunicorn, keep-alive")
