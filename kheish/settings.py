@@ -101,7 +101,7 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # without pgvector the two hnsw.* options are plain placeholders.
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
     "options", "-c max_parallel_workers_per_gather=0 -c jit=off -c hnsw.iterative_scan=relaxed_order "
-               "-c hnsw.ef_search=200"
+               "-c hnsw.ef_search=120"
 )
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True

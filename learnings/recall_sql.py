@@ -98,7 +98,7 @@ COMMON_TERM_FREQUENCY = 0.02
 """A term in more than this share of live learnings (PostgreSQL's own statistics of ``search_tsv``) is left
 out of the lexical arm's query: it would match thousands of rows and tells little (the ranker still scores it
 with BM25 over the pool)."""
-LEXICAL_SCAN_LIMIT = 2000
+LEXICAL_SCAN_LIMIT = 1000
 """At most this many matching rows are ranked by the lexical arm (a bound, whatever the terms)."""
 STATS_SECONDS = 300.0
 
