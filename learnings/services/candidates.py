@@ -27,6 +27,7 @@ from learnings.services.cleaning import (
     semantic_key_digests,
 )
 from learnings.services.queue import enqueue_review_on_commit
+from learnings.services.rows import guarded_move
 from learnings.validation import LearningScope, LearningValidationError
 from memory.audit import record_audit
 from memory.clock import now_ms
@@ -254,34 +255,11 @@ def _move_candidate(
     from_states: tuple[str, ...] | None = None,
     **changes: Any,
 ) -> LearningCandidate:
-    """Compare-and-swap the candidate's state and audit the transition."""
-    from_state = candidate.state
-    expected = from_states or (from_state,)
-    ts = now_ms()
-    updated = LearningCandidate.objects.filter(pk=candidate.pk, state__in=expected).update(
-        state=to_state, updated_at_ms=ts, **changes
-    )
-    if updated != 1:
-        raise Conflict(
-            f"learning candidate {candidate.public_id} changed concurrently; retry",
-            domain=DOMAIN,
-            code="candidate_changed",
-        )
-    record_audit(
-        subject_type="learning_candidate",
-        subject_id=candidate.public_id,
-        action=action,
-        actor=actor,
-        from_state=from_state,
-        to_state=to_state,
-        reason=reason,
-        data={
-            k: (f"learning-{v.pk}" if isinstance(v, Learning) else v)
-            for k, v in changes.items()
-            if k in ("published_learning", "matched_rule_name")
-        },
-    )
-    candidate.refresh_from_db()
+    """Compare-and-swap the candidate's state and audit the transition (``rows.guarded_move``)."""
+    guarded_move(candidate, field="state", expected=from_states or (candidate.state,), to=to_state,
+                 subject_type="learning_candidate", action=action, actor=actor, reason=reason,
+                 audit_keys=("published_learning", "matched_rule_name"), conflict_code="candidate_changed",
+                 **changes)
     return candidate
 
 

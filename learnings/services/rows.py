@@ -70,34 +70,54 @@ def live_replacement(learning: Learning, at_ms: int | None = None) -> Learning |
     return Learning.objects.filter(supersedes=learning).live(at_ms).order_by("-id").first()
 
 
-def move_learning(
-    learning: Learning, *, to_status: str, actor: object, action: str, reason: str = "", **changes: Any
-) -> Learning:
-    from_status = learning.status
-    updated = Learning.objects.filter(pk=learning.pk, status=from_status).update(
-        status=to_status, updated_at_ms=now_ms(), **changes
+def guarded_move(
+    instance: Any,
+    *,
+    field: str,
+    expected: tuple[str, ...],
+    to: str,
+    subject_type: str,
+    action: str,
+    actor: object,
+    reason: str,
+    audit_keys: tuple[str, ...],
+    conflict_code: str,
+    **changes: Any,
+) -> None:
+    """The one compare-and-swap transition of a learning-plane row (candidate or learning): ``field`` moves from
+    one of ``expected`` to ``to`` with ``changes``; 409 when another writer got there first; an audit row in the
+    same transaction (``audit_keys`` of the changes recorded); the instance is refreshed."""
+    from_state = getattr(instance, field)
+    updated = type(instance).objects.filter(pk=instance.pk, **{f"{field}__in": expected}).update(
+        **{field: to}, updated_at_ms=now_ms(), **changes
     )
     if updated != 1:
         raise Conflict(
-            f"learning {learning.public_id} changed concurrently; retry",
+            f"{subject_type.replace('_', ' ')} {instance.public_id} changed concurrently; retry",
             domain=DOMAIN,
-            code="learning_changed",
+            code=conflict_code,
         )
     record_audit(
-        subject_type="learning",
-        subject_id=learning.public_id,
+        subject_type=subject_type,
+        subject_id=instance.public_id,
         action=action,
         actor=actor,
-        from_state=from_status,
-        to_state=to_status,
+        from_state=from_state,
+        to_state=to,
         reason=reason,
         data={
-            k: (f"learning-{v.pk}" if isinstance(v, Learning) else v)
-            for k, v in changes.items()
-            if k == "superseded_by"
+            k: (f"learning-{v.pk}" if isinstance(v, Learning) else v) for k, v in changes.items() if k in audit_keys
         },
     )
-    learning.refresh_from_db()
+    instance.refresh_from_db()
+
+
+def move_learning(
+    learning: Learning, *, to_status: str, actor: object, action: str, reason: str = "", **changes: Any
+) -> Learning:
+    guarded_move(learning, field="status", expected=(learning.status,), to=to_status, subject_type="learning",
+                 action=action, actor=actor, reason=reason, audit_keys=("superseded_by",),
+                 conflict_code="learning_changed", **changes)
     return learning
 
 
