@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from learnings import validation
-from learnings.models import Learning, LearningStatus, PolicyDecision, PublishTier, Sensitivity
+from learnings.models import Learning, LearningStatus, PolicyDecision, PublishTier
 from learnings.policy import policy_actor_for
 from learnings.selectors import DOMAIN, find_conflict
 from learnings.services.cleaning import clean_content, clean_expiry, normalise_scope, semantic_key_digests
@@ -136,13 +136,6 @@ def learning_supersede(
         subject_key=subject_key,
         updated_at_ms=at,
     )
-    if new.sensitivity not in Sensitivity.values:
-        raise ValidationFailed(
-            f"unknown learning sensitivity `{new.sensitivity}`",
-            field="sensitivity",
-            domain=DOMAIN,
-            code="invalid_learning",
-        )
     validated_learning(new)
     serialize_scope(new.scope_key, new.kind)
     conflict = find_conflict(

@@ -15,7 +15,6 @@ from learnings.models import (
     LearningCandidate,
     PolicyDecision,
     PublishTier,
-    Sensitivity,
     VerificationStatus,
 )
 from learnings.policy import policy_actor_for, status_for_tier
@@ -186,13 +185,6 @@ def candidate_publish(
         source_candidate=locked,
         updated_at_ms=at,
     )
-    if learning.sensitivity not in Sensitivity.values:
-        raise ValidationFailed(
-            f"unknown learning sensitivity `{learning.sensitivity}`",
-            field="sensitivity",
-            domain=DOMAIN,
-            code="invalid_learning",
-        )
     validated_learning(learning)
     reason = (
         "published by an operator"

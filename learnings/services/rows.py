@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connection
 
 from learnings import validation
-from learnings.models import Learning, LearningStatus
+from learnings.models import Learning, LearningStatus, Sensitivity
 from learnings.selectors import DOMAIN, learning_not_found, parse_learning_id
 from learnings.services.cleaning import invalid
 from learnings.validation import LearningValidationError
@@ -44,6 +44,14 @@ def fire_revoking(learning: Learning, *, actor: object, reason: str, superseding
 
 
 def validated_learning(learning: Learning) -> Learning:
+    """A new learning row checked before it is saved: a known sensitivity, then the §1.6 rules."""
+    if learning.sensitivity not in Sensitivity.values:
+        raise ValidationFailed(
+            f"unknown learning sensitivity `{learning.sensitivity}`",
+            field="sensitivity",
+            domain=DOMAIN,
+            code="invalid_learning",
+        )
     try:
         validation.validate_learning(learning)
     except LearningValidationError as exc:
