@@ -137,9 +137,6 @@ def clear_prepared() -> None:
 def _prompt_visible(at: int, scope_keys: list[str]) -> _VisibleSet | None:
     """The prompt-visible rows of these scopes at ``at``, prepared; ``None`` when there are none."""
     fingerprint = Learning.objects.scoped_fingerprint("for_prompt", scope_keys, at)
-    if fingerprint is None:  # no row versions on this database: read the rows
-        rows = Learning.objects.scoped_rows("for_prompt", scope_keys, at, _PROMPT_FIELDS)
-        return _visible_set(rows) if rows else None
     if fingerprint.count == 0:
         return None
     visible = _VISIBLE_SETS.get(fingerprint.digest)
