@@ -115,3 +115,17 @@ def test_admin_saves_grants_through_the_service(client, world, agent):
     grant = AgentGrant.objects.get(user=agent)
     assert [p.project_id for p in grant.projects.all()] == ["atlas"]
     assert AuditEvent.objects.filter(subject_type="agent_grant", actor="root").exists()
+
+
+@pytest.mark.parametrize("body", [{}, {"project_ids": "atlas", "persona_ids": []},
+                                  {"project_ids": [1], "persona_ids": []},
+                                  {"project_ids": ["atlas"], "persona_ids": [], "extra": True},
+                                  {"project_ids": ["x" * 10_000], "persona_ids": []}])
+def test_bad_grant_bodies_are_refused_and_change_nothing(operator_client, agent, world, body):
+    url = f"/v1/agents/{agent.username}/grants"
+    operator_client.put(url, {"project_ids": ["atlas"], "persona_ids": []}, format="json")
+    before = AuditEvent.objects.count()
+    response = operator_client.put(url, body, format="json")
+    assert 400 <= response.status_code < 500 and response["Content-Type"].startswith("application/problem+json")
+    assert operator_client.get(url).json() == {"project_ids": ["atlas"], "persona_ids": []}
+    assert AuditEvent.objects.count() == before
