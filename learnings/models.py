@@ -126,6 +126,12 @@ class ScopedRecord(models.Model):
     created_at_ms = models.BigIntegerField(default=now_ms)
     expires_at_ms = models.BigIntegerField(null=True, blank=True)
     updated_at_ms = models.BigIntegerField(default=now_ms, editable=False)
+    stated_at_ms = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="When the statement was made (epoch ms), e.g. the conversation turn's date; null: unknown, "
+        "read as the record's creation/publication time.",
+    )
 
     class Meta:
         abstract = True
