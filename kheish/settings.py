@@ -150,6 +150,10 @@ REST_FRAMEWORK = {
 # Requests per principal: a ceiling for runaway clients, far above a busy agent's pace.
 KHEISH_THROTTLE_AGENT = env.str("KHEISH_THROTTLE_AGENT", default="6000/m")
 KHEISH_THROTTLE_OPERATOR = env.str("KHEISH_THROTTLE_OPERATOR", default="6000/m")
+# A verified API key is remembered by each process for this many seconds (memory.identity), so a request costs
+# no key lookup; a revocation made elsewhere (another worker, the admin of another process) takes effect within
+# this time, one made in the same process at once. 0 looks the key up on every request.
+KHEISH_API_KEY_CACHE_SECONDS = env.float("KHEISH_API_KEY_CACHE_SECONDS", default=5.0)
 # Failed API-key authentications; past these, failures get 429 + Retry-After (a valid key is never refused).
 KHEISH_AUTH_FAILURES_PER_ADDRESS = env.str("KHEISH_AUTH_FAILURES_PER_ADDRESS", default="100/5m")
 KHEISH_AUTH_FAILURES_PER_PREFIX = env.str("KHEISH_AUTH_FAILURES_PER_PREFIX", default="20/5m")

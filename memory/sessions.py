@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from memory import grants, sql
 from memory.audit import record_audit
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
-from memory.models import Persona, Project, Session
+from memory.models import ACTIVE_STATUSES, Persona, Project, Run, Session
 from memory.runs import parse_public_id
 
 WORKSPACE_SCOPE_KEY = "workspace:default"
@@ -21,6 +22,18 @@ def sessions_visible_to(user: object, *, operator: bool | None = None) -> QueryS
     if operator if operator is not None else is_operator(user):
         return qs
     return qs.filter(owner=user)
+
+
+def get_visible_session(session_id: str, user: object, *, operator: bool | None = None) -> Session:
+    """The session ``session_id`` as ``sessions_visible_to(user, operator=operator)`` with
+    ``with_read_annotations`` would return it (persona, owner, project ids, active run), in one hand-written
+    statement (``memory.sql.visible_session``); 404 when it does not exist or is not visible."""
+    pk = parse_public_id(session_id, "session", domain="sessions", code="session_not_found", noun="session")
+    everyone = operator if operator is not None else is_operator(user)
+    session = sql.visible_session(pk, owner_pk=None if everyone else user.pk)
+    if session is None:
+        raise NotFound(f"unknown session {session_id}", domain="sessions", code="session_not_found")
+    return session
 
 
 def get_session(session_id: str, *, queryset: QuerySet[Session] | None = None) -> Session:
@@ -77,7 +90,19 @@ def session_create(*, owner: object, persona_id: str | None = None, project_ids:
     return session
 
 
+def with_read_annotations(queryset: QuerySet[Session]) -> QuerySet[Session]:
+    """``queryset`` with each session's sorted project ids (``project_id_list``) and newest active run's pk
+    (``active_run_pk``) computed in the same statement (two correlated subqueries) instead of two prefetches."""
+    projects = Project.objects.filter(sessions=OuterRef("pk")).order_by("project_id").values("project_id")
+    active = (Run.objects.filter(session=OuterRef("pk"), status__in=ACTIVE_STATUSES).order_by("-id")
+              .values("id")[:1])
+    return queryset.annotate(project_id_list=ArraySubquery(projects), active_run_pk=Subquery(active))
+
+
 def project_ids(session: Session) -> list[str]:
+    annotated = getattr(session, "project_id_list", None)
+    if annotated is not None:  # with_read_annotations
+        return list(annotated)
     cache = getattr(session, "_prefetched_objects_cache", {})
     if "projects" in cache:
         return sorted(p.project_id for p in cache["projects"])

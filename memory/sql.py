@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.db import models, transaction
 
-from memory.models import ApiKey, Counter, Persona, PolicyRevision, Project, Run, Session
+from memory.models import ACTIVE_STATUSES, ApiKey, Counter, Persona, PolicyRevision, Project, Run, Session
 
 M = TypeVar("M", bound=models.Model)
 
@@ -194,6 +194,46 @@ def locked_run(pk: int, *, owner_pk: int | None = None) -> Run | None:
     run.session = _instance(Session, row[runs:runs + sessions], conn.alias)
     run.session.owner = _instance(user_model, row[runs + sessions:], conn.alias)
     return run
+
+
+@lru_cache(maxsize=4)
+def _visible_session_sql(user_model: type[models.Model], by_owner: bool) -> str:
+    links = Session.projects.through._meta.db_table
+    statuses = ", ".join(f"'{status}'" for status in sorted(ACTIVE_STATUSES))  # constants of the model
+    return (f"SELECT {_columns(Session, 's')}, {_columns(user_model, 'u')}, "  # noqa: S608
+            f"p.id IS NOT NULL, {_columns(Persona, 'p')}, "
+            f'ARRAY(SELECT pr.project_id FROM "{links}" l JOIN "{Project._meta.db_table}" pr '
+            "ON pr.id = l.project_id WHERE l.session_id = s.id ORDER BY pr.project_id), "
+            f'(SELECT r.id FROM "{Run._meta.db_table}" r WHERE r.session_id = s.id AND r.status IN ({statuses}) '
+            "ORDER BY r.id DESC LIMIT 1) "
+            f'FROM "{Session._meta.db_table}" s JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
+            f'LEFT JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id '
+            f"WHERE s.id = %s{' AND s.owner_id = %s' if by_owner else ''}")
+
+
+def visible_session(pk: int, *, owner_pk: int | None = None) -> Session | None:
+    """``memory.sessions.with_read_annotations(Session.objects.select_related("persona", "owner")).filter(pk=pk)
+    .first()`` (with ``owner_pk``: only the sessions of that user) - complete instances of the session, its
+    owner and its persona, with ``project_id_list`` and ``active_run_pk`` - in one statement that never meets
+    the query compiler: every session-scoped /v1 call starts here. None when there is no such session."""
+    user_model = get_user_model()
+    conn = transaction.get_connection()
+    params = [pk] if owner_pk is None else [pk, owner_pk]
+    with conn.cursor() as cursor:
+        cursor.execute(_visible_session_sql(user_model, owner_pk is not None), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    sessions, users = len(Session._meta.concrete_fields), len(user_model._meta.concrete_fields)
+    personas = len(Persona._meta.concrete_fields)
+    session = _instance(Session, row[:sessions], conn.alias)
+    session.owner = _instance(user_model, row[sessions:sessions + users], conn.alias)
+    has_persona = row[sessions + users]
+    start = sessions + users + 1
+    session.persona = _instance(Persona, row[start:start + personas], conn.alias) if has_persona else None
+    session.project_id_list = list(row[start + personas] or [])
+    session.active_run_pk = row[start + personas + 1]
+    return session
 
 
 _CURRENT_POLICY_SQL = (f'SELECT revision, policy FROM "{PolicyRevision._meta.db_table}" '  # noqa: S608

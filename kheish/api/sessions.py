@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.db.models import Prefetch
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
@@ -15,7 +14,7 @@ from kheish.api.schema import OPERATOR, described
 from memory import compaction, grants, sessions
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
-from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Run, Session
+from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Session
 
 # ---- personas & projects ---------------------------------------------------------------------------------
 
@@ -128,6 +127,8 @@ class SessionSerializer(serializers.Serializer):
         return sessions.learning_scope_keys(obj)
 
     def get_active_run_id(self, obj) -> str | None:
+        if hasattr(obj, "active_run_pk"):  # annotated (sessions.with_read_annotations)
+            return f"run-{obj.active_run_pk}" if obj.active_run_pk is not None else None
         cache = getattr(obj, "_prefetched_objects_cache", {})
         if "runs" in cache:
             active = [r for r in cache["runs"] if r.status in ACTIVE_STATUSES]
@@ -207,13 +208,15 @@ class SessionScopedMixin:
     """get_queryset() is always the caller's sessions (operators: all)."""
 
     def session_queryset(self):
-        runs = Prefetch("runs", queryset=Run.objects.filter(status__in=ACTIVE_STATUSES).only("id", "status",
-                                                                                              "session_id"))
-        return (sessions.sessions_visible_to(self.request.user, operator=caller_is_operator(self.request))
-                .prefetch_related("projects", runs))
+        """One statement per session read: its persona and owner joined, its project ids and its active run
+        carried as annotations (``sessions.project_ids`` and ``SessionSerializer`` read them) rather than two
+        prefetch queries - every session-scoped call (reads, memory-search, opening a run) starts here."""
+        return sessions.with_read_annotations(
+            sessions.sessions_visible_to(self.request.user, operator=caller_is_operator(self.request)))
 
     def get_visible_session(self, session_id: str) -> Session:
-        return sessions.get_session(session_id, queryset=self.session_queryset())
+        return sessions.get_visible_session(session_id, self.request.user,
+                                            operator=caller_is_operator(self.request))
 
 
 class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):

@@ -193,13 +193,17 @@ class PrincipalRateThrottle(throttling.BaseThrottle):
         index, left = rate.window(time.time())
         key = f"kheish:throttle:{scope}:{request.user.pk}:{rate.period}:{index}"
         cache = caches[self.cache_alias]
-        if cache.add(key, 1, timeout=left + 1):
-            return True
+        # One cache operation per request once the window's counter exists (incr first; add only when it
+        # does not yet), whichever cache backs it (local memory, or a shared one: one round trip).
         try:
             count = cache.incr(key)
-        except ValueError:
-            cache.add(key, 1, timeout=left + 1)
-            return True
+        except ValueError:  # the window's first request (or the counter expired): start it
+            if cache.add(key, 1, timeout=left + 1):
+                return True
+            try:  # another worker started it in between
+                count = cache.incr(key)
+            except ValueError:
+                return True
         if count > rate.limit:
             self._wait = left
             return False

@@ -154,3 +154,31 @@ def test_counters_add_statement_is_the_orm_update():
     by_orm = dict(Counter.objects.values_list("name", "value"))
     assert changed == 2 and by_sql == {"a.total": 3, "b.total": 15, "c.total": 100}
     assert by_orm == {"a.total": 5, "b.total": 20, "c.total": 100}  # the same increments again
+
+
+def test_visible_session_is_the_annotated_orm_read():
+    from memory.models import Persona, Project, Session
+    from memory.sessions import sessions_visible_to, with_read_annotations
+
+    owner, other = UserFactory(), UserFactory()
+    persona = Persona.objects.create(persona_id="helper", display_name="Helper", capability_scope=["a"])
+    projects = [Project.objects.create(project_id=pid, name=pid) for pid in ("zeta", "alpha")]
+    bound = Session.objects.create(owner=owner, persona=persona, capability_scope=["a", "b"], metadata={"k": [1]})
+    bound.projects.set(projects)
+    bare = Session.objects.create(owner=owner)
+    Run.objects.create(session=bound, status=RunStatus.COMPLETED)
+    older = Run.objects.create(session=bound, status=RunStatus.QUEUED)
+    newest = Run.objects.create(session=bound, status=RunStatus.RUNNING)
+    for session in (bound, bare):
+        expected = with_read_annotations(sessions_visible_to(owner, operator=False)).get(pk=session.pk)
+        found = sql.visible_session(session.pk, owner_pk=owner.pk)
+        assert _values(found) == _values(expected) and _values(found.owner) == _values(expected.owner)
+        assert (found.persona is None) == (expected.persona is None)
+        if found.persona is not None:
+            assert _values(found.persona) == _values(expected.persona)
+        assert found.project_id_list == list(expected.project_id_list)
+        assert found.active_run_pk == expected.active_run_pk
+    assert sql.visible_session(bound.pk).project_id_list == ["alpha", "zeta"]
+    assert sql.visible_session(bound.pk).active_run_pk == newest.pk != older.pk
+    assert sql.visible_session(bound.pk, owner_pk=other.pk) is None  # an agent sees only its own
+    assert sql.visible_session(bound.pk + 10_000) is None
