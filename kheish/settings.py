@@ -103,6 +103,13 @@ DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
     "options", "-c max_parallel_workers_per_gather=0 -c jit=off -c hnsw.iterative_scan=relaxed_order "
                "-c hnsw.ef_search=120"
 )
+# Server-side prepared statements (psycopg): a statement run through ``memory.sql.prepared_cursor`` (the recall
+# pool's, whose text is stable and whose values are parameters) is prepared after this many runs on a connection,
+# then planned once instead of on every call. Django's own cursors bind client-side and are never prepared.
+# "off" disables it (e.g. behind a connection pooler in transaction mode that does not track prepared statements).
+_prepare_threshold = env.str("KHEISH_DB_PREPARE_THRESHOLD", default="2").strip().lower()
+DATABASES["default"]["OPTIONS"].setdefault(
+    "prepare_threshold", None if _prepare_threshold in {"off", "none", ""} else int(_prepare_threshold))
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

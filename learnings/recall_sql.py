@@ -24,6 +24,7 @@ import numpy as np
 from django.db import connection
 
 from memory import ranking
+from memory import sql as memory_sql
 from memory.embedding import DIMENSIONS
 
 POOL = 120
@@ -163,28 +164,31 @@ def pool_statement(
 ) -> tuple[str, dict, bool]:
     """The pool's SQL and parameters, and whether it computes cosines (pgvector present and a vector given)."""
     gates = GATES[shape]
-    params: dict = {"keys": list(scope_keys), "at": at_ms, "k": size}
+    # Values are parameters and the text depends only on the shape, the arms and the sizes, so the statement
+    # is prepared once per connection (memory.sql.prepared_cursor). The sizes are written into the text: they
+    # are this module's constants, and with them a generic plan knows the pool is small (index joins).
+    params: dict = {"keys": list(scope_keys), "at": at_ms}
+    k = int(size)
     arms = []
     text = tsquery_text(words, common_terms()) if words else ""
     if text:
         params["tsq"] = text
-        params["scan"] = LEXICAL_SCAN_LIMIT
         arms.append(
             "(SELECT m.id FROM (SELECT l.id, l.search_tsv FROM learnings_learning l "
-            f"WHERE {gates} AND l.search_tsv @@ to_tsquery('english', %(tsq)s) LIMIT %(scan)s) m "
-            "ORDER BY ts_rank_cd(m.search_tsv, to_tsquery('english', %(tsq)s)) DESC, m.id DESC LIMIT %(k)s)"
+            f"WHERE {gates} AND l.search_tsv @@ to_tsquery('english', %(tsq)s) LIMIT {int(LEXICAL_SCAN_LIMIT)}) m "
+            f"ORDER BY ts_rank_cd(m.search_tsv, to_tsquery('english', %(tsq)s)) DESC, m.id DESC LIMIT {k})"
         )
     vectors = query_vector is not None and has_vectors()
     if vectors:
         params["vec"] = vector_literal(query_vector)
         arms.append(
             f"(SELECT l.id FROM learnings_learning l WHERE {gates} AND l.embedding_vec IS NOT NULL "
-            "ORDER BY l.embedding_vec <=> %(vec)s::vector LIMIT %(k)s)"
+            f"ORDER BY l.embedding_vec <=> %(vec)s::vector LIMIT {k})"
         )
     else:
         arms.append(
             f"(SELECT l.id FROM learnings_learning l WHERE {gates} "
-            f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT %(k)s)"
+            f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT {k})"
         )
     cosine = ", 1 - (l.embedding_vec <=> %(vec)s::vector)" if vectors else ""
     sql = (
@@ -206,7 +210,7 @@ def pool(
     """The candidates of a query (lexical ∪ semantic-or-recent), each once, with their cosines."""
     sql, params, vectors = pool_statement(shape, scope_keys=scope_keys, at_ms=at_ms, words=words,
                                           query_vector=query_vector, size=size)
-    with connection.cursor() as cursor:
+    with memory_sql.prepared_cursor() as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
     if query_vector is None:
@@ -226,7 +230,7 @@ def centroid_cosines(pool_ids: Sequence[int], top_ids: Sequence[int]) -> tuple[n
         "SELECT l.id, 1 - (l.embedding_vec <=> c.v), vector_norm(c.v) FROM learnings_learning l, c "
         "WHERE l.id = ANY(%(pool)s)"
     )
-    with connection.cursor() as cursor:
+    with memory_sql.prepared_cursor() as cursor:
         cursor.execute(sql, {"top": list(top_ids), "pool": list(pool_ids)})
         found = {pk: (cosine, norm) for pk, cosine, norm in cursor.fetchall()}
     norm = next((n for _, n in found.values() if n is not None), 0.0)
@@ -239,10 +243,10 @@ def recent(shape: str, *, scope_keys: list[str], at_ms: int, limit: int) -> list
     what an input with no query (or an explicit memory request with no match) gets."""
     sql = (
         f"SELECT {_select(shape)} FROM learnings_learning l WHERE {GATES[shape]} "
-        f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT %(k)s"
+        f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT {int(limit)}"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"keys": list(scope_keys), "at": at_ms, "k": limit})
+    with memory_sql.prepared_cursor() as cursor:
+        cursor.execute(sql, {"keys": list(scope_keys), "at": at_ms})
         return cursor.fetchall()
 
 

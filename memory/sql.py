@@ -140,6 +140,23 @@ def _columns(model: type[models.Model], table_alias: str) -> str:
     return ", ".join(f'{table_alias}."{field.column}"' for field in model._meta.concrete_fields)
 
 
+def prepared_cursor(alias: str = "default"):
+    """A cursor of the current connection that binds parameters on the server (Django's default cursor merges
+    them into the text client-side), so psycopg prepares a statement it has run ``prepare_threshold`` times
+    (``DATABASES["default"]["OPTIONS"]``, ``KHEISH_DB_PREPARE_THRESHOLD``) and PostgreSQL plans it once per
+    connection instead of on every call. For the hot reads whose text is stable and whose values are all
+    parameters (``learnings.recall_sql``); use it like ``connection.cursor()`` (query logging and execute
+    wrappers included)."""
+    from django.db import connections
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    conn = connections[alias]
+    conn.close_if_health_check_failed()
+    conn.ensure_connection()
+    with conn.wrap_database_errors:
+        return conn._prepare_cursor(ServerBindingCursor(conn.connection))
+
+
 # --------------------------------------------------------------------------------------------------------
 # Named reads of the hot paths
 
