@@ -189,6 +189,13 @@ class LearningCandidate(ScopedRecord):
         null=True, blank=True, editable=False, help_text="Learning-policy revision of the last review"
     )
     review_lease_until_ms = models.BigIntegerField(null=True, blank=True, editable=False)
+    external_id = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The memory's id in the system it was imported from (manage.py import_memories); unique per "
+        "scope, so importing the same file again adds nothing.",
+    )
 
     objects = LearningCandidateQuerySet.as_manager()
 
@@ -211,6 +218,11 @@ class LearningCandidate(ScopedRecord):
                 fields=["source_run"],
                 condition=Q(kind=LearningKind.RUN_SUMMARY),
                 name="candidate_one_run_summary_per_run",
+            ),
+            models.UniqueConstraint(
+                fields=["scope_key", "external_id"],
+                condition=~Q(external_id=""),
+                name="candidate_external_id_per_scope",
             ),
             models.UniqueConstraint(
                 fields=["source_run", "scope_key", "kind", "content_key"],

@@ -155,6 +155,15 @@ class PublishLearningCandidateSerializer(StrictSerializer):
     supersedes = StrictCharField(required=False, allow_null=True, default=None, max_length=100)
 
 
+class CreateLearningSerializer(CreateLearningCandidateSerializer):
+    """``POST /v1/learnings``: a candidate's fields and what publishing it takes, in one body."""
+
+    stated_at_ms = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
+                                            max_value=2**62)
+    publish_tier = serializers.ChoiceField(choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE)
+    supersedes = StrictCharField(required=False, allow_null=True, default=None, max_length=100)
+
+
 class EmptyRequest(StrictSerializer):
     pass
 
@@ -411,10 +420,40 @@ class LearningViewSet(_LearningPlaneViewSet):
     serializer_class = LearningViewSerializer
     filterset_class = selectors.LearningFilter
     lookup_field = "learning_id"
-    operator_actions = ("revoke", "revoke_matching", "supersede")
+    operator_actions = ("create", "revoke", "revoke_matching", "supersede")
 
     def get_queryset(self):
         return Learning.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
+
+    @described("Create and publish a learning",
+               "An operator's fact in one request: creates the candidate (every validation of POST "
+               "/v1/learning-candidates: content rules, the secret guard, the scope) and publishes it manually in "
+               "the same transaction (the checks of POST /v1/learning-candidates/{id}/publish: an equivalent live "
+               "learning is reused, a same-subject conflict is 409 learning_conflict unless it supersedes). "
+               "Optional stated_at_ms: when the statement was made. Answers 201 with the learning (200 when an "
+               "equivalent one was reused); the candidate and its audit rows are kept as on the two-step path.",
+               caller=OPERATOR, request=CreateLearningSerializer, responses={201: LearningViewSerializer,
+                                                                            200: LearningViewSerializer})
+    def create(self, request):
+        data = CreateLearningSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        learning, candidate = services.learning_create_published(
+            actor=request.user,
+            scope=_scope(body["scope"]),
+            kind=body["kind"],
+            content=body["content"],
+            sensitivity=body["sensitivity"],
+            confidence=body["confidence"],
+            source=body["source"],
+            evidence_refs=body["evidence_refs"],
+            expires_at_ms=body["expires_at_ms"],
+            stated_at_ms=body["stated_at_ms"],
+            publish_tier=body["publish_tier"],
+            supersedes=body["supersedes"],
+        )
+        status = 201 if learning.source_candidate_id == candidate.pk else 200  # 200: an equivalent reused
+        return Response(LearningViewSerializer(learning).data, status=status)
 
     @described("List learnings",
                "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "

@@ -52,6 +52,7 @@ from learnings.services.publish import (
     PublishEdits,
     PublishOptions,
     candidate_publish,
+    learning_create_published,
 )
 from learnings.services.rows import MSG_SUPERSEDE_SCOPE, REVOKING_HOOK, LearningConflict, live_replacement
 
@@ -74,6 +75,7 @@ __all__ = [
     "candidate_create",
     "candidate_escalate",
     "candidate_publish",
+    "learning_create_published",
     "candidate_record_review",
     "candidate_reject",
     "check_revocation_reason",

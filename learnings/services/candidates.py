@@ -101,9 +101,12 @@ def candidate_create(
     source: object = None,
     evidence_refs: object = None,
     expires_at_ms: object = None,
+    stated_at_ms: object = None,
+    queue_review: bool = True,
 ) -> LearningCandidate:
     """``POST /v1/learning-candidates``: origin is always ``api`` (an API caller cannot forge daemon
-    provenance), state ``pending``, created now; then validated (§3.4) and queued for review."""
+    provenance), state ``pending``, created now; then validated (§3.4) and queued for review (unless the
+    caller publishes it in the same transaction: ``queue_review=False``)."""
     if not isinstance(content, str):
         raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
     candidate = _new_candidate(
@@ -119,6 +122,7 @@ def candidate_create(
         expires_at_ms=clean_expiry(expires_at_ms),
         source_run=None,
     )
+    candidate.stated_at_ms = clean_expiry(stated_at_ms, "stated_at_ms")
     candidate.save()
     record_audit(
         subject_type="learning_candidate",
@@ -128,7 +132,8 @@ def candidate_create(
         to_state=CandidateState.PENDING,
         data={"origin": candidate.origin, "kind": candidate.kind, "scope": candidate.scope_key},
     )
-    _enqueue_review(candidate.pk)
+    if queue_review:
+        _enqueue_review(candidate.pk)
     return candidate
 
 

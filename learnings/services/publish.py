@@ -117,12 +117,8 @@ def candidate_publish(
     """
     options = options or PublishOptions()
     edits, automation = options.edits, options.automation
-    supersedes, scope = edits.supersedes, edits.scope
-    review, revision = (automation.review, automation.revision) if automation else (None, None)
+    supersedes = edits.supersedes
     governance = automation.governance if automation else Governance(publish_tier=edits.publish_tier)
-    actor_label = (
-        policy_actor_for(governance.policy_decision) if governance.policy_decision != "escalated" else "operator"
-    )
     if governance.publish_tier not in PublishTier.values:
         raise ValidationFailed(
             f"unknown learning publish tier `{governance.publish_tier}`",
@@ -133,9 +129,23 @@ def candidate_publish(
     if supersedes is not None and governance.publish_tier != PublishTier.ACTIVE:
         raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
     locked = lock_candidate(candidate)
+    return _publish_locked(locked, actor=actor, options=options)
+
+
+def _publish_locked(locked: LearningCandidate, *, actor: object, options: PublishOptions,
+                    fresh: bool = False) -> Learning:
+    """``candidate_publish`` once the candidate row is this transaction's: locked, or created by it
+    (``fresh``: no learning can have been built from it yet)."""
+    edits, automation = options.edits, options.automation
+    supersedes, scope = edits.supersedes, edits.scope
+    review, revision = (automation.review, automation.revision) if automation else (None, None)
+    governance = automation.governance if automation else Governance(publish_tier=edits.publish_tier)
+    actor_label = (
+        policy_actor_for(governance.policy_decision) if governance.policy_decision != "escalated" else "operator"
+    )
     if locked.state == CandidateState.REJECTED:
         raise Conflict(f"learning candidate {locked.public_id} was rejected", domain=DOMAIN, code="candidate_rejected")
-    built = Learning.objects.filter(source_candidate=locked).first()
+    built = None if fresh else Learning.objects.filter(source_candidate=locked).first()
     if built is not None:
         if locked.state != CandidateState.PUBLISHED or locked.published_learning_id != built.pk:
             mark_published(locked, built, actor=actor, reason="repaired from the learning built from it")
@@ -183,6 +193,7 @@ def candidate_publish(
         content_key=content_key,
         subject_key=subject_key,
         source_candidate=locked,
+        stated_at_ms=locked.stated_at_ms,
         updated_at_ms=at,
     )
     validated_learning(learning)
@@ -258,3 +269,32 @@ def candidate_publish(
     return learning
 
 
+
+
+@transaction.atomic
+def learning_create_published(
+    *,
+    actor: object,
+    scope: LearningScope,
+    kind: str,
+    content: str,
+    publish_tier: str = PublishTier.ACTIVE,
+    supersedes: str | None = None,
+    **candidate: object,
+) -> tuple[Learning, LearningCandidate]:
+    """``POST /v1/learnings``: an operator's fact in one call - the candidate is created (``candidate_create``:
+    every validation, the secret guard, its audit row) and published manually in the same transaction
+    (``candidate_publish``'s checks: equivalence, conflict, supersede; the learning's embedding and audit
+    rows). The new candidate is this transaction's own, so it is neither locked nor queued for review.
+    Returns the learning (a new one, or the equivalent one reused) and the candidate."""
+    from learnings.services.candidates import candidate_create
+
+    if publish_tier not in PublishTier.values:
+        raise ValidationFailed(f"unknown learning publish tier `{publish_tier}`", field="publish_tier",
+                               domain=DOMAIN, code="invalid_learning")
+    if supersedes is not None and publish_tier != PublishTier.ACTIVE:
+        raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
+    created = candidate_create(actor=actor, scope=scope, kind=kind, content=content, queue_review=False,
+                               **candidate)  # type: ignore[arg-type]
+    options = PublishOptions.manual(publish_tier=publish_tier, supersedes=supersedes)
+    return _publish_locked(created, actor=actor, options=options, fresh=True), created

@@ -1,0 +1,83 @@
+"""``manage.py import_memories FILE``: move memories from another system into Kheish as published learnings.
+
+    manage.py import_memories memories.jsonl --format jsonl
+    manage.py import_memories mem0_get_all.json --format mem0 --scope project:atlas
+    manage.py import_memories store_items.jsonl --format langgraph --scope persona:helper --kind preference
+
+Reads the file (``learnings.importers``), then publishes it in batches (``learnings.services.imports``), each
+batch in its own transaction with every gate of the one-at-a-time path; progress is printed per batch. Each
+memory's external id is stored with its candidate (unique per scope), so an interrupted import is resumed by
+running the same command again: what was imported is skipped, the rest is added."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from learnings import importers
+from learnings.models import PublishTier
+from learnings.services.imports import ImportOutcome, import_batch
+
+
+class Command(BaseCommand):
+    help = "Import memories (Kheish JSONL, mem0 get_all output, LangGraph store items) as published learnings."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="the file to read")
+        parser.add_argument("--format", choices=importers.FORMATS, default="jsonl", dest="fmt")
+        parser.add_argument("--scope", default=None, help="scope of memories that name none, e.g. project:atlas")
+        parser.add_argument("--kind", default="fact", help="kind of memories that name none (default fact)")
+        parser.add_argument("--publish-tier", choices=PublishTier.values, default=PublishTier.ACTIVE)
+        parser.add_argument("--batch", type=int, default=1000, help="memories per transaction (default 1000)")
+        parser.add_argument("--actor", default="import", help="who the audit rows name (default import)")
+
+    def handle(self, *args, file: str, fmt: str, scope: str | None, kind: str, publish_tier: str, batch: int,
+               actor: str, **options):
+        path = Path(file)
+        if not path.is_file():
+            raise CommandError(f"{file}: no such file")
+        if not 1 <= batch <= 10_000:
+            raise CommandError("--batch must be between 1 and 10000")
+        try:
+            default_scope = importers.parse_scope(scope) if scope else None
+        except importers.ReadError as exc:
+            raise CommandError(f"--scope: {exc}") from exc
+        total = ImportOutcome()
+        unreadable = 0
+        started = time.perf_counter()
+        pending: list = []
+        lines: list[int] = []
+
+        def flush() -> None:
+            outcome = import_batch(pending, actor=f"operator:{actor}", publish_tier=publish_tier)
+            for external_id, message in outcome.invalid:
+                line = next((n for n, item in zip(lines, pending, strict=True) if item.external_id == external_id),
+                            "?")
+                self.stderr.write(f"  line {line}: {message}")
+            total.add(outcome)
+            done = total.published + total.reused + total.already_imported + total.held + len(total.invalid)
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            self.stdout.write(f"  {done + unreadable} read: {total.published} published, {total.reused} equivalent "
+                              f"reused, {total.already_imported} already imported, {total.held} held for review, "
+                              f"{len(total.invalid) + unreadable} refused ({rate:.0f}/s)")
+            pending.clear()
+            lines.clear()
+
+        for read in importers.read(path, fmt=fmt, default_scope=default_scope, default_kind=kind):
+            if read.item is None:
+                unreadable += 1
+                self.stderr.write(f"  line {read.line}: {read.error}")
+                continue
+            pending.append(read.item)
+            lines.append(read.line)
+            if len(pending) >= batch:
+                flush()
+        if pending:
+            flush()
+        elapsed = time.perf_counter() - started
+        self.stdout.write(self.style.SUCCESS(
+            f"imported {path.name} ({fmt}) in {elapsed:.1f}s: {total.published} published, {total.reused} reused, "
+            f"{total.already_imported} already there, {total.held} held for review, "
+            f"{len(total.invalid) + unreadable} refused"))
