@@ -28,6 +28,8 @@ def main() -> int:
     parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
     parser.add_argument("--scale-sizes", default="10000,100000",
                         help="learnings visible to one session for the recall_scale benchmark")
+    parser.add_argument("--peer-sizes", default="1000,10000,100000",
+                        help="facts per system for the peers benchmark (LangGraph, mem0, Kheish side by side)")
     args = parser.parse_args()
 
     import django
@@ -89,6 +91,10 @@ def main() -> int:
 
             sizes = [int(size) // scale for size in args.scale_sizes.split(",") if size.strip()]
             recall_scale.run(results, sizes=sizes)
+        if "peers" in wanted:
+            from benchmarks import peers
+
+            peers.run(results, sizes=[int(size) // scale for size in args.peer_sizes.split(",") if size.strip()])
         results.add("bench.peak_rss", peak_rss_mib(), "MiB", "whole run")
         results.add("bench.wall_time", time.perf_counter() - started, "s", "whole run")
     finally:
