@@ -89,8 +89,14 @@ def _new_candidate(
     return candidate
 
 
-@transaction.atomic
-def candidate_create(
+def candidate_create(**kwargs: Any) -> LearningCandidate:
+    """``POST /v1/learning-candidates`` (see :func:`create_candidate_in_transaction`), in its own transaction
+    (a savepoint inside the caller's)."""
+    with transaction.atomic():
+        return create_candidate_in_transaction(**kwargs)
+
+
+def create_candidate_in_transaction(
     *,
     actor: object,
     scope: LearningScope,
@@ -104,9 +110,9 @@ def candidate_create(
     stated_at_ms: object = None,
     queue_review: bool = True,
 ) -> LearningCandidate:
-    """``POST /v1/learning-candidates``: origin is always ``api`` (an API caller cannot forge daemon
-    provenance), state ``pending``, created now; then validated (§3.4) and queued for review (unless the
-    caller publishes it in the same transaction: ``queue_review=False``)."""
+    """``POST /v1/learning-candidates``, inside a transaction the caller holds: origin is always ``api`` (an
+    API caller cannot forge daemon provenance), state ``pending``, created now; then validated (§3.4) and
+    queued for review (unless the caller publishes it in the same transaction: ``queue_review=False``)."""
     if not isinstance(content, str):
         raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
     candidate = _new_candidate(

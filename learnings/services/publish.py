@@ -287,14 +287,14 @@ def learning_create_published(
     (``candidate_publish``'s checks: equivalence, conflict, supersede; the learning's embedding and audit
     rows). The new candidate is this transaction's own, so it is neither locked nor queued for review.
     Returns the learning (a new one, or the equivalent one reused) and the candidate."""
-    from learnings.services.candidates import candidate_create
+    from learnings.services.candidates import create_candidate_in_transaction
 
     if publish_tier not in PublishTier.values:
         raise ValidationFailed(f"unknown learning publish tier `{publish_tier}`", field="publish_tier",
                                domain=DOMAIN, code="invalid_learning")
     if supersedes is not None and publish_tier != PublishTier.ACTIVE:
         raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
-    created = candidate_create(actor=actor, scope=scope, kind=kind, content=content, queue_review=False,
-                               **candidate)  # type: ignore[arg-type]
+    created = create_candidate_in_transaction(actor=actor, scope=scope, kind=kind, content=content,
+                                              queue_review=False, **candidate)  # type: ignore[arg-type]
     options = PublishOptions.manual(publish_tier=publish_tier, supersedes=supersedes)
     return _publish_locked(created, actor=actor, options=options, fresh=True), created

@@ -93,6 +93,8 @@ def test_one_fact_costs_a_bounded_number_of_statements(operator_client):
     # candidate + its audit row, the scope lock, the equivalence and conflict reads, the learning + its audit
     # row, the candidate's move + its audit row and re-read: one request instead of two, no key lookup.
     assert len(statements) <= 10, statements
+    opened = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SAVEPOINT")]
+    assert len(opened) == 1, opened  # one transaction (here a savepoint inside the test's), none nested in it
 
 
 # ---- bulk import ------------------------------------------------------------------------------------------
