@@ -19,7 +19,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection
 from rest_framework import renderers, views
 
-from benchmarks.harness import Results, gunicorn_server, percentile
+from benchmarks.harness import Results, gunicorn_server, gunicorn_worker_rss_mib, percentile
 from memory.identity import api_key_create
 from memory.sessions import session_create
 
@@ -105,7 +105,7 @@ def run(results: Results, *, scale: int = 1) -> None:
     for stage, values in spent.items():
         results.add(f"floor.stage.{stage.split(' ')[0]}.p50", percentile(values, 50), "ms", f"{stage}; {size}")
     with gunicorn_server(connection.settings_dict) as port:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         headers = {"Authorization": f"Bearer {issued.plaintext}"}
         samples = []
         for i in range(count // 2 + 50):
@@ -118,4 +118,6 @@ def run(results: Results, *, scale: int = 1) -> None:
             if i >= 50:
                 samples.append((time.perf_counter() - start) * 1000)
         conn.close()
+        rss = gunicorn_worker_rss_mib(port)
+    results.add("floor.web_worker_rss", rss, "MiB", "largest gunicorn worker after the session reads")
     results.latency("floor.http_session_read", samples, size + "; gunicorn 2 workers, loopback, keep-alive")

@@ -107,4 +107,29 @@ def gunicorn_server(settings_dict: dict, *, workers: int = 2, threads: int = 2) 
         proc.wait(timeout=10)
 
 
+def gunicorn_worker_rss_mib(port: int) -> float:
+    """The largest resident set (VmRSS) among the workers of the gunicorn serving ``port`` (its master left out),
+    read from /proc; NaN where there is no /proc."""
+    worst = float("nan")
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return worst
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if "gunicorn" not in cmdline or f"127.0.0.1:{port}" not in cmdline:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields.get("PPid", "0").strip()) == os.getpid():
+            continue  # the master
+        rss = int(fields.get("VmRSS", "0 kB").split()[0]) / 1024
+        worst = rss if worst != worst or rss > worst else worst
+    return worst
+
+
 _ = statistics

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from django.db import connection
 
-from benchmarks.harness import Results, database_url_of, gunicorn_server
+from benchmarks.harness import Results, database_url_of, gunicorn_server, gunicorn_worker_rss_mib
 from benchmarks.recall_scale import QUERIES, sentences
 from learnings.services.imports import ImportItem, import_batch
 from learnings.validation import LearningScope
@@ -268,6 +268,8 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
                         samples.append((time.perf_counter() - start) * 1000)
                         kheish.cancel(opened)
                     figures.setdefault("kheish.open_run", []).append(statistics.median(samples))
+        results.add(f"peers.{size}.kheish.web_worker_rss", gunicorn_worker_rss_mib(port), "MiB",
+                    label + "; largest gunicorn worker after searches and run opens")
         for system in systems:
             adds = timed(lambda i, s=system: s.add(f"Fresh fact {i} for {s.name} at {size}: deploys on day {i}."),
                          ADDS)

@@ -175,7 +175,7 @@ def active_key_with_user(prefix: str, *, stale_before: datetime) -> tuple[ApiKey
     there is no such key. Every /v1 request passes here."""
     user_model = get_user_model()
     conn = transaction.get_connection()
-    with conn.cursor() as cursor:
+    with prepared_cursor(conn.alias) as cursor:
         cursor.execute(_key_sql(user_model), [stale_before, prefix])
         row = cursor.fetchone()
     if row is None:
@@ -236,7 +236,7 @@ def visible_session(pk: int, *, owner_pk: int | None = None) -> Session | None:
     user_model = get_user_model()
     conn = transaction.get_connection()
     params = [pk] if owner_pk is None else [pk, owner_pk]
-    with conn.cursor() as cursor:
+    with prepared_cursor(conn.alias) as cursor:  # planned once per connection (three joins, two subqueries)
         cursor.execute(_visible_session_sql(user_model, owner_pk is not None), params)
         row = cursor.fetchone()
     if row is None:
