@@ -234,8 +234,9 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
 
     @described("Open a session",
                "Opens a session owned by the caller, optionally bound to a persona and projects (which decide the "
-               "learning scopes its runs read and write). 400 for an unknown persona or project, 403 when the "
-               "calling agent was not granted them.",
+               "learning scopes its runs read and write). 403 binding_not_granted when the calling agent was not "
+               "granted them - the same answer whether or not they exist; an operator gets 400 for an unknown "
+               "persona or project.",
                request=SessionCreateSerializer, responses={201: SessionSerializer})
     def create(self, request):
         data = SessionCreateSerializer(data=request.data)
