@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import CharField, QuerySet, Value
+from django.db.models.functions import Concat
 
 from memory import grants, sql
 from memory.audit import record_audit
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
-from memory.models import Persona, Project, Session
+from memory.models import AgentGrant, Persona, Project, Session
 from memory.runs import parse_public_id
 
 WORKSPACE_SCOPE_KEY = "workspace:default"
@@ -108,9 +109,36 @@ def bound_scope_keys(session: Session) -> list[str]:
 
 
 def learning_scope_keys(session: Session) -> list[str]:
-    """The session's *effective* scope keys, ordered: session, persona, projects, workspace:default — the
-    persona and projects only while the owner is still granted them (one query)."""
-    return scope_keys_from_parts(session.pk, sql.effective_scope_parts(session.pk))
+    """The session's *effective* scope keys, ordered: session, persona, projects, workspace:default - the
+    persona and projects only while the owner is still granted them (one query when ``persona`` is selected and
+    ``projects`` prefetched, as the API's session reads do)."""
+    return learning_scope_keys_many([session])[session.pk]
+
+
+def learning_scope_keys_many(sessions: list[Session]) -> dict[int, list[str]]:
+    """:func:`learning_scope_keys` of many sessions (a page of a list) by session pk: their bound keys narrowed
+    to their owners' current grants, read in one query whatever their number (only the grants that matter)."""
+    bound = {session.pk: bound_scope_keys(session) for session in sessions}
+    limited = [s for s in sessions if not s.owner.is_staff]  # operators are not limited by grants
+    wanted = {key for s in limited for key in bound[s.pk] if key.startswith(("persona:", "project:"))}
+    granted: set[tuple[int, str]] = set()
+    if wanted:
+        owners = {s.owner_id for s in limited}
+        personas = [key.split(":", 1)[1] for key in wanted if key.startswith("persona:")]
+        projects = [key.split(":", 1)[1] for key in wanted if key.startswith("project:")]
+        by_persona = AgentGrant.objects.filter(user_id__in=owners, personas__persona_id__in=personas).annotate(
+            key=Concat(Value("persona:"), "personas__persona_id", output_field=CharField())).values_list("user_id",
+                                                                                                        "key")
+        by_project = AgentGrant.objects.filter(user_id__in=owners, projects__project_id__in=projects).annotate(
+            key=Concat(Value("project:"), "projects__project_id", output_field=CharField())).values_list("user_id",
+                                                                                                        "key")
+        granted = set(by_persona.union(by_project, all=True))
+    staff = {s.pk for s in sessions if s.owner.is_staff}
+    return {
+        s.pk: bound[s.pk] if s.pk in staff else [
+            key for key in bound[s.pk] if not key.startswith(("persona:", "project:")) or (s.owner_id, key) in granted]
+        for s in sessions
+    }
 
 
 @dataclass(frozen=True)
@@ -150,8 +178,7 @@ def caller_scopes(user: object) -> CallerScopes:
 
 
 def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list[str]:
-    """Scope keys from (part, value) rows: :data:`memory.sql.SCOPE_PARTS_SQL` (bound) or
-    :func:`memory.sql.effective_scope_parts` (effective)."""
+    """``bound_scope_keys`` from the rows of :data:`memory.sql.SCOPE_PARTS_SQL`."""
     keys = [f"session:session-{session_id}"]
     keys += [f"persona:{value}" for part, value in parts if part == "persona"]
     keys += [f"project:{value}" for value in sorted(value for part, value in parts if part == "project")]

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.db import models, transaction
 
-from memory.models import AgentGrant, ApiKey, Counter, Persona, PolicyRevision, Project, Run, Session
+from memory.models import ApiKey, Counter, Persona, PolicyRevision, Project, Run, Session
 
 M = TypeVar("M", bound=models.Model)
 
@@ -228,41 +228,6 @@ def session_scope_parts(session_id: int) -> list[tuple[str, str]]:
     """The rows of :data:`SCOPE_PARTS_SQL` for one session."""
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(SCOPE_PARTS_SQL, [session_id, session_id])
-        return cursor.fetchall()
-
-
-@cache
-def _effective_parts_sql() -> str:
-    """:data:`SCOPE_PARTS_SQL` narrowed to what the session's owner is granted now (issue 19.2): a bound persona
-    or project counts only while the owner's ``AgentGrant`` still holds it, or when the owner is an operator
-    (a staff user: operators are not limited by grants). Built on first use (the user model is swappable)."""
-    users = get_user_model()._meta.db_table
-    grants = AgentGrant._meta.db_table
-    granted_personas = AgentGrant.personas.through._meta
-    granted_projects = AgentGrant.projects.through._meta
-    gp_grant = granted_personas.get_field("agentgrant").column
-    gp_persona = granted_personas.get_field("persona").column
-    gj_grant = granted_projects.get_field("agentgrant").column
-    gj_project = granted_projects.get_field("project").column
-    return (
-        f'SELECT \'persona\' AS part, p.persona_id AS value FROM "{Session._meta.db_table}" s '  # noqa: S608
-        f'JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id JOIN "{users}" u ON u.id = s.owner_id '
-        f'WHERE s.id = %s AND (u.is_staff OR EXISTS (SELECT 1 FROM "{grants}" g '
-        f'JOIN "{granted_personas.db_table}" gp ON gp."{gp_grant}" = g.id '
-        f'WHERE g.user_id = s.owner_id AND gp."{gp_persona}" = s.persona_id)) UNION ALL '
-        f'SELECT \'project\' AS part, pr.project_id AS value FROM "{_PROJECT_LINKS}" l '
-        f'JOIN "{Project._meta.db_table}" pr ON pr.id = l.project_id '
-        f'JOIN "{Session._meta.db_table}" s ON s.id = l.session_id JOIN "{users}" u ON u.id = s.owner_id '
-        f'WHERE l.session_id = %s AND (u.is_staff OR EXISTS (SELECT 1 FROM "{grants}" g '
-        f'JOIN "{granted_projects.db_table}" gj ON gj."{gj_grant}" = g.id '
-        f'WHERE g.user_id = s.owner_id AND gj."{gj_project}" = l.project_id))'
-    )
-
-
-def effective_scope_parts(session_id: int) -> list[tuple[str, str]]:
-    """The (part, value) rows of a session's bindings its owner is currently granted (one query)."""
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(_effective_parts_sql(), [session_id, session_id])
         return cursor.fetchall()
 
 

@@ -205,10 +205,14 @@ def test_search_visibility_values_are_validated(operator_client):
                                     {"policy": {**current, "search_visibility": "workspace"}}, format="json")
     assert response.status_code == 200, response.content
     assert operator_client.get("/v1/runtime/run-memory-policy").json()["search_visibility"] == "workspace"
-    schema = operator_client.get("/v1/schema", HTTP_ACCEPT="application/json")
-    if schema.status_code == 200:
-        text = schema.content.decode()
-        assert '"learning_scopes"' in text and '"workspace"' in text and '"session_only"' in text
+    doc = operator_client.get("/v1/schema/", {"format": "json"}).json()
+    operation = doc["paths"]["/v1/runtime/run-memory-policy"]["get"]
+    node = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    while "$ref" in node or "allOf" in node:
+        ref = node["$ref"] if "$ref" in node else node["allOf"][0]["$ref"]
+        node = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+        node = node.get("properties", {}).get("search_visibility", node)
+    assert node["enum"] == ["session_only", "learning_scopes", "workspace"], node
 
 
 # ---- 19.4: pending candidates are their proposer's --------------------------------------------------------------
