@@ -171,12 +171,15 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
 # on-commit queueing of a terminal run) never queue the same run twice. The task clears the claim when it ends;
 # a lost task's claim lapses after the lease and the next replay queues the run again.
 
-DEFAULT_QUEUE_LEASE_S = 600
+DEFAULT_QUEUE_LEASE_S = 40
 
 
 def queue_lease_ms() -> int:
-    """How long a queued task's claim holds (``KHEISH_QUEUE_LEASE_S``, 10 minutes by default): longer than a
-    task waits in a busy queue plus its run time, short enough that a lost task is queued again soon."""
+    """How long a queued task's claim holds (``KHEISH_QUEUE_LEASE_S``, 40 s by default). The broker keeps a
+    queued message until a worker acknowledges it, so the claim lapsing matters only when the task itself was
+    lost or failed (a send or a release that hit a dead database): the next replay then queues the run again
+    within a minute. A message that waits longer than this in a busy queue may be queued a second time; the
+    tasks are idempotent, so that costs one cheap no-op delivery."""
     from django.conf import settings
 
     return int(float(getattr(settings, "KHEISH_QUEUE_LEASE_S", DEFAULT_QUEUE_LEASE_S)) * 1000)
