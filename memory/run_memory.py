@@ -179,12 +179,15 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
 # on-commit queueing of a terminal run) never queue the same run twice. The task clears the claim when it ends;
 # a lost task's claim lapses after the lease and the next replay queues the run again.
 
-DEFAULT_QUEUE_LEASE_S = 600
+DEFAULT_QUEUE_LEASE_S = 40
 
 
 def queue_lease_ms() -> int:
-    """How long a queued task's claim holds (``KHEISH_QUEUE_LEASE_S``, 10 minutes by default): longer than a
-    task waits in a busy queue plus its run time, short enough that a lost task is queued again soon."""
+    """How long a queued task's claim holds (``KHEISH_QUEUE_LEASE_S``, 40 s by default). The broker keeps a
+    queued message until a worker acknowledges it, so the claim lapsing matters only when the task itself was
+    lost or failed (a send or a release that hit a dead database): the next replay then queues the run again
+    within a minute. A message that waits longer than this in a busy queue may be queued a second time; the
+    tasks are idempotent, so that costs one cheap no-op delivery."""
     from django.conf import settings
 
     return int(float(getattr(settings, "KHEISH_QUEUE_LEASE_S", DEFAULT_QUEUE_LEASE_S)) * 1000)
@@ -355,33 +358,63 @@ def _repair_scopes(*, apply: bool, diag) -> int:
     return fixed
 
 
-def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> list[str]:
+@dataclass
+class MissingRecords:
+    """What rebuilding missing records does: ``rebuilt`` runs whose record is (re)written, and the records of
+    other runs their retention prunes to make room (the older ones beyond ``max_tracked_per_session``, or
+    expired), so that a report reconciles: records before + rebuilt - pruned = records after."""
+
+    rebuilt: list[str] = field(default_factory=list)
+    pruned_overflow: int = 0
+    pruned_ttl: int = 0
+
+
+def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> MissingRecords:
     """Terminal runs that should have a record and do not (e.g. recorded while disabled). Rebuilds them.
 
     A run is missing only if retention would keep its record: with the session's records and the other
     candidates counted in, a run beyond ``max_tracked_per_session`` (or expired) is what pruning removed, not
-    a loss, so a repair after ``--apply`` finds nothing and the counters do not move."""
+    a loss, so a repair after ``--apply`` finds nothing and the counters do not move. A rebuilt record may push
+    older records of its session out (issue 22.7): those are reported as pruned, predicted by a dry run and
+    counted from what is stored after ``--apply``."""
     policy = policy or current_policy()
+    result = MissingRecords()
     if not policy.enabled:
-        return []
+        return result
     now = now_ms()
     missing = Run.objects.filter(status__in=TERMINAL_STATUSES, memory_record__isnull=True,
                                  finished_at_ms__gte=now - policy.retention_ms)
     by_session: dict[int, list[tuple[int, int]]] = {}
     for session_id, pk, finished in missing.values_list("session_id", "pk", "finished_at_ms").iterator(2000):
         by_session.setdefault(session_id, []).append((pk, finished))
-    found = []
     for session_id, pairs in sorted(by_session.items()):
-        doomed = _partition(store.record_pairs(session_id) + pairs, policy, now).run_pks()
+        existing = store.record_pairs(session_id)
+        outcome = _partition(existing + pairs, policy, now)
+        doomed = outcome.run_pks()
         kept = sorted({pk for pk, _ in pairs} - doomed)
-        for run in Run.objects.filter(pk__in=kept).order_by("id"):
-            if build_record(run_facts(run), redact_pii=policy.redact_pii) is None:
-                continue  # nothing to record (record_terminal_run would store nothing either)
-            found.append(run.public_id)
-            if apply:
-                with transaction.atomic():
-                    record_terminal_run(run, policy=policy)
-    return found
+        rebuildable = [run for run in Run.objects.filter(pk__in=kept).order_by("id")
+                       if build_record(run_facts(run), redact_pii=policy.redact_pii) is not None]
+        if not rebuildable:  # nothing written here: what retention drops, enforce_policy prunes and reports
+            continue
+        if not apply:
+            held = {pk for pk, _ in existing}
+            result.rebuilt += [run.public_id for run in rebuildable]
+            result.pruned_overflow += sum(1 for r in outcome.overflow if int(r.split("-")[1]) in held)
+            result.pruned_ttl += sum(1 for r in outcome.ttl if int(r.split("-")[1]) in held)
+            continue
+        before = {pk for pk, _ in existing}
+        written = []
+        for run in rebuildable:
+            with transaction.atomic():
+                if record_terminal_run(run, policy=policy) is not None:
+                    written.append(run)
+        after = {pk for pk, _ in store.record_pairs(session_id)}
+        result.rebuilt += [run.public_id for run in written if run.pk in after]
+        gone = before - after
+        expired = {int(r.split("-")[1]) for r in outcome.ttl}
+        result.pruned_ttl += len(gone & expired)
+        result.pruned_overflow += len(gone - expired)
+    return result
 
 
 # ---- reading: bundle, search ----------------------------------------------------------------------------
