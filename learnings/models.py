@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
@@ -195,6 +196,16 @@ class LearningCandidate(ScopedRecord):
         default="",
         help_text="The memory's id in the system it was imported from (manage.py import_memories); unique per "
         "scope, so importing the same file again adds nothing.",
+    )
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        help_text="Who proposed it: the API caller, or the owner of the session whose run it was captured from. "
+        "Agents see only their own candidates.",
     )
 
     objects = LearningCandidateQuerySet.as_manager()
