@@ -185,9 +185,15 @@ class KheishHttp:
         self.opened = 0
 
     def request(self, method: str, path: str, body: dict | None = None, headers: dict | None = None) -> dict:
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers=headers or self.headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                              headers=headers or self.headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionError):  # the server closed an idle connection
+            self.conn.close()
+            self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                              headers=headers or self.headers)
+            response = self.conn.getresponse()
         data = response.read()
         if response.status >= 300:
             raise RuntimeError(f"{method} {path}: {response.status} {data[:200]!r}")
