@@ -11,11 +11,20 @@ below are this project's.
   instance on the host. Off unless ``KHEISH_WEB_CONTROL_SOCKET`` names a per-instance path (for
   ``gunicornc``).
 * ``graceful_timeout`` 30 s: on SIGTERM/SIGINT workers finish in-flight requests before they are killed.
+* ``/metrics`` sums every worker (prometheus-client's multiprocess mode): ``PROMETHEUS_MULTIPROC_DIR`` is set
+  here, before any worker imports prometheus-client (default ``var/prometheus/web-<port>``: one per gunicorn
+  instance), emptied when the master starts (``on_starting``: counts start from zero with the server, as
+  Prometheus expects after a restart), and a dead worker's live gauges are dropped (``child_exit``); its
+  counters and histograms stay in the sums, so they never go backwards while the server runs.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
+
+from kheish import runtime
 
 bind = [f"127.0.0.1:{os.environ.get('PORT') or '8000'}"]
 workers = int(os.environ.get("KHEISH_WEB_WORKERS") or 2)
@@ -31,3 +40,20 @@ if _control_socket:
     control_socket = _control_socket
 else:
     control_socket_disable = True
+
+_metrics_dir = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                    or runtime.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}")
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_metrics_dir)
+
+
+def on_starting(server) -> None:
+    """The master, before any worker: no file of a previous server may leak into the sums."""
+    if _metrics_dir.exists():
+        shutil.rmtree(_metrics_dir)
+    _metrics_dir.mkdir(parents=True, exist_ok=True)
+
+
+def child_exit(server, worker) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
