@@ -12,7 +12,8 @@ concurrency. This backend keeps one row per key in the UNLOGGED table ``kheish_r
 * ``add``, ``incr``, ``get``, ``get_many``, ``set``, ``delete``, ``touch``, ``has_key``, ``clear`` with Django's
   semantics, for integer values only (anything else is a ``TypeError``: this is not a general cache).
 
-Expired rows are deleted every ``CULL_EVERY`` writes of a process (one indexed ``DELETE``). It runs on the
+Expired rows are deleted every ``CULL_EVERY`` writes of a process (one indexed ``DELETE``). Expiry is checked against
+``clock_timestamp()``, not the transaction's start. It runs on the
 ``default`` database connection, in the caller's transaction when there is one.
 
 Choose it (or Redis, or local memory) for the throttle with ``KHEISH_THROTTLE_CACHE_URL`` (kheish.settings).
@@ -44,15 +45,16 @@ class DatabaseCounterCache(BaseCache):
 
     def _expires_sql(self, timeout) -> tuple[str, list]:
         """SQL for the expiry of a write with ``timeout`` and its parameters."""
-        seconds = self.get_backend_timeout(timeout)
-        if seconds is None:
+        if timeout is DEFAULT_TIMEOUT:
+            timeout = self.default_timeout
+        if timeout is None:
             return f"'{_FOREVER}'::timestamptz", []
-        return "now() + make_interval(secs => %s)", [float(seconds)]
+        return "clock_timestamp() + make_interval(secs => %s)", [float(timeout) if timeout else -1.0]
 
     def _after_write(self) -> None:
         if next(self._writes) % CULL_EVERY == 0:
             with connection.cursor() as cursor:
-                cursor.execute(f"DELETE FROM {TABLE} WHERE expires < now()")  # noqa: S608 - constant table
+                cursor.execute(f"DELETE FROM {TABLE} WHERE expires < clock_timestamp()")  # noqa: S608 - constant table
 
     # ---- the counter ------------------------------------------------------------------------------------
     def hit(self, key, timeout=DEFAULT_TIMEOUT, version=None, delta: int = 1) -> int:
@@ -65,8 +67,9 @@ class DatabaseCounterCache(BaseCache):
             cursor.execute(
                 f"INSERT INTO {TABLE} AS c (key, value, expires) VALUES (%s, %s, {expires}) "  # noqa: S608
                 "ON CONFLICT (key) DO UPDATE SET "
-                "value = CASE WHEN c.expires < now() THEN EXCLUDED.value ELSE c.value + EXCLUDED.value END, "
-                "expires = CASE WHEN c.expires < now() THEN EXCLUDED.expires ELSE c.expires END "
+                "value = CASE WHEN c.expires < clock_timestamp() THEN EXCLUDED.value "
+                "ELSE c.value + EXCLUDED.value END, "
+                "expires = CASE WHEN c.expires < clock_timestamp() THEN EXCLUDED.expires ELSE c.expires END "
                 "RETURNING value",
                 [key, delta, *params],
             )
@@ -82,7 +85,7 @@ class DatabaseCounterCache(BaseCache):
             cursor.execute(
                 f"INSERT INTO {TABLE} AS c (key, value, expires) VALUES (%s, %s, {expires}) "  # noqa: S608
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires = EXCLUDED.expires "
-                "WHERE c.expires < now() RETURNING 1",
+                "WHERE c.expires < clock_timestamp() RETURNING 1",
                 [key, self._int(value), *params],
             )
             added = cursor.fetchone() is not None
@@ -103,7 +106,7 @@ class DatabaseCounterCache(BaseCache):
     def incr(self, key, delta=1, version=None) -> int:
         key = self.make_and_validate_key(key, version=version)
         with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {TABLE} SET value = value + %s WHERE key = %s AND expires >= now() "  # noqa: S608
+            cursor.execute(f"UPDATE {TABLE} SET value = value + %s WHERE key = %s AND expires >= clock_timestamp() "  # noqa: S608
                            "RETURNING value", [self._int(delta), key])
             row = cursor.fetchone()
         if row is None:
@@ -113,7 +116,7 @@ class DatabaseCounterCache(BaseCache):
     def get(self, key, default=None, version=None):
         key = self.make_and_validate_key(key, version=version)
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT value FROM {TABLE} WHERE key = %s AND expires >= now()", [key])  # noqa: S608
+            cursor.execute(f"SELECT value FROM {TABLE} WHERE key = %s AND expires >= clock_timestamp()", [key])  # noqa: S608
             row = cursor.fetchone()
         return default if row is None else int(row[0])
 
@@ -122,7 +125,7 @@ class DatabaseCounterCache(BaseCache):
         if not made:
             return {}
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT key, value FROM {TABLE} WHERE key = ANY(%s) AND expires >= now()",  # noqa: S608
+            cursor.execute(f"SELECT key, value FROM {TABLE} WHERE key = ANY(%s) AND expires >= clock_timestamp()",  # noqa: S608
                            [list(made)])
             return {made[key]: int(value) for key, value in cursor.fetchall()}
 
@@ -133,7 +136,7 @@ class DatabaseCounterCache(BaseCache):
         key = self.make_and_validate_key(key, version=version)
         expires, params = self._expires_sql(timeout)
         with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {TABLE} SET expires = {expires} WHERE key = %s AND expires >= now()",  # noqa: S608
+            cursor.execute(f"UPDATE {TABLE} SET expires = {expires} WHERE key = %s AND expires >= clock_timestamp()",  # noqa: S608
                            [*params, key])
             return cursor.rowcount > 0
 
