@@ -26,7 +26,10 @@ from pathlib import Path
 
 from kheish import runtime
 
-bind = [f"127.0.0.1:{os.environ.get('PORT') or '8000'}"]
+# Loopback by default; a node behind a load balancer listens where the balancer reaches it
+# (KHEISH_WEB_BIND=0.0.0.0:8000, comma-separated for several addresses).
+bind = [address.strip() for address in (os.environ.get("KHEISH_WEB_BIND") or "").split(",") if address.strip()] or [
+    f"127.0.0.1:{os.environ.get('PORT') or '8000'}"]
 workers = int(os.environ.get("KHEISH_WEB_WORKERS") or 2)
 threads = int(os.environ.get("KHEISH_WEB_THREADS") or 4)
 worker_class = "gthread"
