@@ -44,16 +44,20 @@ if _control_socket:
 else:
     control_socket_disable = True
 
-_metrics_dir = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-                    or runtime.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}")
-os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_metrics_dir)
+def _metrics_dir() -> Path:
+    return Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                or runtime.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}")
 
 
 def on_starting(server) -> None:
-    """The master, before any worker: no file of a previous server may leak into the sums."""
-    if _metrics_dir.exists():
-        shutil.rmtree(_metrics_dir)
-    _metrics_dir.mkdir(parents=True, exist_ok=True)
+    """The master, before any worker is forked (they inherit the variable and import prometheus-client after):
+    no file of a previous server may leak into the sums. Set here, not when this file is read, so that
+    loading the configuration elsewhere (a test) leaves that process alone."""
+    path = _metrics_dir()
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
 
 
 def child_exit(server, worker) -> None:
