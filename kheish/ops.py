@@ -17,6 +17,8 @@ broker reachable, else 503) and ``/metrics`` (Prometheus text, for an operator k
 from __future__ import annotations
 
 import hmac
+import json
+import math
 import os
 import re
 import time
@@ -30,8 +32,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from rest_framework.exceptions import Throttled
 
 from kheish.api.authentication import ApiKeyAuthentication
+from kheish.api.errors import PROBLEM_CONTENT_TYPE, problem
 from kheish.api.permissions import caller_is_operator
 
 METRICS_TOKEN_ENV = "KHEISH_METRICS_TOKEN"
@@ -179,6 +183,8 @@ def metrics_allowed(request) -> bool:
         return True
     try:
         result = ApiKeyAuthentication().authenticate(request)
+    except Throttled:  # past the auth-failure limits, as on /v1: the caller answers 429
+        raise
     except Exception:  # noqa: BLE001 - an invalid key is simply not allowed
         return False
     if result is None:
@@ -190,7 +196,17 @@ def metrics_allowed(request) -> bool:
 @never_cache
 @require_GET
 def metrics(request):
-    if not metrics_allowed(request):
+    try:
+        allowed = metrics_allowed(request)
+    except Throttled as exc:  # bad keys are counted and limited as on /v1 (kheish.api.throttling)
+        wait = max(1, math.ceil(exc.wait or 1))
+        body = problem(429, domain=getattr(exc, "problem_domain", "api"),
+                       code=getattr(exc, "problem_code", "throttled"), detail=str(exc.detail),
+                       extra={"retry_after": wait})
+        response = HttpResponse(json.dumps(body), status=429, content_type=PROBLEM_CONTENT_TYPE)
+        response["Retry-After"] = str(wait)
+        return response
+    if not allowed:
         response = HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token\n",
                                 status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="kheish"'

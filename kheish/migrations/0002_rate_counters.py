@@ -2,9 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    initial = True
-
-    dependencies = []
+    dependencies = [("kheish", "0001_broker_message")]
 
     operations = [
         migrations.CreateModel(
