@@ -31,7 +31,7 @@ def test_one_lock_holder_at_a_time_and_a_standby_takes_over_when_it_dies():
         assert second.held() is False
         assert first.held() is True and second.held() is False  # asking again changes nothing
         with connection.cursor() as cursor:  # the leader's session ends (kill -9, network cut, restart)
-            cursor.execute("SELECT pg_terminate_backend(%s)", [_backend_pid(first)])
+            cursor.execute("SELECT pg_terminate_backend(%s, 10000)", [_backend_pid(first)])  # waits for it
         assert second.held() is True
         assert first.held() is False  # it notices before it would send anything
         assert first.held() is False
