@@ -33,8 +33,10 @@ def _count(cache, key: str) -> None:
 
 
 def _stores() -> dict[str, object]:
-    stores: dict[str, object] = {"database": counters.DatabaseCounterCache(None, {}),
-                                 "locmem": LocMemCache(f"bench-{uuid.uuid4().hex}", {})}
+    stores: dict[str, object] = {
+        "database": counters.DatabaseCounterCache(None, {}),
+        "locmem": LocMemCache(f"bench-{uuid.uuid4().hex}", {}),
+    }
     url = os.environ.get("KHEISH_BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
     try:
         from django.core.cache.backends.redis import RedisCache

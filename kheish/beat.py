@@ -104,8 +104,10 @@ class LeaderScheduler(PersistentScheduler):
     def tick(self, *args, **kwargs):
         if not self.leader_lock.held():
             if not self._said_standby:
-                logger.warning("beat: standby (another beat holds the schedule lock, or no database); "
-                               "retrying every %.0fs", self.standby_interval)
+                logger.warning(
+                    "beat: standby (another beat holds the schedule lock, or no database); retrying every %.0fs",
+                    self.standby_interval,
+                )
                 self._said_standby = True
             return self.standby_interval
         self._said_standby = False

@@ -106,8 +106,11 @@ class DatabaseCounterCache(BaseCache):
     def incr(self, key, delta=1, version=None) -> int:
         key = self.make_and_validate_key(key, version=version)
         with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {TABLE} SET value = value + %s WHERE key = %s AND expires >= clock_timestamp() "  # noqa: S608
-                           "RETURNING value", [self._int(delta), key])
+            cursor.execute(
+                f"UPDATE {TABLE} SET value = value + %s WHERE key = %s AND expires >= clock_timestamp() "  # noqa: S608
+                "RETURNING value",
+                [self._int(delta), key],
+            )
             row = cursor.fetchone()
         if row is None:
             raise ValueError(f"Key '{key}' not found")
@@ -125,8 +128,10 @@ class DatabaseCounterCache(BaseCache):
         if not made:
             return {}
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT key, value FROM {TABLE} WHERE key = ANY(%s) AND expires >= clock_timestamp()",  # noqa: S608
-                           [list(made)])
+            cursor.execute(
+                f"SELECT key, value FROM {TABLE} WHERE key = ANY(%s) AND expires >= clock_timestamp()",  # noqa: S608
+                [list(made)],
+            )
             return {made[key]: int(value) for key, value in cursor.fetchall()}
 
     def has_key(self, key, version=None) -> bool:
@@ -136,8 +141,10 @@ class DatabaseCounterCache(BaseCache):
         key = self.make_and_validate_key(key, version=version)
         expires, params = self._expires_sql(timeout)
         with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {TABLE} SET expires = {expires} WHERE key = %s AND expires >= clock_timestamp()",  # noqa: S608
-                           [*params, key])
+            cursor.execute(
+                f"UPDATE {TABLE} SET expires = {expires} WHERE key = %s AND expires >= clock_timestamp()",  # noqa: S608
+                [*params, key],
+            )
             return cursor.rowcount > 0
 
     def delete(self, key, version=None) -> bool:

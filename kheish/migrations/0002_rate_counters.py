@@ -16,6 +16,7 @@ class Migration(migrations.Migration):
         ),
         # Counts are not worth a WAL record (no fsync on the request path); a crash empties the table, which
         # only forgives the current windows.
-        migrations.RunSQL("ALTER TABLE kheish_rate_counter SET UNLOGGED",
-                          reverse_sql="ALTER TABLE kheish_rate_counter SET LOGGED"),
+        migrations.RunSQL(
+            "ALTER TABLE kheish_rate_counter SET UNLOGGED", reverse_sql="ALTER TABLE kheish_rate_counter SET LOGGED"
+        ),
     ]

@@ -38,9 +38,11 @@ pytestmark = pytest.mark.integration
 PG_URL = os.environ.get("KHEISH_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_BASE = os.environ.get("KHEISH_TEST_REDIS_BASE_URL", "redis://127.0.0.1:6379").rstrip("/")
 CLAIM_KEY = "kheish-two-node-test-claim"
-POLICY = {"mode": "enabled",
-          "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}},
-          "publication": {"rules": []}}
+POLICY = {
+    "mode": "enabled",
+    "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}},
+    "publication": {"rules": []},
+}
 
 
 @pytest.fixture
@@ -85,10 +87,16 @@ def redis_url():
 @pytest.fixture
 def nodes(tmp_path, pg_database, redis_url):
     shared = {
-        "DATABASE_URL": pg_database, "CELERY_BROKER_URL": redis_url, "KHEISH_CACHE_URL": redis_url,
-        "SECRET_KEY": "two-node-test-" + uuid.uuid4().hex, "KHEISH_SKILLS_DIR": str(tmp_path / "skills"),
-        "KHEISH_WEB_WORKERS": "2", "KHEISH_WORKER_CONCURRENCY": "1", "KHEISH_BEAT_STANDBY_S": "1",
-        "KHEISH_THROTTLE_AGENT": "40/d", "KHEISH_AUTH_FAILURES_PER_PREFIX": "6/d",
+        "DATABASE_URL": pg_database,
+        "CELERY_BROKER_URL": redis_url,
+        "KHEISH_CACHE_URL": redis_url,
+        "SECRET_KEY": "two-node-test-" + uuid.uuid4().hex,
+        "KHEISH_SKILLS_DIR": str(tmp_path / "skills"),
+        "KHEISH_WEB_WORKERS": "2",
+        "KHEISH_WORKER_CONCURRENCY": "1",
+        "KHEISH_BEAT_STANDBY_S": "1",
+        "KHEISH_THROTTLE_AGENT": "40/d",
+        "KHEISH_AUTH_FAILURES_PER_PREFIX": "6/d",
     }
     started = time.monotonic()
     a = make_node("node-a", tmp_path, KHEISH_ROLE="web,beat", **shared).start()
@@ -97,7 +105,10 @@ def nodes(tmp_path, pg_database, redis_url):
         a.wait_up()
         b.wait_up()
         b.output.wait_for("celery@", timeout=120)  # B's worker is up
-        print(f"\ntwo nodes up in {time.monotonic() - started:.1f}s (fresh database, migrations run once)")
+        # both started together on an empty database: one migrated, the other waited for the setup lock
+        migrated = [n.name for n in (a, b) if any("Applying memory.0001_initial" in line for line in n.output.lines)]
+        assert len(migrated) == 1, a.log() + b.log()
+        print(f"\ntwo nodes up in {time.monotonic() - started:.1f}s (fresh database, migrated once, by {migrated[0]})")
         yield a, b
     finally:
         a.stop()
@@ -113,13 +124,15 @@ def _leaders(node) -> int:
 
 
 def _run_cycle(base: str, headers: dict, session_id: str, text: str) -> str:
-    opened = requests.post(f"{base}/v1/sessions/{session_id}/runs", json={"input": {"content": text}},
-                           headers=headers, timeout=20)
+    opened = requests.post(
+        f"{base}/v1/sessions/{session_id}/runs", json={"input": {"content": text}}, headers=headers, timeout=20
+    )
     assert opened.status_code == 202, opened.text
     run_id = opened.json()["run_id"]
     assert requests.post(f"{base}/v1/runs/{run_id}/start", json={}, headers=headers, timeout=20).status_code == 200
-    done = requests.post(f"{base}/v1/runs/{run_id}/complete", json={"output": {"content": "Noted."}},
-                         headers=headers, timeout=20)
+    done = requests.post(
+        f"{base}/v1/runs/{run_id}/complete", json={"output": {"content": "Noted."}}, headers=headers, timeout=20
+    )
     assert done.status_code == 200 and done.json()["status"] == "completed", done.text
     return run_id
 
@@ -127,8 +140,9 @@ def _run_cycle(base: str, headers: dict, session_id: str, text: str) -> str:
 def _captured_run_ids(base: str, operator: dict) -> set[str]:
     found, offset = set(), 0
     while True:
-        page = requests.get(f"{base}/v1/learning-candidates?kind=run_summary&limit=100&offset={offset}",
-                            headers=operator, timeout=20).json()
+        page = requests.get(
+            f"{base}/v1/learning-candidates?kind=run_summary&limit=100&offset={offset}", headers=operator, timeout=20
+        ).json()
         found |= {c["source"]["run_id"] for c in page["results"]}
         offset += len(page["results"])
         if not page["results"] or offset >= page["count"]:
@@ -139,8 +153,12 @@ def test_two_nodes_share_one_database_and_redis_and_survive_losing_one(nodes):
     a, b = nodes
     operator = _auth(a.key("ops", "operator"))
     agent = _auth(a.key("agent-main"))
-    assert requests.post(f"{a.base}/v1/runtime/learning-policy", json={"policy": POLICY}, headers=operator,
-                         timeout=20).status_code == 200
+    assert (
+        requests.post(
+            f"{a.base}/v1/runtime/learning-policy", json={"policy": POLICY}, headers=operator, timeout=20
+        ).status_code
+        == 200
+    )
 
     # -- one beat leads --------------------------------------------------------------------------------------
     wait_until(lambda: _leaders(a) + _leaders(b) >= 1, "a beat to lead", timeout=30)
@@ -175,22 +193,22 @@ def test_two_nodes_share_one_database_and_redis_and_survive_losing_one(nodes):
         for _ in range(count):
             assert fresh_get(f"{node.base}/healthz").status_code == 200
     for node, count in ((a, 24), (b, 16)):
-        seen = [request_count(fresh_get(f"{node.base}/metrics", headers=operator).text, "healthz")
-                for _ in range(5)]
+        seen = [request_count(fresh_get(f"{node.base}/metrics", headers=operator).text, "healthz") for _ in range(5)]
         assert seen == [float(count)] * 5, (node.name, seen)
 
     # -- throughput through both nodes (a small bounded load, printed for the report) -----------------------
     def read(i: int) -> int:
-        return requests.get(f"{(a, b)[i % 2].base}/v1/sessions/{session_id}", headers=operator,
-                            timeout=20).status_code
+        return requests.get(f"{(a, b)[i % 2].base}/v1/sessions/{session_id}", headers=operator, timeout=20).status_code
 
     started = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
         codes = list(pool.map(read, range(400)))
     elapsed = time.perf_counter() - started
     assert codes == [200] * 400
-    print(f"\ntwo-node throughput: {400 / elapsed:.0f} requests/s (400 GET /v1/sessions/<id>, 8 clients, "
-          f"alternating nodes, 2 gunicorn workers each; shared 2-core machine)")
+    print(
+        f"\ntwo-node throughput: {400 / elapsed:.0f} requests/s (400 GET /v1/sessions/<id>, 8 clients, "
+        f"alternating nodes, 2 gunicorn workers each; shared 2-core machine)"
+    )
 
     # -- kill -9 of A's whole tree during a write load: B keeps serving, nothing acknowledged is lost -------
     writers = [_auth(a.key(f"writer-{n}")) for n in range(4)]
@@ -241,10 +259,16 @@ def test_two_nodes_share_one_database_and_redis_and_survive_losing_one(nodes):
     for done in acknowledged_runs:
         got = requests.get(f"{b.base}/v1/runs/{done}", headers=operator, timeout=20)
         assert got.status_code == 200 and got.json()["status"] == "completed", got.text
-    wait_until(lambda: set(acknowledged_runs) <= _captured_run_ids(b.base, operator),
-               "B's worker to capture every acknowledged completion", timeout=90, every=1)
-    print(f"after kill -9 of node A: {len(acknowledged_sessions)} sessions and {len(acknowledged_runs)} completed "
-          f"runs acknowledged, all on B and captured {time.monotonic() - killed_at:.1f}s after the kill")
+    wait_until(
+        lambda: set(acknowledged_runs) <= _captured_run_ids(b.base, operator),
+        "B's worker to capture every acknowledged completion",
+        timeout=90,
+        every=1,
+    )
+    print(
+        f"after kill -9 of node A: {len(acknowledged_sessions)} sessions and {len(acknowledged_runs)} completed "
+        f"runs acknowledged, all on B and captured {time.monotonic() - killed_at:.1f}s after the kill"
+    )
     # B's beat leads now (it already did, or took the lock A's killed session released)
     wait_until(lambda: _leaders(b) >= 1, "B's beat to take the lead", timeout=30)
     assert a_was_leader or _leaders(b) == 1

@@ -23,8 +23,9 @@ RESTART_BOUND_S = 45
 
 @pytest.fixture
 def node(tmp_path):
-    node = make_node("node", tmp_path, KHEISH_WEB_WORKERS="2", KHEISH_THROTTLE_AGENT="24/d",
-                     KHEISH_WORKER_CONCURRENCY="1")
+    node = make_node(
+        "node", tmp_path, KHEISH_WEB_WORKERS="2", KHEISH_THROTTLE_AGENT="24/d", KHEISH_WORKER_CONCURRENCY="1"
+    )
     node.start()
     try:
         node.wait_up()
@@ -44,8 +45,12 @@ def test_kill_9_of_the_embedded_postgres_restarts_it_and_the_api_comes_back(node
 
     killed_at = time.monotonic()
     os.kill(old, signal.SIGKILL)
-    wait_until(lambda: requests.get(f"{node.base}/v1/sessions", headers=operator, timeout=5).status_code == 200,
-               "the API to answer again", timeout=RESTART_BOUND_S, every=0.5)
+    wait_until(
+        lambda: requests.get(f"{node.base}/v1/sessions", headers=operator, timeout=5).status_code == 200,
+        "the API to answer again",
+        timeout=RESTART_BOUND_S,
+        every=0.5,
+    )
     back_after = time.monotonic() - killed_at
 
     new = _postmaster_pid(node)

@@ -5,7 +5,6 @@ with its own ``KHEISH_VAR_DIR`` and port, and talk to it over HTTP. Used by the 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import signal
 import subprocess
@@ -36,9 +35,15 @@ class Node:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Node:
-        self.proc = subprocess.Popen([sys.executable, "-m", "kheish.launcher", "run"], cwd=REPO_DIR, env=self.env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kheish.launcher", "run"],
+            cwd=REPO_DIR,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         self.output = _Output(self.proc.stdout)
         return self
 
@@ -51,8 +56,14 @@ class Node:
 
     def manage(self, *args: str, timeout: float = 120) -> str:
         """``manage.py ARGS`` beside the node (its configuration: the node's environment)."""
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_DIR, env=self.env, capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO_DIR,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout.strip()
 
@@ -111,7 +122,7 @@ def wait_until(probe, what: str, timeout: float, every: float = 0.3):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$')
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
 
 
 def metric_samples(text: str, name: str) -> dict[frozenset, float]:
@@ -146,7 +157,3 @@ def fresh_get(url: str, **kwargs) -> requests.Response:
     """A request on a new connection (so gunicorn may hand it to any of its workers)."""
     with requests.Session() as session:
         return session.get(url, timeout=15, headers={"Connection": "close", **kwargs.pop("headers", {})}, **kwargs)
-
-
-def env_without(*names: str) -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in names}
