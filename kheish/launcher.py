@@ -428,7 +428,7 @@ def selected_roles(value: str | None = None) -> list[str]:
     ``make run`` always ran) or a comma-separated subset (``web``, ``worker,beat``...), in Procfile order."""
     raw = (os.environ.get("KHEISH_ROLE", "") if value is None else value).strip().lower()
     parts = {part.strip() for part in raw.replace("+", ",").split(",") if part.strip()}
-    if not parts or parts == {"all"}:
+    if not parts or "all" in parts:
         return list(ROLES)
     unknown = sorted(parts - set(ROLES))
     if unknown:
