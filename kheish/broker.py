@@ -213,6 +213,11 @@ class Transport(virtual.Transport):
         super().__init__(client, **kwargs)
         self._listener: psycopg.Connection | None = None
 
+    @property
+    def default_connection_params(self):
+        """No host of its own: the database is Django's (kombu would otherwise warn and show ``localhost``)."""
+        return {"port": None}
+
     def driver_version(self):
         return psycopg.__version__
 
