@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
+from django.db.models.functions import Concat
 
 from memory import embedding, hooks, metrics, policies, ranking, sql
 from memory import run_memory_store as store
@@ -20,7 +21,9 @@ from memory.errors import ValidationFailed
 from memory.models import (
     TERMINAL_STATUSES,
     MaintenanceReport,
+    Persona,
     PolicyKind,
+    Project,
     Run,
     RunMemoryRecord,
     RunMemoryScope,
@@ -28,7 +31,12 @@ from memory.models import (
     Session,
 )
 from memory.recall import rank_entries
-from memory.run_memory_policy import PolicyValidationError, RunMemoryPolicy
+from memory.run_memory_policy import (
+    SEARCH_VISIBILITY_LEARNING_SCOPES,
+    SEARCH_VISIBILITY_WORKSPACE,
+    PolicyValidationError,
+    RunMemoryPolicy,
+)
 from memory.run_records import RecoveredEntry, RunFacts, build_record, partition_for_retention
 
 logger = logging.getLogger(__name__)
@@ -326,14 +334,14 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
 
 
 def _repair_scopes(*, apply: bool, diag) -> int:
-    """Stale scope keys: a record's keys must equal its session's current learning scopes."""
-    from memory.sessions import learning_scope_keys
+    """Stale scope keys: a record's keys must equal its session's bound scope keys."""
+    from memory.sessions import bound_scope_keys
 
     fixed = 0
     sessions = Session.objects.filter(memory_records__isnull=False).distinct().select_related("persona") \
         .prefetch_related("projects")
     for session in sessions.iterator(chunk_size=200):
-        keys = learning_scope_keys(session)
+        keys = bound_scope_keys(session)  # records are indexed under the bindings; reads narrow them
         for record in RunMemoryRecord.objects.filter(session=session).prefetch_related("scopes"):
             indexed = sorted(s.scope_key for s in record.scopes.all())
             if record.scope_keys == keys and indexed == sorted(set(keys)):
@@ -475,12 +483,17 @@ def recovered_bundle(session: Session, query: str | None, *, usage: str = "previ
 
 def search_records(session: Session, scope_keys: list[str], *, policy: RunMemoryPolicy | None = None) -> \
         list[RunMemoryRecord]:
-    """Records visible to memory-search: the session's own, or every learning-scope key's when widened."""
+    """Records visible to memory-search (``search_visibility``, issue 19.3): the session's own; with
+    ``learning_scopes`` also those indexed under one of the session's effective persona/project keys
+    (``scope_keys``, already narrowed to its owner's grants) whose own session's owner is still granted that key
+    too - never through ``workspace:default`` or a session key; with ``workspace`` every record."""
     policy = policy or current_policy()
     if not policy.enabled:
         return []
-    if policy.search_visibility == "learning_scopes":
-        qs = RunMemoryRecord.objects.filter(scopes__scope_key__in=scope_keys).distinct()
+    if policy.search_visibility == SEARCH_VISIBILITY_WORKSPACE:
+        qs = RunMemoryRecord.objects.all()
+    elif policy.search_visibility == SEARCH_VISIBILITY_LEARNING_SCOPES:
+        qs = RunMemoryRecord.objects.filter(Q(session=session) | Q(Exists(_shared_scope(scope_keys))))
     else:
         qs = RunMemoryRecord.objects.filter(session=session)
     now = now_ms()
@@ -491,6 +504,23 @@ def search_records(session: Session, scope_keys: list[str], *, policy: RunMemory
             RunMemoryRecord.objects.filter(pk__in=expired).delete()
         metrics.increment(M + "pruned_ttl_total", len(expired))
     return [r for r in records if r.pk not in expired]
+
+
+def _shared_scope(scope_keys: list[str]):
+    """The outer record's scope rows that are one of these persona/project keys and that the record's own
+    session owner is granted now (or is an operator)."""
+    shared = [key for key in scope_keys if key.startswith(("persona:", "project:"))]
+    owner = OuterRef("record__session__owner")
+    granted_personas = Persona.objects.filter(agent_grants__user=owner).annotate(
+        key=Concat(Value("persona:"), "persona_id", output_field=CharField())).values("key")
+    granted_projects = Project.objects.filter(agent_grants__user=owner).annotate(
+        key=Concat(Value("project:"), "project_id", output_field=CharField())).values("key")
+    return RunMemoryScope.objects.filter(
+        Q(record=OuterRef("pk")),
+        Q(scope_key__in=shared),
+        Q(record__session__owner__is_staff=True) | Q(scope_key__in=granted_personas)
+        | Q(scope_key__in=granted_projects),
+    )
 
 
 # ---- status ---------------------------------------------------------------------------------------------
