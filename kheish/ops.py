@@ -161,29 +161,39 @@ def metrics_token() -> str:
     return getattr(settings, "KHEISH_METRICS_TOKEN", None) or os.environ.get(METRICS_TOKEN_ENV, "")
 
 
-def metrics_allowed(request) -> bool:
+def metrics_access(request) -> str:
+    """``"allowed"`` (the metrics token or an operator key), ``"forbidden"`` (a valid key that is not an
+    operator's: 403) or ``"unauthenticated"`` (no or an invalid credential: 401)."""
     header = request.headers.get("Authorization", "")
     scheme, _, credential = header.partition(" ")
     if scheme.lower() != "bearer" or not credential.strip():
-        return False
+        return "unauthenticated"
     credential = credential.strip()
     token = metrics_token()
     if token and hmac.compare_digest(credential.encode(), token.encode()):
-        return True
+        return "allowed"
     try:
         result = ApiKeyAuthentication().authenticate(request)
     except Exception:  # noqa: BLE001 - an invalid key is simply not allowed
-        return False
+        return "unauthenticated"
     if result is None:
-        return False
+        return "unauthenticated"
     request.user, request.auth = result
-    return caller_is_operator(request)
+    return "allowed" if caller_is_operator(request) else "forbidden"
+
+
+def metrics_allowed(request) -> bool:
+    return metrics_access(request) == "allowed"
 
 
 @never_cache
 @require_GET
 def metrics(request):
-    if not metrics_allowed(request):
+    access = metrics_access(request)
+    if access == "forbidden":
+        return HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token; this key "
+                            "is an agent's\n", status=403, content_type="text/plain")
+    if access != "allowed":
         response = HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token\n",
                                 status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="kheish"'

@@ -34,7 +34,7 @@ class UnknownRoute(APIView):
     schema = None
 
     def dispatch_unknown(self, request, *args, **kwargs):
-        raise NotFound(f"unknown daemon API route {request.path}", domain="api", code="route_not_found")
+        raise NotFound(f"unknown API route {request.path}", domain="api", code="route_not_found")
 
     get = post = put = patch = delete = dispatch_unknown
 

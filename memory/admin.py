@@ -153,18 +153,27 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(Session)
 class SessionAdmin(ReadOnlyAdmin):
-    list_display = ["public_id", "owner", "persona", "last_offset", "updated"]
+    list_display = ["public_id", "owner", "persona", "journal_events", "updated"]
+    ordering = ["-updated_at_ms", "-id"]  # the sessions active last come first (issue 25.5)
     list_filter = ["persona"]
     list_select_related = ["owner", "persona"]
     search_fields = ["id", "owner__username"]
     show_full_result_count = False
     readonly_fields = ["public_id", "owner", "persona", "projects_list", "capability_scope_json", "effective_scope",
-                       "learning_scopes", "metadata_json", "created", "updated", "journal"]
+                       "learning_scopes", "metadata_json", "created", "updated"]
     fields = readonly_fields
     change_form_template = "admin/memory/session/change_form.html"
     created = ms_column("created_at_ms", "Created")
     updated = ms_column("updated_at_ms", "Updated")
-    capability_scope_json = json_column("capability_scope", "Capability scope (null: any)")
+
+    @admin.display(description="Capability scope")
+    def capability_scope_json(self, obj):
+        scope = obj.capability_scope
+        return "any capability (not restricted)" if scope is None else ", ".join(scope) or "none"
+
+    @admin.display(description="Journal events", ordering="last_offset")
+    def journal_events(self, obj):
+        return obj.last_offset
 
     @admin.display(description="Session")
     def public_id(self, obj):
@@ -184,10 +193,6 @@ class SessionAdmin(ReadOnlyAdmin):
         return ", ".join(learning_scope_keys(obj))
 
     metadata_json = json_column("metadata", "Metadata")
-
-    @admin.display(description="Journal (newest first)")
-    def journal(self, obj):
-        return ""
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         session = self.get_object(request, object_id)

@@ -89,11 +89,13 @@ def grants_set(*, agent: object, project_ids: list[str], persona_ids: list[str],
 def check_binding(user: object, *, persona: Persona | None, projects: list[Project]) -> None:
     """403 naming the field when an agent binds a session to a persona or project it was not granted."""
     if persona is not None and not granted_personas(user).filter(pk=persona.pk).exists():
-        raise Forbidden(f"persona {persona.persona_id} is not granted to this agent", field="persona_id",
+        raise Forbidden(f"persona {persona.persona_id} is not granted to this agent: an operator grants it (PUT "
+                        f"/v1/agents/<agent>/grants or the admin's Agent grants page)", field="persona_id",
                         domain="sessions", code="binding_not_granted")
     if projects:
         allowed = set(granted_projects(user).filter(pk__in=[p.pk for p in projects]).values_list("pk", flat=True))
         denied = sorted(p.project_id for p in projects if p.pk not in allowed)
         if denied:
-            raise Forbidden(f"project {denied[0]} is not granted to this agent", field="project_ids",
+            raise Forbidden(f"project {denied[0]} is not granted to this agent: an operator grants it (PUT "
+                            f"/v1/agents/<agent>/grants or the admin's Agent grants page)", field="project_ids",
                             domain="sessions", code="binding_not_granted")

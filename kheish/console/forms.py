@@ -205,7 +205,7 @@ class LearningPolicyForm(forms.Form):
     retrieval_ranker = forms.ChoiceField(
         choices=_choices(RANKERS), label="Ranker",
         help_text="hybrid: full-text (stemmed, BM25) fused with embedding similarity, from indexes · lexical: "
-                  "the reference's word-overlap scoring (spec §4.5/§4.7).")
+                  "word-overlap scoring only (no index, no embeddings).")
     retrieval_max_tokens = forms.IntegerField(
         label="Learned-context budget (tokens)",
         help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}; the prompt window's budget still applies if smaller.")
