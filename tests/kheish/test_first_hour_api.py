@@ -58,7 +58,8 @@ def test_an_unknown_project_says_how_to_create_and_grant_it(api_client, operator
 def test_docs_give_the_project_steps_for_the_mcp_config():
     docs = (REPO_DIR / "docs" / "agents.md").read_text()
     section = docs[docs.index("### Projects and grants"):]
-    assert '-X POST "$KHEISH_URL/v1/projects"' in section and '-X PUT "$KHEISH_URL/v1/agents/my-agent/grants"' in section
+    assert '-X POST "$KHEISH_URL/v1/projects"' in section
+    assert '-X PUT "$KHEISH_URL/v1/agents/my-agent/grants"' in section
     assert '"KHEISH_PROJECT_IDS": "my-project"' in docs
 
 
