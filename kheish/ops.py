@@ -46,6 +46,23 @@ REQUEST_LATENCY = Histogram(
 # The landing page, health and readiness
 
 
+FAVICON_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    '<rect width="32" height="32" rx="7" fill="#264b5d"/>'
+    '<path d="M9 7v18M9 16l10-9M12.5 13l7.5 12" stroke="#f5dd5d" stroke-width="3.2" fill="none" '
+    'stroke-linecap="round" stroke-linejoin="round"/></svg>'
+)
+"""The service's icon (a "K" on the admin's blue), served at /favicon.svg and /favicon.ico so that no page's
+browser request for an icon is a 404 (issue 25.5)."""
+
+
+@require_GET
+def favicon(request):
+    response = HttpResponse(FAVICON_SVG, content_type="image/svg+xml")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
+
+
 @require_GET
 def landing(request):
     """``/``: where the admin's "View site" goes. Says what runs here and where to go next."""

@@ -58,6 +58,8 @@ v1 = [
 
 urlpatterns = [
     path("", ops.landing, name="landing"),
+    path("favicon.svg", ops.favicon, name="favicon"),
+    path("favicon.ico", ops.favicon),
     path("healthz", ops.healthz, name="healthz"),
     path("readyz", ops.readyz, name="readyz"),
     path("metrics", ops.metrics, name="metrics"),

@@ -14,10 +14,18 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.template.defaultfilters import pluralize
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from memory import identity
-from memory.admin_display import json_column, ms_column, ms_date
+from memory.admin_display import (
+    EMPTY,
+    actor_display,
+    json_column,
+    ms_column,
+    ms_date,
+    plain_reason,
+    readable_json,
+)
 from memory.errors import ValidationFailed
 from memory.models import (
     ApiKey,
@@ -254,15 +262,57 @@ class CheckpointAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["at", "subject_type", "subject_id", "action", "from_state", "to_state", "actor"]
+    list_display = ["at", "subject_type", "subject_id", "action", "transition", "who", "reason_excerpt"]
     list_filter = ["subject_type", "action"]
     search_fields = ["subject_id", "actor", "reason"]
     show_full_result_count = False
-    readonly_fields = ["at", "subject_type", "subject_id", "action", "from_state", "to_state", "actor", "reason",
+    readonly_fields = ["at", "subject_type", "subject_id", "action", "transition", "who", "reason_text", "change",
                        "data_json"]
     fields = readonly_fields
     at = ms_column("at_ms", "When")
     data_json = json_column("data", "Data")
+
+    @admin.display(description="State (before → after)")
+    def transition(self, obj):
+        if not obj.from_state and not obj.to_state:
+            return EMPTY
+        return f"{obj.from_state or EMPTY} → {obj.to_state or EMPTY}"
+
+    @admin.display(description="Actor", ordering="actor")
+    def who(self, obj):
+        return actor_display(obj.actor)
+
+    @admin.display(description="Reason")
+    def reason_excerpt(self, obj):
+        text = plain_reason(obj.reason)
+        return (text if len(text) <= 120 else text[:120] + "…") or EMPTY
+
+    @admin.display(description="Reason")
+    def reason_text(self, obj):
+        return plain_reason(obj.reason) or EMPTY
+
+    @admin.display(description="Change (before → after)")
+    def change(self, obj):
+        """The settings that changed, side by side, when the event kept both states (policies, grants)."""
+        data = obj.data or {}
+        if not isinstance(data, dict) or "before" not in data or "after" not in data:
+            return EMPTY
+        before, after = data["before"] or {}, data["after"] or {}
+        if not isinstance(before, dict) or not isinstance(after, dict):
+            return format_html("{} → {}", json.dumps(before), json.dumps(after))
+        rows = [(key, before.get(key, EMPTY), after.get(key, EMPTY))
+                for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+        if not rows:
+            return "no change"
+        return format_html('<table class="audit-change"><thead><tr><th>setting</th><th>before</th><th>after</th>'
+                           "</tr></thead><tbody>{}</tbody></table>",
+                           format_html_join("", "<tr><td>{}</td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
+                                            ((key, _short_json(old), _short_json(new)) for key, old, new in rows)))
+
+
+def _short_json(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(readable_json(value), indent=1, ensure_ascii=False)
+    return text if len(text) <= 2000 else text[:2000] + "…"
 
 
 @admin.register(RunMemoryRecord)
