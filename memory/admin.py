@@ -262,7 +262,7 @@ class CheckpointAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["at", "subject_type", "subject_id", "action", "transition", "who", "reason_excerpt"]
+    list_display = ["at", "subject", "action", "transition", "who", "reason_excerpt"]
     list_filter = ["subject_type", "action"]
     search_fields = ["subject_id", "actor", "reason"]
     show_full_result_count = False
@@ -271,6 +271,10 @@ class AuditEventAdmin(ReadOnlyAdmin):
     fields = readonly_fields
     at = ms_column("at_ms", "When")
     data_json = json_column("data", "Data")
+
+    @admin.display(description="Subject", ordering="subject_id")
+    def subject(self, obj):
+        return format_html('{}<br><span class="mono">{}</span>', obj.subject_type.replace("_", " "), obj.subject_id)
 
     @admin.display(description="State (before → after)")
     def transition(self, obj):
@@ -285,7 +289,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
     @admin.display(description="Reason")
     def reason_excerpt(self, obj):
         text = plain_reason(obj.reason)
-        return (text if len(text) <= 120 else text[:120] + "…") or EMPTY
+        return (text if len(text) <= 90 else text[:90] + "…") or EMPTY
 
     @admin.display(description="Reason")
     def reason_text(self, obj):
