@@ -299,6 +299,7 @@ class FailSerializer(StrictSerializer):
     error = StrictCharField(max_length=20_000)
 
 
+IDEMPOTENCY_KEY_MAX = 200
 IDEMPOTENCY_KEY_HEADER = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
     description="Makes the open safe to retry: the same key with the same body answers the run the first request "
@@ -315,6 +316,9 @@ def resolve_idempotency_key(request, body_key: str | None) -> str | None:
     key = body_key if body_key is not None else header
     if key is not None and not key.strip():
         raise ValidationFailed("idempotency key cannot be empty", field="idempotency_key")
+    if key is not None and len(key) > IDEMPOTENCY_KEY_MAX:
+        raise ValidationFailed(f"idempotency key may hold at most {IDEMPOTENCY_KEY_MAX} characters",
+                               field="idempotency_key")
     return key
 
 

@@ -86,6 +86,18 @@ def test_the_schema_documents_the_idempotency_key_header(operator_client):
     assert not headers[0].get("required") and "retry" in headers[0]["description"]
 
 
+def test_the_documented_header_is_checked_like_the_body_field(api_client, session_id):
+    """Documenting the header invites any value: a too long or blank key is a 400 naming the field, never a 500."""
+    url = f"/v1/sessions/{session_id}/runs"
+    body = {"input": {"content": "hello"}}
+    assert_problem(api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 201), 400,
+                   field="idempotency_key")
+    assert_problem(api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="   "), 400, field="idempotency_key")
+    first = api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 200)
+    again = api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 200)
+    assert first.status_code == again.status_code == 202 and first.json()["run_id"] == again.json()["run_id"]
+
+
 def test_every_request_field_has_a_description(operator_client):
     doc = _schema(operator_client)
     missing = []
