@@ -14,6 +14,8 @@ broker reachable, else 503) and ``/metrics`` (Prometheus text, for an operator k
 from __future__ import annotations
 
 import hmac
+import json
+import math
 import os
 import re
 import time
@@ -27,8 +29,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from rest_framework.exceptions import Throttled
 
 from kheish.api.authentication import ApiKeyAuthentication
+from kheish.api.errors import PROBLEM_CONTENT_TYPE, problem
 from kheish.api.permissions import caller_is_operator
 
 METRICS_TOKEN_ENV = "KHEISH_METRICS_TOKEN"
@@ -191,6 +195,8 @@ def metrics_access(request) -> str:
         return "allowed"
     try:
         result = ApiKeyAuthentication().authenticate(request)
+    except Throttled:  # past the auth-failure limits, as on /v1: the caller answers 429
+        raise
     except Exception:  # noqa: BLE001 - an invalid key is simply not allowed
         return "unauthenticated"
     if result is None:
@@ -206,7 +212,16 @@ def metrics_allowed(request) -> bool:
 @never_cache
 @require_GET
 def metrics(request):
-    access = metrics_access(request)
+    try:
+        access = metrics_access(request)
+    except Throttled as exc:  # bad keys are counted and limited as on /v1 (kheish.api.throttling)
+        wait = max(1, math.ceil(exc.wait or 1))
+        body = problem(429, domain=getattr(exc, "problem_domain", "api"),
+                       code=getattr(exc, "problem_code", "throttled"), detail=str(exc.detail),
+                       extra={"retry_after": wait})
+        response = HttpResponse(json.dumps(body), status=429, content_type=PROBLEM_CONTENT_TYPE)
+        response["Retry-After"] = str(wait)
+        return response
     if access == "forbidden":
         return HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token; this key "
                             "is an agent's\n", status=403, content_type="text/plain")

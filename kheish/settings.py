@@ -189,19 +189,15 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Celery: Redis/RabbitMQ when CELERY_BROKER_URL is set, else a broker-less filesystem transport.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
-if CELERY_BROKER_URL == "filesystem://":
-    _celery_dir = VAR_DIR / "celery"
+# Celery: Redis/RabbitMQ when CELERY_BROKER_URL is set, else `database://`: a queue table in the service's own
+# PostgreSQL (kheish.broker). A message stays in the table until acknowledged; a claimed message carries a lease
+# (KHEISH_BROKER_LEASE_S) that its live worker renews, so a killed worker's messages are taken again once it lapses.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="database://")
+if CELERY_BROKER_URL.startswith("database://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_celery_dir / "queue"),
-        "data_folder_out": str(_celery_dir / "queue"),
-        "processed_folder": str(_celery_dir / "processed"),
-        "control_folder": str(_celery_dir / "control"),
-        "store_processed": False,
-        # kombu polls the folder once a second by default; with prefetch 1 x concurrency 2 the worker then
-        # drains ~2 tasks/s. 50 ms costs ~20 directory listings a second when idle.
-        "polling_interval": env.float("KHEISH_BROKER_POLL_S", default=0.05),
+        "lease_seconds": env.float("KHEISH_BROKER_LEASE_S", default=30.0),
+        # An idle worker is woken by a notification when a task is queued; this is the longest it waits anyway.
+        "polling_interval": env.float("KHEISH_BROKER_POLL_S", default=1.0),
     }
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -213,8 +209,13 @@ CELERY_BEAT_SCHEDULE = {
     "prune-run-memory": {"task": "memory.tasks.prune_run_memory", "schedule": 300.0},
     "repair-run-memory": {"task": "memory.tasks.repair_run_memory", "schedule": 3600.0},
     "learning-shadow-review": {"task": "learnings.tasks.shadow_review_sweep", "schedule": 120.0},
-    "learning-replay-captures": {"task": "learnings.tasks.replay_pending_captures", "schedule": 600.0},
+    "learning-replay-captures": {"task": "learnings.tasks.replay_pending_captures",
+                                 "schedule": env.float("KHEISH_REPLAY_EVERY_S", default=20.0)},
 }
+# A queued task's claim on its run (capture) or candidate (review): while it holds, a replay or sweep does not
+# queue the id again; a claim whose task was lost or failed (its worker died, the database went away while it ran)
+# lapses after this many seconds and the next replay (KHEISH_REPLAY_EVERY_S) takes the id again.
+KHEISH_QUEUE_LEASE_S = env.float("KHEISH_QUEUE_LEASE_S", default=40.0)
 
 # Model provider (OpenAI-compatible). Unset → model-backed steps are off.
 KHEISH_LLM_BASE_URL = env.str("KHEISH_LLM_BASE_URL", default="")

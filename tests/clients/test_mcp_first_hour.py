@@ -32,13 +32,14 @@ def test_the_example_project_config_fails_helpfully_then_works_after_the_documen
 
     ok, error = anyio.run(recall)
     assert not ok
-    assert "unknown project my-project: an operator creates it first (POST /v1/projects" in error
+    assert ("403 sessions/binding_not_granted: project my-project is not granted to this agent: an operator "
+            "creates the project if it does not exist yet (POST /v1/projects)") in error
     assert "KHEISH_PROJECT_IDS" in error
 
     # docs/agents.md, "Projects and grants": an operator creates the project and grants it to the agent.
     ops_client.create_project("my-project", "My project")
     ok, error = anyio.run(recall)
-    assert not ok and "is not granted to this agent: an operator grants it" in error
+    assert not ok and "is not granted to this agent: an operator creates the project if it does not" in error
     grants = ops_client.set_agent_grants(agent_id, project_ids=["my-project"], persona_ids=[])
     assert grants.project_ids == ["my-project"]
 

@@ -34,11 +34,17 @@ def _resolve(doc: dict, node: dict) -> dict:
 # ---------------------------------------------------------------------------------------------- 25.2 projects
 
 
-def test_an_unknown_project_says_how_to_create_and_grant_it(api_client, operator_client, agent):
+def test_an_unknown_or_ungranted_project_says_how_to_create_and_grant_it(api_client, operator_client, agent):
+    # To an agent an unknown project and an ungranted one get the same answer (no probing), with the steps.
     body = assert_problem(api_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"),
+                          403, "sessions/binding_not_granted", field="project_ids")
+    steps = ("project my-project is not granted to this agent: an operator creates the project if it does not "
+             "exist yet (POST /v1/projects) and grants it to this agent (PUT /v1/agents/<agent>/grants")
+    assert body["detail"].startswith(steps) and "docs/agents.md" in body["detail"]
+    # An operator naming an unknown project is told how to create it.
+    body = assert_problem(operator_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"),
                           400, field="project_ids")
     assert body["detail"].startswith("unknown project my-project: an operator creates it first (POST /v1/projects")
-    assert "PUT /v1/agents/<agent>/grants" in body["detail"] and "docs/agents.md" in body["detail"]
 
     # The documented steps (docs/agents.md, "Projects and grants"), as an operator would follow them:
     created = operator_client.post("/v1/projects", {"project_id": "my-project", "name": "My project"},
@@ -46,7 +52,7 @@ def test_an_unknown_project_says_how_to_create_and_grant_it(api_client, operator
     assert created.status_code == 201, created.content
     body = assert_problem(api_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"),
                           403, field="project_ids")
-    assert "is not granted to this agent: an operator grants it (PUT /v1/agents/<agent>/grants" in body["detail"]
+    assert body["detail"].startswith(steps)
     granted = operator_client.put(f"/v1/agents/{agent.username}/grants",
                                   {"project_ids": ["my-project"], "persona_ids": []}, format="json")
     assert granted.status_code == 200, granted.content

@@ -161,7 +161,7 @@ def test_error_details_never_say_daemon_or_cite_the_spec(api_client, session_id)
         assert_problem(api_client.post("/v1/learning-candidates", {
             "scope": {"kind": "session", "id": session_id}, "kind": "run_summary", "content": "x"},
             format="json"), 400)["detail"],
-        assert_problem(api_client.post("/v1/sessions", {"project_ids": ["nope"]}, format="json"), 400)["detail"],
+        assert_problem(api_client.post("/v1/sessions", {"project_ids": ["nope"]}, format="json"), 403)["detail"],
     ]
     assert details[0] == "unknown API route /v1/nope/never"
     assert details[1] == "run_summary candidates are captured by the service only"
