@@ -183,10 +183,10 @@ def _readme_block(marker: str) -> str:
     return match.group(1)
 
 
-def test_readme_first_steps_run_as_printed_end_with_the_preference_in_the_next_prompt(service):
+def test_readme_blocks_run_as_printed_end_with_the_preference_in_the_next_prompt(service):
     """Issue 25.1: the README's "First steps" block, pasted into a second shell of the checkout while the
     service runs (on the port it chose, here a free one rather than 8000), goes from nothing to a run whose
-    learned_context holds the published preference."""
+    learned_context holds the published preference; so does the README's quickstart-example block."""
     base, output, var_dir = service["base"], service["output"], service["var_dir"]
     assert output.printed_command("service URL").startswith("export KHEISH_URL=$(make -s url)")
     assert f"(prints {base})" in output.printed_command("service URL")
@@ -201,6 +201,14 @@ def test_readme_first_steps_run_as_printed_end_with_the_preference_in_the_next_p
     assert lines[2] == "active", done.stdout
     assert "# Learned Context" in done.stdout and "always report sizes in gigabytes" in done.stdout.lower()
     assert lines[-1] == "completed", done.stdout
+
+    # The README's next block, the runnable example, in the same second shell.
+    example = _readme_block("<!-- quickstart:")
+    assert "make -s url" in example and "127.0.0.1:8000" not in example
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", example], cwd=REPO_DIR, env=_shell_env(var_dir),
+                          capture_output=True, text=True, timeout=300, start_new_session=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: the preference came back in the next run's learned_context" in done.stdout
 
 
 def test_make_url_refuses_in_one_line_without_a_running_service(tmp_path):
