@@ -8,7 +8,10 @@ broker reachable, else 503) and ``/metrics`` (Prometheus text, for an operator k
 - gauges read at scrape time: runs by status, candidates by state, learnings by status, and the Celery queue
   depth (messages waiting in the broker);
 - ``kheish_http_request_duration_seconds``, a request latency histogram by method, route and status class,
-  filled by ``RequestMetricsMiddleware`` (per web process: each gunicorn worker keeps its own).
+  filled by ``RequestMetricsMiddleware``. Under gunicorn (``PROMETHEUS_MULTIPROC_DIR``, set by
+  ``kheish/gunicorn_conf.py``) every worker writes it to a file of its own and a scrape sums all of them, so
+  whichever worker answers, ``/metrics`` shows the whole server; a process without that variable (tests,
+  ``runserver``) keeps it in memory.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from rest_framework.exceptions import Throttled
 
@@ -38,10 +41,14 @@ from kheish.api.permissions import caller_is_operator
 METRICS_TOKEN_ENV = "KHEISH_METRICS_TOKEN"
 BROKER_TIMEOUT_S = 2.0
 
+# prometheus-client chose its value class (memory or per-process files) when it was imported, from this variable.
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 REGISTRY = CollectorRegistry(auto_describe=True)
+if MULTIPROCESS:
+    multiprocess.MultiProcessCollector(REGISTRY)  # the sum of every worker's files, read at scrape time
 REQUEST_LATENCY = Histogram(
     "kheish_http_request_duration_seconds", "HTTP request latency by method, route and status class",
-    ["method", "route", "status"], registry=REGISTRY,
+    ["method", "route", "status"], registry=None if MULTIPROCESS else REGISTRY,
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 

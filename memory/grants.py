@@ -2,7 +2,9 @@
 
 A session's persona and projects decide which learnings, candidates and (with ``search_visibility=
 learning_scopes``) which other agents' run records it sees, so binding is something an operator grants and an
-agent can never claim. Operators are not limited by grants."""
+agent can never claim - and what it reads is always its bindings intersected with its current grants
+(``memory.sessions.learning_scope_keys`` / ``caller_scopes``), so withdrawing a grant narrows live sessions at
+once (issue 19.2). Operators are not limited by grants."""
 
 from __future__ import annotations
 

@@ -392,3 +392,31 @@ def test_a_hostile_agent_sees_nothing_of_another_agents_through_any_route(world)
     assert MARK in json.dumps(_context(a, sa, MARK))
     assert a.get(f"/v1/learning-candidates/{candidate}").status_code == 200
     assert a.get(f"/v1/skills/{skill.skill_name}").status_code == 200
+
+
+def test_the_migration_gives_existing_candidates_their_proposer(world):
+    """Candidates written before ``proposed_by`` existed: captured ones belong to their run's session owner,
+    API ones to the actor of their ``create`` audit row; the rest stay operator-only."""
+    import importlib
+
+    from django.apps import apps
+    from django.db import connection
+
+    from memory.audit import record_audit
+    from tests.factories import LearningCandidateFactory, TerminalRunFactory
+
+    run = TerminalRunFactory(session=world.a.agent_sessions.first())
+    captured = LearningCandidateFactory(daemon=True, source_run=run)
+    proposed = LearningCandidateFactory()
+    record_audit(subject_type="learning_candidate", subject_id=proposed.public_id, action="create",
+                 actor=world.b, to_state="pending")
+    orphan = LearningCandidateFactory()
+    assert {c.proposed_by_id for c in (captured, proposed, orphan)} == {None}
+    migration = importlib.import_module("learnings.migrations.0004_candidate_proposed_by")
+    with connection.schema_editor() as editor:
+        migration.backfill(apps, editor)
+    owners = dict(LearningCandidate.objects.filter(pk__in=[captured.pk, proposed.pk, orphan.pk])
+                  .values_list("pk", "proposed_by"))
+    assert owners == {captured.pk: world.a.pk, proposed.pk: world.b.pk, orphan.pk: None}
+    assert world.b_client.get(f"/v1/learning-candidates/{proposed.public_id}").status_code == 200
+    assert world.b_client.get(f"/v1/learning-candidates/{orphan.public_id}").status_code == 404

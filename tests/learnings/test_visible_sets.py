@@ -13,7 +13,7 @@ from learnings.models import Learning
 from learnings.querysets import versions_digest
 from memory.clock import now_ms
 from memory.sessions import learning_scope_keys
-from tests.factories import AgentGrantFactory, ProjectFactory, SessionFactory
+from tests.factories import ProjectFactory, SessionFactory
 from tests.support.learnings import learning
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("spec_retrieval")]  # the lexical path's cache
@@ -21,9 +21,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("spec_retrieval")] 
 
 @pytest.fixture
 def scoped():
-    atlas = ProjectFactory(project_id="atlas")
-    session = SessionFactory(projects=[atlas])
-    AgentGrantFactory(user=session.owner, projects=[atlas])  # bound and granted: atlas is among its scopes
+    session = SessionFactory(projects=[ProjectFactory(project_id="atlas")])
     learning("Preferred editor is Helix.", kind="preference")
     learning("Project codename is Atlas.", scope=("project", "atlas"))
     learning("Session goal is cleanup.", kind="decision", scope=("session", session.public_id))

@@ -19,7 +19,7 @@ def test_session_scope_keys_match_bound_scope_keys_and_reads_narrow_them_to_gran
     bare = SessionFactory()
     assert session_scope_keys(bare.pk) == bound_scope_keys(bare) == learning_scope_keys(bare) == [
         f"session:{bare.public_id}", "workspace:default"]
-    session = SessionFactory(persona=PersonaFactory(persona_id="ops"))
+    session = SessionFactory(persona=PersonaFactory(persona_id="ops"), granted=False)
     projects = [ProjectFactory(project_id=pid) for pid in ("zeta", "alpha", "mid")]
     session.projects.set(projects)
     assert session_scope_keys(session.pk) == bound_scope_keys(session) == [
