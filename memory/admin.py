@@ -236,10 +236,21 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     search_fields = ["id", "session__id"]
     show_full_result_count = False
-    readonly_fields = ["session", "kind", "status", "submitted", "started", "finished",
+    readonly_fields = ["session", "kind", "status", "submitted", "started", "finished", "waiting_for",
                        "request_json", "input_json", "outputs_json", "error", "prompt_ledger"]
     fields = readonly_fields
     submitted = ms_column("submitted_at_ms", "Submitted")
+
+    @admin.display(description="Waiting for")
+    def waiting_for(self, obj):
+        """A waiting run's pending approvals or questions, with what the agent asked (wait-for-approval /
+        wait-for-user-question ``question``)."""
+        ids = list(obj.pending_approval_ids or []) + list(obj.pending_question_ids or [])
+        if not ids:
+            return EMPTY
+        what = "approval" if obj.pending_approval_ids else "answer"
+        asked = f": “{obj.pending_question}”" if obj.pending_question else ""
+        return f"{what} {', '.join(ids)}{asked}"
     started = ms_column("started_at_ms", "Started")
     finished = ms_column("finished_at_ms", "Finished")
     request_json = json_column("request", "Request")

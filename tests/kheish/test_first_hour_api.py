@@ -148,6 +148,14 @@ def test_wait_for_approval_keeps_the_question_until_resume(api_client, session_i
     events = api_client.get(f"/v1/runs/{run_id}/events").json()["results"]
     waits = [e["event"] for e in events if e["event"].get("run_event", {}).get("type") == "waiting_for_approval"]
     assert waits and waits[0]["run_event"]["question"] == "Deploy to production?"
+    from django.test import Client
+
+    from tests.support.console_data import staff_user
+
+    console = Client()
+    console.force_login(staff_user(superuser=True))
+    page = console.get(f"/admin/memory/run/{run_id[4:]}/change/").content.decode()
+    assert "Waiting for" in page and "approval req-1: “Deploy to production?”" in page
     resumed = api_client.post(f"/v1/runs/{run_id}/resume", {}, format="json").json()
     assert resumed["pending_approvals"] == [] and resumed["status"] == "running"
 
