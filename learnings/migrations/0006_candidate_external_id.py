@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('learnings', '0004_candidate_proposed_by'),
+        ('learnings', '0005_candidate_origin_labels'),
         ('memory', '0007_runmemoryrecord_capture_queued_at_ms'),
     ]
 
