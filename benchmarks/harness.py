@@ -108,6 +108,16 @@ def gunicorn_server(settings_dict: dict, *, workers: int = 2, threads: int = 2) 
         proc.wait(timeout=10)
 
 
+def grant_project(agent, project_id: str, *, actor) -> None:
+    """Grant an agent one more project, as an operator does before binding its sessions there: an agent's
+    session reads only the scopes it is still granted (memory.grants), operator=True binding or not."""
+    from memory.grants import grants_for, grants_set
+
+    current = grants_for(agent)
+    grants_set(agent=agent, project_ids=[*current.project_ids, project_id], persona_ids=list(current.persona_ids),
+               actor=actor)
+
+
 def gunicorn_worker_rss_mib(port: int) -> float:
     """The largest resident set (VmRSS) among the workers of the gunicorn serving ``port`` (its master left out),
     read from /proc; NaN where there is no /proc."""

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from django.db import connection
 
-from benchmarks.harness import Results, database_url_of, gunicorn_server, gunicorn_worker_rss_mib
+from benchmarks.harness import Results, database_url_of, grant_project, gunicorn_server, gunicorn_worker_rss_mib
 from benchmarks.recall_scale import QUERIES, sentences
 from learnings.services.imports import ImportItem, import_batch
 from learnings.validation import LearningScope
@@ -237,6 +237,7 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
     facts = sentences(size)
     project_id = f"peers-{size}"
     project_create(project_id=project_id, name=project_id, actor=operator.api_key.user)
+    grant_project(agent.api_key.user, project_id, actor=operator.api_key.user)
     print(f"peers: {label} - embedding and loading…", flush=True)
     embed(facts)
     started = time.perf_counter()
