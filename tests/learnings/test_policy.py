@@ -422,7 +422,7 @@ def test_validation_messages(policy, field, message):
     assert str(error) == message
 
 
-def test_valid_edge_policies():
+def test_valid_edge_policies_and_their_near_misses():
     # Disabled capture/judge may carry zeros and large values.
     LearningPolicy.from_request(
         {
@@ -451,6 +451,25 @@ def test_valid_edge_policies():
             }
         }
     )
+    # The near misses of those edges are refused, naming the field.
+    near_misses = [
+        ({"judge": {"enabled": True, "timeout_ms": 0}}, "judge.timeout_ms",
+         "learning judge timeout_ms must be greater than zero"),
+        ({"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 0}}},
+         "capture.semantic_candidates.max_candidates_per_run",
+         "semantic capture max_candidates_per_run must be greater than zero"),
+        ({"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 9}}},
+         "capture.semantic_candidates.max_candidates_per_run",
+         "semantic capture max_candidates_per_run must be 8 or lower"),
+        ({"publication": {"rules": [{"action": "publish_provisional", "kind": "procedure", "min_confidence": 101}]}},
+         "publication.rules[0].min_confidence",
+         "learning publication rule #0 min_confidence must be between 0 and 100"),
+        ({"publication": {"quarantined_rule_names": ["a", "A"]}}, "publication.quarantined_rule_names[1]",
+         "learning publication quarantine names must be unique"),
+    ]
+    for policy, field_name, message in near_misses:
+        error = policy_error({"policy": {"mode": "shadow", **policy}})
+        assert (error.field, error.message) == (field_name, message)
 
 
 def test_validate_checks_default_action_before_rules():
