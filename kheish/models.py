@@ -1,4 +1,5 @@
-"""The one table of the composition layer: the embedded broker's messages (``kheish.broker``)."""
+"""The composition layer's tables: the embedded broker's messages (``kheish.broker``) and the shared request
+counters behind the throttle (``kheish.counters``)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,20 @@ class BrokerMessage(models.Model):
 
     def __str__(self) -> str:
         return f"message {self.pk} on {self.queue}"
+
+
+class RateCounter(models.Model):
+    """One fixed-window count (``kheish:throttle:<scope>:<principal>:<period>:<window>``), shared by every
+    worker and node that uses the database. Written only through ``kheish.counters.DatabaseCounterCache``;
+    the table is UNLOGGED (see the migration): counts are not worth a WAL record, and a crash that empties
+    the table only forgives the current windows."""
+
+    key = models.CharField(max_length=255, primary_key=True)
+    value = models.BigIntegerField()
+    expires = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "kheish_rate_counter"
+
+    def __str__(self) -> str:
+        return f"{self.key} = {self.value}"

@@ -39,7 +39,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "axes",
+    "kheish.apps.SignInLockoutsConfig",  # django-axes, labelled for operators
     "memory",
     "learnings",
     "skills",
@@ -153,11 +153,21 @@ KHEISH_THROTTLE_OPERATOR = env.str("KHEISH_THROTTLE_OPERATOR", default="6000/m")
 # Failed API-key authentications; past these, failures get 429 + Retry-After (a valid key is never refused).
 KHEISH_AUTH_FAILURES_PER_ADDRESS = env.str("KHEISH_AUTH_FAILURES_PER_ADDRESS", default="100/5m")
 KHEISH_AUTH_FAILURES_PER_PREFIX = env.str("KHEISH_AUTH_FAILURES_PER_PREFIX", default="20/5m")
-# "default" holds the per-principal counts (local memory: per gunicorn worker; redis://... for one shared
-# count); "auth_failures" the failure counts, in the database by default so every worker and process shares
-# one count (its table is made by `createcachetable`, which `make run` and the test database run).
+# Caches. "default": KHEISH_CACHE_URL (redis://... to share it between workers and nodes), local memory if unset.
+# "throttle": where the per-principal request counts live (KHEISH_THROTTLE_CACHE_URL): "database" (one atomic
+# upsert per request in an UNLOGGED table, kheish.counters: one count for every worker and node on this
+# database), a redis://... URL (shared too, no database round trip), or locmemcache:// (free, but each
+# gunicorn worker then counts on its own, so the ceiling multiplies with the workers). Unset: the
+# KHEISH_CACHE_URL cache when that is set, else "database". "auth_failures": the failed-key counts
+# (KHEISH_AUTH_FAILURE_CACHE_URL), Django's database cache by default, shared the same way (its table is made
+# by `createcachetable`, which `make run` and the test database run).
+_DATABASE_COUNTERS = {"BACKEND": "kheish.counters.DatabaseCounterCache"}
+_cache_url = env.str("KHEISH_CACHE_URL", default="")
+_throttle_cache_url = env.str("KHEISH_THROTTLE_CACHE_URL", default="") or _cache_url or "database"
 CACHES = {
-    "default": env.cache_url("KHEISH_CACHE_URL", default="locmemcache://"),
+    "default": env.cache_url_config(_cache_url or "locmemcache://"),
+    "throttle": dict(_DATABASE_COUNTERS) if _throttle_cache_url == "database"
+    else env.cache_url_config(_throttle_cache_url),
     "auth_failures": env.cache_url("KHEISH_AUTH_FAILURE_CACHE_URL", default="dbcache://kheish_auth_failures"),
 }
 
@@ -199,6 +209,8 @@ if CELERY_BROKER_URL.startswith("database://"):
         # An idle worker is woken by a notification when a task is queued; this is the longest it waits anyway.
         "polling_interval": env.float("KHEISH_BROKER_POLL_S", default=1.0),
     }
+# Beat sends only while it holds a PostgreSQL advisory lock: one beat schedules across all nodes (kheish.beat).
+CELERY_BEAT_SCHEDULER = "kheish.beat:LeaderScheduler"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

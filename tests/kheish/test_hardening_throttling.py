@@ -102,7 +102,7 @@ def test_default_limits_leave_an_honest_client_alone(agent_key):
 
 def test_requests_per_principal_are_capped_with_429_and_retry_after(settings, agent_key, other_agent_key):
     settings.KHEISH_THROTTLE_AGENT = "5/m"
-    caches["default"].clear()
+    caches["throttle"].clear()
     client = client_for(agent_key.plaintext)
     for _ in range(5):
         assert client.get("/v1/sessions").status_code == 200
@@ -116,7 +116,7 @@ def test_requests_per_principal_are_capped_with_429_and_retry_after(settings, ag
 def test_operators_have_their_own_rate(settings, agent_key, operator_key):
     settings.KHEISH_THROTTLE_AGENT = "2/m"
     settings.KHEISH_THROTTLE_OPERATOR = "off"
-    caches["default"].clear()
+    caches["throttle"].clear()
     operator = client_for(operator_key.plaintext)
     for _ in range(5):
         assert operator.get("/v1/sessions").status_code == 200
