@@ -356,7 +356,7 @@ def test_valid_candidate_and_learning():
     validate_learning(Learning())
     validate_learning(vars(Learning()))
     # one field off, refused with its message
-    with raises("run_summary candidates are daemon-owned", "kind"):
+    with raises("run_summary candidates are captured by the service only", "kind"):
         validate_candidate(Candidate(kind="run_summary", origin="api", content="Request mentioned <redacted>."))
     with raises("learning confidence must be between 0 and 100", "confidence"):
         validate_candidate(vars(Candidate(confidence=101)))
