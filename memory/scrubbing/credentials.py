@@ -59,27 +59,44 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
 
 # A.5 PEM private keys. Run first, so an assignment such as ``private_key: -----BEGIN …`` cannot cut the
 # header off and leave the body behind. A block written on one line (JSON with ``\n`` escapes) ends at its
-# END marker on that line; a block with no END marker is redacted to the end of the text.
-_PEM_BEGIN = re.compile(r"-----BEGIN [^\n]*?PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END [^\n]*?PRIVATE KEY(?: BLOCK)?-----")
+# END marker on that line. A block with no END marker (a truncated paste) ends where its body ends: after the
+# header lines (``Proc-Type: …``), the base64 lines and the line breaks between them - the text after it (a
+# question, a certificate path) is not part of the key. The label between ``BEGIN`` and ``PRIVATE KEY`` is
+# bounded (``RSA``, ``ENCRYPTED``, ``OPENSSH``, ``PGP``…), so an opener costs the same wherever it stands.
+_PEM_BEGIN = re.compile(r"-----BEGIN [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
+# The body of a truncated block, in one possessive pass: header lines right after the opener, a blank line,
+# base64 lines of 40+ characters (one per line, JSON-escaped ``\n`` line breaks, or flattened with spaces) and a
+# last partial line (it has a digit or ``+/=``: a word of prose after the block is not part of it).
+_NL = r"[ \t]*+(?:\r?\n|\\r?\\n)"
+_PEM_BODY = re.compile(
+    rf"(?:{_NL}[ \t]*+[A-Za-z][A-Za-z0-9-]{{0,40}}: [^\n\\]{{0,200}}+)*+"
+    rf"(?:{_NL}(?={_NL}))?+"
+    rf"(?:(?:{_NL}|[ \t]++)[ \t]*+[A-Za-z0-9+/=]{{40,}}+)*+"
+    rf"(?:{_NL}[ \t]*+(?=[A-Za-z]{{0,39}}[0-9+/=])[A-Za-z0-9+/=]{{1,39}}+(?=[\s\"'\\.…,]|\Z))?+"
+)
 
 
 def _redact_pem(text: str, counts: dict[str, int]) -> str:
     edits: list[tuple[int, int, str]] = []
     pos = 0
+    no_end = False  # no END marker after some opener: none after a later one either (one search in all)
     while True:
         begin = _PEM_BEGIN.search(text, pos)
         if begin is None:
             break
-        end = _PEM_END.search(text, begin.end())
-        stop = end.end() if end is not None else len(text)
+        end = None if no_end else _PEM_END.search(text, begin.end())
+        no_end = end is None
+        if end is not None:
+            stop = end.end()
+        else:
+            stop = _PEM_BODY.match(text, begin.end()).end()
+            while stop > begin.end() and text[stop - 1] in " \t\r\n":
+                stop -= 1  # the line break after the body is the text's, not the key's
         edits.append((begin.start(), stop, PRIVATE_KEY_MARKER))
         _bump(counts, KIND_PRIVATE_KEY)
-        if end is None:
-            break
-        pos = stop
+        pos = max(stop, begin.end())
     return _splice(text, edits)
-
 
 
 # Words without which no key is sensitive under the rules above, searched in the lower-cased text. Each
@@ -106,7 +123,7 @@ _KEY_NEEDLES = tuple(
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # ``"key": v`` / ``'key'=v``, ``key=v``, and a header-style ``key: v`` inside a line (``-H x-api-key: v``).
-_PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]*)(?:(["'])[ \t]*[:=]|=|:(?=[ \t]))[ \t]*""")
+_PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]{0,64}+)(?:(["'])[ \t]*+[:=]|=|:(?=[ \t]))[ \t]*+""")
 _PAIR_LEFT = frozenset(" \t\r\n,;{([|")
 _VALUE_STOP = re.compile(r"""[\s"',;&)\]}<]""")
 
@@ -124,7 +141,7 @@ _COOKIE_ATTRIBUTES = frozenset(
 )  # fmt: skip
 _COOKIE_ITEM = re.compile(r"""[ \t]*([!#$%&'*+\-.^_`|~0-9A-Za-z]+)(?:=("[^"\n]*"|[^\s;]*))?[ \t]*""")
 _WORD_END = re.compile(r"\S+")
-_URL_START = re.compile(r"[ \t]+[A-Za-z][A-Za-z0-9+.\-]*://")
+_URL_START = re.compile(r"[ \t][A-Za-z][A-Za-z0-9+.\-]{0,31}://")  # one space: a run is searched once
 _TRAILING = ".,;:!?)]}"
 _URLISH = re.compile(r"[/?#&]")
 
@@ -170,7 +187,7 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
         span = (start, close + 1 if close > 0 else end)
     elif text[start:end] in _YAML_BLOCK:
         return _yaml_block_span(text, line_start, end)
-    elif is_reference(text[start:end]):
+    elif is_reference(text[start : min(end, start + _REFERENCE_CHARS)]):
         return None  # ``${{ secrets.GITHUB_TOKEN }}``
     else:
         word = _WORD_END.match(text, start, end)
@@ -179,7 +196,7 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
             return None
         if "passphrase" in bare or "pass phrase" in bare:
             url = _URL_START.search(text, start, end)
-            stop = url.start() if url else end
+            stop = len(text[start : url.start()].rstrip()) + start if url else end
         elif text[start:stop].lower() in _AUTH_SCHEMES and stop < end:
             following = _WORD_END.search(text, stop, end)
             stop = following.end() if following else stop
@@ -264,19 +281,18 @@ def _yaml_block_span(text: str, line_start: int, value_end: int) -> list[tuple[i
     return [(first, last)] if first >= 0 and last > first else None
 
 
+_QUOTED_REST = {quote: re.compile(rf"(?:[^{quote}\\]++|\\.)*+{quote}", re.DOTALL) for quote in "\"'`"}
+
+
 def _quoted_end(text: str, start: int, limit: int) -> int:
-    """Index of the closing quote matching ``text[start]`` (backslash escapes honoured), or -1."""
-    quote = text[start]
-    i = start + 1
-    while i < limit:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == quote:
-            return i
-        i += 1
-    return -1
+    """Index of the closing quote matching ``text[start]`` (backslash escapes honoured), or -1 (one pass)."""
+    pattern = _QUOTED_REST.get(text[start])
+    rest = pattern.match(text, start + 1, limit) if pattern is not None else None
+    return rest.end() - 1 if rest is not None else -1
+
+
+# A reference (``${{ secrets.X }}``, ``os.environ[...]``) is short: only that much of a value is looked at.
+_REFERENCE_CHARS = 256
 
 
 def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, line_end: int) -> tuple[int, int] | None:
@@ -293,7 +309,9 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
     elif (key_start > 0 and text[key_start - 1] not in _PAIR_LEFT) or key.lower() == "key":
         return None  # ``the key=value syntax`` is prose far more often than a credential
     value_start = tail.end()
-    if value_start >= line_end or is_reference(text[value_start:line_end]):
+    if value_start >= line_end or not _is_sensitive_key(key):
+        return None
+    if is_reference(text[value_start : min(line_end, value_start + _REFERENCE_CHARS)]):
         return None
     if text[value_start] in "\"'":
         close = _quoted_end(text, value_start, line_end)
@@ -304,13 +322,22 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
         stop = _VALUE_STOP.search(text, value_start, line_end)
         span = (value_start, stop.start() if stop else line_end)
     value = text[span[0] : span[1]]
-    if span[1] <= span[0] or _is_marker(value) or not _is_sensitive_key(key) or _url_placeholder(text, span[1], value):
-        return None
-    if text.startswith("<redacted", span[1]):
-        return None  # ``sid=<redacted>``: the value was redacted already
-    if not quote and text[key_end] == ":" and is_prose_word(value):
-        return None  # ``the token: required``
+    if (
+        span[1] <= span[0]
+        or _is_marker(value)
+        or _url_placeholder(text, span[1], value)
+        or text.startswith("<redacted", span[1])  # ``sid=<redacted>``: the value was redacted already
+        or (not quote and text[key_end] == ":" and is_prose_word(value))  # ``the token: required``
+    ):
+        # Not a secret value; the key words inside it (``token={token=…``) are not keys either: later hits skip
+        # it, so a value is read once however many key words it holds.
+        raise _NotAValue(span[1])
     return span
+
+
+class _NotAValue(Exception):
+    def __init__(self, end: int) -> None:
+        self.end = end
 
 
 _PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-\"'=:")
@@ -371,7 +398,11 @@ def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
         tail = _PAIR_TAIL.match(text, j)
         if tail is None:
             continue
-        span = _pair_value_span(text, i, tail, line_start, line_end)
+        try:
+            span = _pair_value_span(text, i, tail, line_start, line_end)
+        except _NotAValue as rejected:
+            done = max(done, rejected.end)
+            continue
         if span is not None and span[0] >= done:
             edits.append((span[0], span[1], REDACTED))
             _bump(counts, KIND_ASSIGNMENT)
@@ -601,12 +632,14 @@ def _redact_jwts(text: str, counts: dict[str, int]) -> str:
 # A.6 URL query parameters (after '?' or '&'; extension: the first parameter of a fragment, ``#access_token=``),
 # plus (extension) the password of ``scheme://user:pw@host``. Neither a parameter value nor a URL password can
 # hold '<', so neither is ever a marker already; placeholders and references (``?key=$KEY``) stay.
-_PARAM_KEY = r"""([^\s&"'<>)\]}?=]+)="""
+_PARAM_KEY = r"""([^\s&"'<>)\]}?=#]{1,256})="""  # bounded: a key is short, and a start fails fast
 _PARAM_VALUE = r"""[^\s&"'<>)\]}]"""
 # One pattern per introducer, each starting with a literal (a character class would lose the fast scan).
 _QUERY_PARAMS = tuple(re.compile(rf"{lead}{_PARAM_KEY}({_PARAM_VALUE}*)") for lead in (r"\?", "#"))
 _QUERY_KEYS = tuple(re.compile(rf"{lead}{_PARAM_KEY}") for lead in (r"\?", "#"))
 _AMP_KEY = re.compile(f"&{_PARAM_KEY}")
+_AMP_PARAM = re.compile(f"&{_PARAM_KEY}({_PARAM_VALUE}+)")
+_AMP_KEYS_AT_ONCE = 8
 _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 
@@ -633,7 +666,19 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
             text = _splice(text, edits)
     # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
     keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
-    if keys:
+    if len(keys) > _AMP_KEYS_AT_ONCE:
+        # Many distinct sensitive keys (one look-behind each would make every '=' cost them all): one pass that
+        # checks each parameter's key instead.
+        def replace(m: re.Match[str]) -> str:
+            value = m.group(2)
+            following = m.string[m.end() : m.end() + 1]
+            if m.group(1) not in keys or is_placeholder(value + following if following in ")]}" else value):
+                return m.group(0)
+            _bump(counts, KIND_URL_PARAM)
+            return f"&{m.group(1)}={REDACTED}"
+
+        text = _AMP_PARAM.sub(replace, text)
+    elif keys:
         # One scan: the pieces between the values and the values themselves alternate.
         pieces = _amp_values(keys).split(text)
         if len(pieces) > 1:

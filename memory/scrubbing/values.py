@@ -18,11 +18,11 @@ revoke reasons.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 
 from memory.scrubbing.markers import _is_marker
+from memory.scrubbing.scan import _small_cache
 
 # A.1 sensitive-key rules (exact spec wording; cached because keys repeat a lot).
 _SENSITIVE_SUBSTRINGS = (
@@ -39,9 +39,14 @@ _COMPACT_CONTAINS = (
     "subscriptionkey", "secret", "password", "passphrase", "privatekey", "credential",
 )  # fmt: skip
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
+# Each list searched at once (one C-level scan instead of a Python loop over the needles).
+_SENSITIVE_SEARCH, _SEPARATOR_SEARCH, _COMPACT_SEARCH = (
+    re.compile("|".join(map(re.escape, needles))).search
+    for needles in (_SENSITIVE_SUBSTRINGS, _SEPARATOR_CONTAINS, _COMPACT_CONTAINS)
+)
 
 
-_EXCEPTION_KEY = re.compile(r"[\w.$]*(?:Exception|Error|Warning|Fault|Failure)\Z")
+_EXCEPTION_SUFFIXES = ("Exception", "Error", "Warning", "Fault", "Failure")
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -50,29 +55,29 @@ def _key_words(key: str) -> list[str]:
     return [word.lower() for word in _WORDS.findall(key)]
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def _is_sensitive_key(key: str) -> bool:
     key = key.strip()
-    if _EXCEPTION_KEY.search(key.strip("\"'`")):
+    if key.strip("\"'`").endswith(_EXCEPTION_SUFFIXES):
         return False  # ``InvalidCredentialsException: 401`` is an error message, not an assignment
     lowered = key.lower()
     separated = lowered.replace("-", "_")
-    if any(needle in lowered or needle in separated for needle in _SENSITIVE_SUBSTRINGS):
+    if _SENSITIVE_SEARCH(lowered) or _SENSITIVE_SEARCH(separated):
         return True
     if separated == "token" or separated.endswith("_token"):
         return True
-    if any(needle in separated for needle in _SEPARATOR_CONTAINS):
+    if _SEPARATOR_SEARCH(separated):
         return True
     compact = _NON_ALNUM.sub("", lowered)
     if compact in ("token", "key", "apikey") or compact.endswith("apikey"):
         return True
-    if any(needle in compact for needle in _COMPACT_CONTAINS):
+    if _COMPACT_SEARCH(compact):
         return True
     # Extension: any key whose last word is ``token`` (``SessionToken``, ``X-Amz-Security-Token``, ``csrftoken``).
     return compact.endswith("token")
 
 
-@functools.lru_cache(maxsize=1024)
+@_small_cache(1024)
 def _is_sensitive_url_key(name: str) -> bool:
     compact = _NON_ALNUM.sub("", name.lower())
     if compact in ("key", "sig", "signature", "code") or _is_sensitive_key(name):
@@ -126,7 +131,7 @@ def is_reference(value: str) -> bool:
     return _REFERENCE.fullmatch(value.strip().strip("\"'`")) is not None
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def is_placeholder(value: str) -> bool:
     """A reference to a secret kept elsewhere, a mask, a marker, or a value whose words say it is not real."""
     value = value.strip()
@@ -166,7 +171,7 @@ _PROSE_WORDS = frozenset({
 _PROSE_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def is_prose_word(word: str) -> bool:
     """A function word or participle: what follows a key in a sentence about the secret, not a value."""
     core = word.strip(_VALUE_TRIM).lower()
@@ -204,7 +209,7 @@ def required_entropy(length: int) -> float:
     return min(ENTROPY_CEILING, max(ENTROPY_FLOOR, 0.75 * math.log2(max(length, 2))))
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
     """A value shaped like a credential: see the module docstring."""
     value = value.strip(_VALUE_TRIM) if value[-1:] != "=" else value.lstrip(_VALUE_TRIM)
