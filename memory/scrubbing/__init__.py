@@ -99,14 +99,12 @@ def scrub(text: str, *, redact_pii: bool = True) -> ScrubResult:
 
 
 def looks_like_secret(text: str) -> bool:
-    """Spec §4.19 ``learning_content_has_secret_material``: a redaction marker, anything step A would
-    redact, or an assignment-shaped secret (word, squashed and structured markers)."""
+    """Spec §4.19 ``learning_content_has_secret_material``: anything step A would redact, or an assignment-shaped
+    secret (word, squashed and structured markers). Text that is already redacted (``secret_token=<redacted>``)
+    holds no secret: a marker is not one (issue 20)."""
     trimmed = text.strip()
     if not trimmed:
         return False
-    lowered = trimmed.lower()
-    if "<redacted" in lowered:
-        return True
     if _step_a(trimmed, _config())[0] != trimmed:
         return True
     return _has_secret_assignment(trimmed)

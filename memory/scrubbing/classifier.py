@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from memory.scrubbing.values import _key_words, is_placeholder, is_prose_word, is_secret_shaped
+from memory.scrubbing.values import _key_words, is_describing_word, is_placeholder, is_secret_shaped
 
 _WORD_MARKERS = (
     "access token is", "access token:", "access token =", "api key is", "api key:", "api key =",
@@ -79,7 +79,7 @@ def _gives_value(rest: str) -> bool:
         return False
     word = words[0]
     core = word.strip(_VALUE_TRIM)
-    if not core or is_prose_word(word) or is_placeholder(word) or _SMALL_NUMBER.fullmatch(core):
+    if not core or is_describing_word(word) or is_placeholder(word) or _SMALL_NUMBER.fullmatch(core):
         return False
     return not (core.lower() in ("bearer", "basic") and len(words) == 1)
 

@@ -27,6 +27,7 @@ _PHONE_CANDIDATE = re.compile(
     r"(?!\w)(?![\-./]\w)"  # and not glued to a word on the right (04125588-4944-ec87-… is a UUID)
 )
 _CANDIDATE_SEPARATOR = re.compile(r"[ \t\u00a0().\-/]")
+_ZIP_PLUS_4 = re.compile(r"\d{5}-\d{4}")
 _IPV4 = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
 _DATE_PREFIX = re.compile(r"\(?(?:(?:19|20)\d\d[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.](?:19|20)\d\d)")
 _COORDINATES = re.compile(r"-?\d{1,3}\.\d+[\s,]+-?\d{1,3}\.\d+")
@@ -117,6 +118,8 @@ def _international_phones(text: str, left: int, right: int, regions: str) -> lis
     n = len(text)
     for m in _PHONE_CANDIDATE.finditer(text, left, right):
         candidate = m.group(0)
+        if _ZIP_PLUS_4.fullmatch(candidate):
+            continue  # a US ZIP+4 code (``CA 90210-1234``), not a phone number
         digits = _NON_DIGITS.sub("", candidate)
         if len(digits) > 24:
             continue

@@ -332,10 +332,15 @@ def _run_redactions(text: str, start: int, end: int) -> list[tuple[int, int, str
     19 digits (no card or phone has more), and the prefix walk stops after 11 digits.
     """
     found: list[tuple[int, int, str, str]] = []
-    # digits_after[k]: the digits in text[start + k : end] (counted in C: a 0/1 copy, summed from the right).
-    flags = _classify(text[start:end], _DIGIT_FLAG)
-    digits_after = list(accumulate(flags[::-1]))[::-1]
-    digits_after.append(0)
+    # digits_after[k]: the digits in text[start + k : end] (a long run is counted in C: a 0/1 copy, summed from
+    # the right; a short one, the common case, in a plain loop, cheaper there).
+    if end - start > 64:
+        digits_after = list(accumulate(_classify(text[start:end], _DIGIT_FLAG)[::-1]))[::-1]
+        digits_after.append(0)
+    else:
+        digits_after = [0] * (end - start + 1)
+        for k in range(end - start - 1, -1, -1):
+            digits_after[k] = digits_after[k + 1] + text[start + k].isdigit()
     whole_ok = _end_allowed(text, end)
     pos = start
     next_start = _RUN_START.search
@@ -417,6 +422,15 @@ _EMBEDDED_EMAIL = re.compile(
 )
 
 
+_SCP_PATH = re.compile(r":[\w~./\-]")
+
+
+def _remote_login(text: str, start: int, end: int) -> bool:
+    """``user@host`` that is a login, not an address: an SSH/scp remote (``git@github.com:org/repo.git``,
+    ``deploy@web-1:~/app``) or the user part of a URL (``ssh://git@github.com/org/repo``)."""
+    return _SCP_PATH.match(text, end) is not None or text.endswith("://", 0, start)
+
+
 def _redact_emails(text: str, counts: dict[str, int]) -> str:
     edits: list[tuple[int, int, str]] = []
     find = text.find
@@ -426,7 +440,11 @@ def _redact_emails(text: str, counts: dict[str, int]) -> str:
         if _looks_like_email(text[start:end].strip(_TRIM)):
             edits.append((start, end, EMAIL_MARKER))
         else:
-            edits.extend((m.start(), m.end(), EMAIL_MARKER) for m in _EMBEDDED_EMAIL.finditer(text, start, end))
+            edits.extend(
+                (m.start(), m.end(), EMAIL_MARKER)
+                for m in _EMBEDDED_EMAIL.finditer(text, start, end)
+                if not _remote_login(text, m.start(), m.end())
+            )
         at = find("@", max(end, at + 1))
     if edits:
         _bump(counts, KIND_EMAIL, len(edits))

@@ -23,9 +23,9 @@ def _small_cache(maxsize: int, *, max_chars: int = 512) -> Callable[[_F], _F]:
 
         @functools.wraps(func)
         def call(first, *args, **kwargs):
-            if len(first) > max_chars:
-                return func(first, *args, **kwargs)
-            return cached(first, *args, **kwargs)
+            if kwargs:
+                return func(first, *args, **kwargs) if len(first) > max_chars else cached(first, *args, **kwargs)
+            return func(first, *args) if len(first) > max_chars else cached(first, *args)
 
         call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
         return call  # type: ignore[return-value]

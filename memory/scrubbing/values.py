@@ -73,8 +73,19 @@ def _is_sensitive_key(key: str) -> bool:
         return True
     if _COMPACT_SEARCH(compact):
         return True
-    # Extension: any key whose last word is ``token`` (``SessionToken``, ``X-Amz-Security-Token``, ``csrftoken``).
-    return compact.endswith("token")
+    # Extension: any key whose last word is ``token`` (``SessionToken``, ``X-Amz-Security-Token``, ``csrftoken``),
+    # and the ``pwd`` abbreviation of password (``pwd=``, ``DB_PWD``; ``PWD=/home/bob``, a directory, is left by
+    # ``is_directory_value``).
+    return compact.endswith(("token", "pwd"))
+
+
+_DIRECTORY = re.compile(r"""["']?(?:/|~|\.{1,2}/|[A-Za-z]:[\\/]|\$)""")
+
+
+def is_directory_value(key: str, value: str) -> bool:
+    """``PWD=/home/bob``: the shell's working directory, not a password, whose value is a path."""
+    lowered = key.lower()
+    return "pwd" in lowered and _NON_ALNUM.sub("", lowered).endswith("pwd") and _DIRECTORY.match(value) is not None
 
 
 @_small_cache(1024)
@@ -108,6 +119,8 @@ _REFERENCE = re.compile(
     | \[[A-Za-z_][\w \-]{0,60}\]                     # [YOUR_API_KEY]
     | (?:os\.environ|os\.getenv|getenv|ENV|env|process\.env|import\.meta\.env|System\.getenv|Deno\.env
        |secrets|vars|settings|config|credentials\.get|keyring\.get_password)[.\[(].*
+    | (?:new\s+|await\s+)?[A-Za-z_]\w{0,63}(?:\.[A-Za-z_]\w{0,63}){0,8}\((?:\)|["'`A-Za-z_$*]).*
+                                                  # a call reading one: getpass.getpass('Password: '), input("Key: ")
     """
 )
 _MASK = re.compile(r"x{4,}|X{4,}|\*{3,}|\.{3}|…|•{3,}|#{4,}|_{4,}|-{4,}")
@@ -143,8 +156,8 @@ def is_placeholder(value: str) -> bool:
     if _MASK.search(value):
         return True
     lowered = core.lower()
-    if "example" in lowered:  # AKIAIOSFODNN7EXAMPLE, wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY: documentation
-        return True
+    # (A value merely containing EXAMPLE - AWS's documented AKIAIOSFODNN7EXAMPLE - is not exempt: redacting a
+    # well-known example costs nothing, keeping a real key that happens to end in EXAMPLE would not.)
     words = [word for word in _SPLIT_WORDS.split(lowered) if word]
     if any(word in _PLACEHOLDER_WORDS for word in words):
         return True
@@ -182,6 +195,30 @@ def is_prose_word(word: str) -> bool:
     return core in _PROSE_WORDS or (len(core) > 4 and core.endswith(_PROSE_SUFFIXES))
 
 
+# Words that describe a secret rather than give it (beyond ``is_prose_word``'s function words and participles).
+_DESCRIBING = frozenset({
+    "too", "very", "quite", "correct", "incorrect", "wrong", "right", "weak", "strong", "secure", "insecure", "blank",
+    "new", "old", "same", "different", "temporary", "unknown", "known", "case", "sensitive", "simple", "complex",
+    "good", "bad", "fine", "ok", "okay", "empty", "there", "here", "what", "which", "who", "it", "something",
+    "nothing", "anything", "one", "mine", "yours", "ours", "theirs", "hers", "his", "unchanged", "default",
+    "public", "private", "secret", "hidden", "unique", "random", "easy", "hard", "obvious", "below", "above",
+    "inside", "outside", "somewhere", "elsewhere", "out", "safe", "lost", "gone", "exposed", "compromised",
+    "jwt", "base64", "hex", "uuid", "numeric", "alphanumeric", "ascii", "utf-8", "unicode", "single",
+    "per", "like", "about", "exactly", "just", "your", "my", "unset", "none", "null", "working", "fixed", "static",
+    "dynamic", "global", "local", "shared", "personal", "separate", "part",
+    "included", "attached", "enough", "longer", "shorter", "fresh", "stale", "live", "test", "production",
+    "staging", "prod", "dev", "development", "ready", "pending", "active", "inactive", "useless", "done",
+    "identical", "similar", "easier", "harder", "important", "confidential", "reset",
+    "put", "written", "given", "taken", "stolen", "broken", "forgotten", "shown",
+    "chosen", "leaked", "rotated", "still", "never", "always",
+})  # fmt: skip
+
+
+def is_describing_word(word: str) -> bool:
+    """A word that describes a secret after "<secret noun> is" instead of giving it (prose, or ``_DESCRIBING``)."""
+    return is_prose_word(word) or word.strip(_VALUE_TRIM).lower() in _DESCRIBING
+
+
 # --------------------------------------------------------------------------------------------------------
 # Secret-shaped values
 # --------------------------------------------------------------------------------------------------------
@@ -193,6 +230,7 @@ ENTROPY_CEILING = 3.3  # the requirement never exceeds this (hex carries at most
 _SHAPE_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~!@#$%^&*]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _PARTS = re.compile(r"[_\-.]")
+_WORDISH = re.compile(r"\d{0,3}(?:[A-Z]?[a-z]+|[A-Z]+)(?:[A-Z][a-z]+)*\d{0,3}")
 _VERSIONISH = re.compile(r"v?\d+(?:[._\-]\d+)*(?:[._\-][A-Za-z]+\d*)?")
 
 
@@ -229,6 +267,8 @@ def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
         return False
     if not (digit or symbol or (lower and upper and n >= 16)):
         return False  # words and identifiers
+    if _WORDISH.fullmatch(value):
+        return False  # a word or a name with a number before or after it: ``1Password``, ``Office365``, ``OAuth2``
     parts = _PARTS.split(value)
     if len(parts) > 1 and all(part.isalpha() or len(part) <= 4 for part in parts):
         return False  # identifiers made of words and short numbers: ``user_id_2024``, ``key-2024-v3``
