@@ -74,7 +74,7 @@ def _key_looks_secret(key: str) -> bool:
 
 def _gives_value(rest: str) -> bool:
     """Whether the text after a marker gives a value (see the module docstring)."""
-    words = rest.split(None, 1)
+    words = rest.lstrip("=").split(None, 1)  # ``password := …``: the ``=`` of Go's declaration
     if not words:
         return False
     word = words[0]

@@ -175,6 +175,8 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
     if not _is_sensitive_key(key):
         return None
     start = sep + 1
+    if text[sep] == ":" and text.startswith("=", start):
+        start += 1  # ``password := readPassword()``: Go's declaration, one separator
     while start < line_end and text[start] in " \t":
         start += 1
     end = line_end

@@ -423,12 +423,17 @@ _EMBEDDED_EMAIL = re.compile(
 
 
 _SCP_PATH = re.compile(r":[\w~./\-]")
+# A login given to a remote-shell command on the same line (``ssh -i key.pem ubuntu@host``).
+_REMOTE_COMMAND = re.compile(r"(?<![\w\-])(?:ssh|scp|sftp|rsync|mosh|ssh-copy-id)[ \t]")
 
 
 def _remote_login(text: str, start: int, end: int) -> bool:
     """``user@host`` that is a login, not an address: an SSH/scp remote (``git@github.com:org/repo.git``,
     ``deploy@web-1:~/app``) or the user part of a URL (``ssh://git@github.com/org/repo``)."""
-    return _SCP_PATH.match(text, end) is not None or text.endswith("://", 0, start)
+    if _SCP_PATH.match(text, end) is not None or text.endswith("://", 0, start):
+        return True
+    line_start = text.rfind("\n", max(0, start - 120), start) + 1
+    return _REMOTE_COMMAND.search(text, max(line_start, start - 120), start) is not None
 
 
 def _redact_emails(text: str, counts: dict[str, int]) -> str:
@@ -438,7 +443,8 @@ def _redact_emails(text: str, counts: dict[str, int]) -> str:
     while at >= 0:
         start, end = _token_bounds(text, at, at + 1)
         if _looks_like_email(text[start:end].strip(_TRIM)):
-            edits.append((start, end, EMAIL_MARKER))
+            if not _remote_login(text, start, end):
+                edits.append((start, end, EMAIL_MARKER))
         else:
             edits.extend(
                 (m.start(), m.end(), EMAIL_MARKER)

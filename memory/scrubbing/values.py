@@ -216,7 +216,11 @@ _DESCRIBING = frozenset({
 
 def is_describing_word(word: str) -> bool:
     """A word that describes a secret after "<secret noun> is" instead of giving it (prose, or ``_DESCRIBING``)."""
-    return is_prose_word(word) or word.strip(_VALUE_TRIM).lower() in _DESCRIBING
+    core = word.strip(_VALUE_TRIM).lower()
+    if is_prose_word(word) or core in _DESCRIBING:
+        return True
+    parts = core.split("-")  # ``case-sensitive``, ``well-known``: a compound of describing words
+    return len(parts) > 1 and all(part.isalpha() for part in parts) and any(part in _DESCRIBING for part in parts)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -230,6 +234,7 @@ ENTROPY_CEILING = 3.3  # the requirement never exceeds this (hex carries at most
 _SHAPE_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~!@#$%^&*]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _PARTS = re.compile(r"[_\-.]")
+_HOST_NAME = re.compile(r"(?:[A-Za-z0-9._+\-]{1,64}@)?[a-z0-9\-]{1,63}(?:\.[a-z0-9\-]{1,63}){1,8}\.[a-z]{2,12}")
 _WORDISH = re.compile(r"\d{0,3}(?:[A-Z]?[a-z]+|[A-Z]+)(?:[A-Z][a-z]+)*\d{0,3}")
 _VERSIONISH = re.compile(r"v?\d+(?:[._\-]\d+)*(?:[._\-][A-Za-z]+\d*)?")
 
@@ -267,6 +272,8 @@ def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
         return False
     if not (digit or symbol or (lower and upper and n >= 16)):
         return False  # words and identifiers
+    if _HOST_NAME.fullmatch(value):
+        return False  # ``ubuntu@ec2-1-2-3-4.compute.amazonaws.com``, ``db-1.eu-west-1.rds.amazonaws.com``: a host
     if _WORDISH.fullmatch(value):
         return False  # a word or a name with a number before or after it: ``1Password``, ``Office365``, ``OAuth2``
     parts = _PARTS.split(value)

@@ -83,6 +83,8 @@ SCRUB_CLASSES: dict[str, dict[str, list]] = {
             "The passphrase is required on first boot.",
             "Your password is <redacted>.",
             "The password was reset by the admin.",
+            "The password is case-sensitive.",
+            "The API key is invalid.",
         ],
     },
     "GitLab tokens": {
@@ -160,6 +162,8 @@ SCRUB_CLASSES: dict[str, dict[str, list]] = {
             "scp build.tgz deploy@web-1.example.net:/srv/app/",
             "git+ssh://git@bitbucket.org/team/repo.git",
             "rsync -av ./ ops@backup.example.com:~/snapshots",
+            "ssh -i key.pem ubuntu@ec2-1-2-3-4.compute.amazonaws.com",
+            "origin  git@gitlab.com:team/app.git (fetch)",
         ],
     },
     "code that asks for a secret keeps the call": {
@@ -174,6 +178,8 @@ SCRUB_CLASSES: dict[str, dict[str, list]] = {
             "secret = read_secret()",
             "key = Fernet.generate_key()",
             "token = await vault.read('kv/app')",
+            'password := readPassword("Password: ")',
+            "pw = getpass.getpass(prompt='Password: ')",
         ],
     },
     "non-secret neighbours of a secret survive": {
@@ -282,6 +288,8 @@ CLASSIFIER_BENIGN = [
     "Uses Auth0 for login and OAuth2 for the public API.",
     "Rotates the Office365 app password every quarter.",
     "The password is too short for the new policy.",
+    "Connect with ssh -i key.pem ubuntu@ec2-1-2-3-4.compute.amazonaws.com for the bastion.",
+    'password := readPassword("Password: ")',
     # issue 20: code that reads a secret
     "password = getpass.getpass('Password: ')",
     'api_key = input("API key: ")',
