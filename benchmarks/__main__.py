@@ -1,7 +1,8 @@
 """`make bench`: build data at the stated sizes in a throw-away database, measure, print a table and write
 benchmarks/results.json. Not a test: figures are printed, never asserted.
 
-    python -m benchmarks [--quick] [--only plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale]
+    python -m benchmarks [--quick]
+                         [--only plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,scrubbing]
                          [--recall-data PATH] [--recall-limit N] [--scale-sizes 10000,100000]
 """
 
@@ -22,7 +23,8 @@ os.environ.setdefault("CELERY_BROKER_URL", "memory://")
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10x smaller data, for a smoke run")
-    parser.add_argument("--only", default="plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale")
+    parser.add_argument("--only",
+                        default="plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,scrubbing")
     parser.add_argument("--recall-data", default=None,
                         help="LongMemEval-format .jsonl or .jsonl.gz (default ../shared/data/longmemeval/...)")
     parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
@@ -89,6 +91,10 @@ def main() -> int:
 
             sizes = [int(size) // scale for size in args.scale_sizes.split(",") if size.strip()]
             recall_scale.run(results, sizes=sizes)
+        if "scrubbing" in wanted:
+            from benchmarks import scrubbing
+
+            scrubbing.run(results, scale=scale)
         results.add("bench.peak_rss", peak_rss_mib(), "MiB", "whole run")
         results.add("bench.wall_time", time.perf_counter() - started, "s", "whole run")
     finally:
