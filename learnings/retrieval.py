@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from learnings import policy_store, recall_sql, semantic
+from learnings import policy_store, recall_sql, semantic, standing
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
 from learnings.policy import RetrievalConfig
 from learnings.querysets import versions_digest
@@ -199,37 +199,81 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) ->
     return [found.rows[index] for index in ranked.order], ranked.scores[ranked.order]
 
 
-def _hybrid_records(scope_keys: list[str], query: str | None, config: RetrievalConfig) -> tuple[list, bool]:
-    at = now_ms()
-    limit = config.max_entries
+class Selection(NamedTuple):
+    """What may enter ``learned_context``, best first; whether relevant ones were left out by
+    ``max_entries``; and which of them hold a standing place (``learnings.standing``)."""
+
+    records: list[LearnedRecord]
+    truncated: bool
+    standing_ids: frozenset[str] = frozenset()
+
+
+def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int) -> list[tuple]:
     normalised = semantic.normalise_query(query)
     if normalised is None:
-        rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
-        return [_prepared(row)[0] for row in rows[:limit]], len(rows) > limit
+        return recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
     rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at)
     if not rows and semantic.is_explicit_memory_request(normalised):
         rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
-    return [_prepared(row)[0] for row in rows[:limit]], len(rows) > limit
+    return rows
+
+
+def _standing_rows(scope_keys: list[str], query: str | None, config: RetrievalConfig, budget_tokens: int,
+                   at: int) -> list[tuple]:
+    """The standing step, separate from the query-ranked one and composed before it."""
+    budget = standing.budget_for(config.standing_tokens, budget_tokens)
+    if budget <= 0:
+        return []
+    rows = standing.standing_rows(scope_keys, at)
+    sizes = [_prepared(row)[0].block.size for row in rows]
+    return standing.select(rows, query, budget, sizes, config.max_entries).rows
+
+
+def _hybrid_selection(scope_keys: list[str], query: str | None, config: RetrievalConfig,
+                      budget_tokens: int) -> Selection:
+    at = now_ms()
+    limit = config.max_entries
+    standing_rows = _standing_rows(scope_keys, query, config, budget_tokens, at)
+    taken = {row[0] for row in standing_rows}
+    ranked = [row for row in _query_ranked_rows(scope_keys, query, limit, at) if row[0] not in taken]
+    rows = standing_rows + ranked
+    records = [_prepared(row)[0] for row in rows[:limit]]
+    return Selection(records, len(rows) > limit, frozenset(_prepared(row)[0].learning_id for row in standing_rows))
+
+
+def learned_selection(
+    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
+    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
+) -> Selection:
+    """The learnings that may enter ``learned_context`` for this input, best first (see :func:`learned_records`).
+
+    ``budget_tokens`` is the section's budget (the policy's ``max_tokens`` under the window's, as the prompt
+    packer computes it; ``max_tokens`` when not given): the standing share is taken from it."""
+    config = config or current_retrieval()
+    if config.ranker == "lexical":
+        records = _lexical_records(scope_keys, query)
+        limit = config.max_entries
+        return Selection(records[:limit], len(records) > limit)
+    budget = config.max_tokens if budget_tokens is None else min(budget_tokens, config.max_tokens)
+    return _hybrid_selection(scope_keys, query, config, budget)
 
 
 def learned_records(
     *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
-    config: RetrievalConfig | None = None,
+    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
 ) -> tuple[list[LearnedRecord], bool]:
     """The learnings that may enter ``learned_context`` for this input, best first, and whether relevant ones
     were left out by ``retrieval.max_entries``.
 
     Visibility (scopes, live, unexpired, unshadowed) and every prompt gate (kind, active tier, not sensitive,
     not failed, automatic ⇒ verified, never escalated) are applied in SQL; the ranker the policy selects
-    orders the visible learnings; the explicit-memory fallback (§4.7) works with both. The token budget is the
-    prompt packer's (``kheish.composition``).
+    orders the visible learnings; the explicit-memory fallback (§4.7) works with both. With the hybrid ranker
+    the standing preferences and decisions (``learnings.standing``) come first, within their share of the
+    section. The token budget is the prompt packer's (``kheish.composition``).
     """
-    config = config or current_retrieval()
-    if config.ranker == "lexical":
-        records = _lexical_records(scope_keys, query)
-        limit = config.max_entries
-        return records[:limit], len(records) > limit
-    return _hybrid_records(scope_keys, query, config)
+    selection = learned_selection(session=session, scope_keys=scope_keys, query=query, usage=usage,
+                                  config=config, budget_tokens=budget_tokens)
+    return selection.records, selection.truncated
 
 
 def current_retrieval() -> RetrievalConfig:
@@ -238,12 +282,27 @@ def current_retrieval() -> RetrievalConfig:
 
 def learned_bundle(
     *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
-    config: RetrievalConfig | None = None,
+    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
 ) -> tuple[list[dict], bool]:
-    """:func:`learned_records` as the API's bundle entries (memory-context)."""
-    records, truncated = learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage,
-                                         config=config)
-    return [record.to_dict() for record in records], truncated
+    """:func:`learned_records` as the API's bundle entries (memory-context), each saying whether it holds a
+    standing place and when it was stated (``stated_at_ms``; its publication time when none was given)."""
+    selection = learned_selection(session=session, scope_keys=scope_keys, query=query, usage=usage,
+                                  config=config, budget_tokens=budget_tokens)
+    stated = stated_times([record.learning_id for record in selection.records])
+    entries = []
+    for record in selection.records:
+        entry = record.to_dict()
+        entry["stated_at_ms"] = stated.get(record.learning_id, record.published_at_ms)
+        entry["standing"] = record.learning_id in selection.standing_ids
+        entries.append(entry)
+    return entries, selection.truncated
+
+
+def stated_times(learning_ids: list[str]) -> dict[str, int]:
+    """When each of these learnings was stated: ``stated_at_ms``, or its publication time when none was given."""
+    pks = [int(learning_id.rsplit("-", 1)[1]) for learning_id in learning_ids]
+    rows = Learning.objects.filter(pk__in=pks).values_list("pk", "stated_at_ms", "published_at_ms")
+    return {f"{LEARNING_PREFIX}-{pk}": stated if stated is not None else published for pk, stated, published in rows}
 
 
 def _excerpt(content: str) -> str:
