@@ -151,6 +151,7 @@ def capture_run(run_pk: int) -> CaptureOutcome | None:
                         confidence=draft.confidence,
                         evidence_refs=evidence,
                         created_at_ms=record.recorded_at_ms,
+                        stated_at_ms=run.submitted_at_ms,  # the statement was made when the input was sent
                     )
                 except AppError as exc:  # e.g. an over-long model draft: dropped, the others still count
                     logger.info("semantic draft of %s dropped: %s", run.public_id, exc.detail)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from learnings import policy_store, recall_sql, semantic, standing
+from learnings import policy_store, recall_sql, semantic, standing, when
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
 from learnings.policy import RetrievalConfig
 from learnings.querysets import versions_digest
@@ -173,9 +173,35 @@ def _priors(scope_kinds: list[str], published: list[int]) -> np.ndarray:
     return SCOPE_PRIOR * (3 - priority) + RECENCY_PRIOR * recency
 
 
-def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) -> tuple[list[tuple], np.ndarray]:
+TIME_PRIOR = 0.2
+"""Fused-score bonus of a candidate stated in the time the question names (``learnings.when``)."""
+
+
+def reference_time(session: object) -> int:
+    """What "now" means for a session's questions ("yesterday", "last month"): the server's clock, or the
+    session's ``metadata.reference_time_ms`` (a replay or import of a past conversation pins its own)."""
+    metadata = getattr(session, "metadata", None) or {}
+    pinned = metadata.get("reference_time_ms") if isinstance(metadata, dict) else None
+    if isinstance(pinned, int) and not isinstance(pinned, bool) and 0 < pinned < 2**62:
+        return pinned
+    return now_ms()
+
+
+def _time_priors(query: str, ids: list[int], reference_ms: int) -> np.ndarray | None:
+    """TIME_PRIOR for the pool rows stated in the window the question names; ``None`` when it names none."""
+    found = when.window(query, reference_ms)
+    if found is None or not ids:
+        return None
+    stated = stated_times([f"{LEARNING_PREFIX}-{pk}" for pk in ids])
+    times = [stated.get(f"{LEARNING_PREFIX}-{pk}", 0) for pk in ids]
+    return TIME_PRIOR * np.array(when.in_window(times, found), dtype=np.float64)
+
+
+def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
+                      reference_ms: int | None = None) -> tuple[list[tuple], np.ndarray]:
     """The pool of a query (``recall_sql.pool``) in hybrid order, irrelevant candidates dropped, with the fused
-    score of each row returned."""
+    score of each row returned. A question that names a time (``learnings.when``, relative to
+    ``reference_ms``, now by default) prefers the candidates stated then."""
     query_vector = embedding.embed_many([query])[0].astype(np.float64)
     words = [word for word in semantic.query_terms(query.lower())][:64]
     found = recall_sql.pool(shape, scope_keys=scope_keys, at_ms=at, words=words, query_vector=query_vector)
@@ -184,6 +210,9 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) ->
     scope_kind_column = 3
     published_column = 5
     priors = _priors([row[scope_kind_column] for row in found.rows], [row[published_column] for row in found.rows])
+    timed = _time_priors(query, [row[0] for row in found.rows], at if reference_ms is None else reference_ms)
+    if timed is not None:
+        priors = priors + timed
     texts = [row[2] for row in found.rows]
     if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
         ranked = ranking.rank(query, texts, found.embeddings, query_vector, priors=priors)
@@ -208,11 +237,12 @@ class Selection(NamedTuple):
     standing_ids: frozenset[str] = frozenset()
 
 
-def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int) -> list[tuple]:
+def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int,
+                       reference_ms: int) -> list[tuple]:
     normalised = semantic.normalise_query(query)
     if normalised is None:
         return recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
-    rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at)
+    rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at, reference_ms)
     if not rows and semantic.is_explicit_memory_request(normalised):
         rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
     return rows
@@ -229,13 +259,14 @@ def _standing_rows(scope_keys: list[str], query: str | None, config: RetrievalCo
     return standing.select(rows, query, budget, sizes, config.max_entries).rows
 
 
-def _hybrid_selection(scope_keys: list[str], query: str | None, config: RetrievalConfig,
+def _hybrid_selection(session: object, scope_keys: list[str], query: str | None, config: RetrievalConfig,
                       budget_tokens: int) -> Selection:
     at = now_ms()
     limit = config.max_entries
     standing_rows = _standing_rows(scope_keys, query, config, budget_tokens, at)
     taken = {row[0] for row in standing_rows}
-    ranked = [row for row in _query_ranked_rows(scope_keys, query, limit, at) if row[0] not in taken]
+    ranked = [row for row in _query_ranked_rows(scope_keys, query, limit, at, reference_time(session))
+              if row[0] not in taken]
     rows = standing_rows + ranked
     records = [_prepared(row)[0] for row in rows[:limit]]
     return Selection(records, len(rows) > limit, frozenset(_prepared(row)[0].learning_id for row in standing_rows))
@@ -255,7 +286,7 @@ def learned_selection(
         limit = config.max_entries
         return Selection(records[:limit], len(records) > limit)
     budget = config.max_tokens if budget_tokens is None else min(budget_tokens, config.max_tokens)
-    return _hybrid_selection(scope_keys, query, config, budget)
+    return _hybrid_selection(session, scope_keys, query, config, budget)
 
 
 def learned_records(
@@ -358,7 +389,7 @@ def search_hits(
     config = config or current_retrieval()
     normalised = semantic.normalise_query(query)
     if config.ranker != "lexical" and normalised is not None:
-        rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms())
+        rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms(), reference_time(session))
         return [_hit(row, round(float(score) * SEARCH_SCORE_SCALE), ["content"]) for row, score in
                 zip(rows, scores, strict=True)]
     if normalised is not None and not semantic.query_terms(normalised):

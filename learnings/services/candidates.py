@@ -22,6 +22,7 @@ from learnings.services.cleaning import (
     clean_evidence_refs,
     clean_expiry,
     clean_source,
+    clean_stated_at,
     invalid,
     normalise_scope,
     semantic_key_digests,
@@ -54,6 +55,7 @@ def _new_candidate(
     created_at_ms: int,
     expires_at_ms: int | None,
     source_run: Run | None,
+    stated_at_ms: int | None = None,
 ) -> LearningCandidate:
     content_key, subject_key = semantic_key_digests(content)
     candidate = LearningCandidate(
@@ -69,6 +71,7 @@ def _new_candidate(
         evidence_refs=evidence_refs,
         created_at_ms=created_at_ms,
         expires_at_ms=expires_at_ms,
+        stated_at_ms=stated_at_ms,
         state=CandidateState.PENDING,
         source_run=source_run,
         content_key=content_key,
@@ -101,9 +104,12 @@ def candidate_create(
     source: object = None,
     evidence_refs: object = None,
     expires_at_ms: object = None,
+    stated_at_ms: object = None,
 ) -> LearningCandidate:
     """``POST /v1/learning-candidates``: origin is always ``api`` (an API caller cannot forge daemon
-    provenance), state ``pending``, created now; then validated (§3.4) and queued for review."""
+    provenance), state ``pending``, created now; then validated (§3.4) and queued for review. ``stated_at_ms``
+    (optional): when the statement was made, e.g. the date of the conversation it comes from; not in the
+    future."""
     if not isinstance(content, str):
         raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
     candidate = _new_candidate(
@@ -118,6 +124,7 @@ def candidate_create(
         created_at_ms=now_ms(),
         expires_at_ms=clean_expiry(expires_at_ms),
         source_run=None,
+        stated_at_ms=clean_stated_at(stated_at_ms),
     )
     candidate.save()
     record_audit(
@@ -153,6 +160,7 @@ def daemon_candidate_create(
     evidence_refs: list | None = None,
     created_at_ms: int | None = None,
     expires_at_ms: int | None = None,
+    stated_at_ms: int | None = None,
 ) -> tuple[LearningCandidate, bool]:
     """A daemon-origin candidate from a run (capture), deduplicated (§4.9): same origin, scope, kind,
     semantic content key and source run ⇒ the existing candidate is returned. Returns (candidate, created)."""
@@ -170,6 +178,7 @@ def daemon_candidate_create(
         created_at_ms=now_ms() if created_at_ms is None else created_at_ms,
         expires_at_ms=expires_at_ms,
         source_run=run,
+        stated_at_ms=stated_at_ms,
     )
     existing = LearningCandidate.objects.filter(
         origin=CandidateOrigin.DAEMON,

@@ -56,7 +56,7 @@ def test_the_worked_scenario_works_for_differently_worded_follow_ups(api_client,
         assert "always report sizes in gigabytes" in section["content"]
         context = api_client.get(f"/v1/sessions/{session_id}/memory-context", {"query": question}).json()
         entry = next(e for e in context["learned_context"]["entries"] if e["learning_id"] == learning_id)
-        assert entry["standing"] is True and entry["stated_at_ms"] == entry["published_at_ms"]
+        assert entry["standing"] is True and entry["stated_at_ms"] < entry["published_at_ms"]  # said in run 1
 
 
 @pytest.fixture
