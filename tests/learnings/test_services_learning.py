@@ -398,8 +398,11 @@ def test_standing_preferences_join_the_query_ranked_fact(session):
     helix = learning("Preferred editor is Helix.", kind="preference")
     codename = learning("Project codename is Atlas.")
     fridays = learning("Deploys happen on Fridays.", kind="decision")
-    found = bundle(session, "What is the project codename?")
-    assert sorted(found) == sorted([helix.public_id, codename.public_id, fridays.public_id])
+    entries, _ = retrieval.learned_bundle(session=session, scope_keys=learning_scope_keys(session),
+                                          query="What is the project codename?", usage="preview")
+    assert [e["learning_id"] for e in entries if not e["standing"]] == [codename.public_id]
+    standing = {e["learning_id"] for e in entries if e["standing"]}
+    assert standing and standing <= {helix.public_id, fridays.public_id}
 
 
 def test_unicode_query(session):
