@@ -13,6 +13,7 @@ prompt-visible set."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -187,6 +188,26 @@ def reference_time(session: object) -> int:
     return now_ms()
 
 
+SPEAKER_PRIOR = 0.05
+"""Fused-score bonus of a candidate spoken by a person the question names, in a multi-speaker conversation."""
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]{0,39}(?: [A-Z][\w'.-]{0,39})?)(?: said| says| wrote| asked)?\s*:\s")
+_NAME = re.compile(r"\b[A-Z][\w'-]+")
+
+
+def _speaker_priors(query: str, texts: list[str]) -> np.ndarray | None:
+    """SPEAKER_PRIOR for the pool rows whose speaker label ("Caroline: …", "Caroline said: …") names a person
+    the question names, when the pool holds at least two speakers; ``None`` otherwise."""
+    speakers = [match.group(1) if (match := _SPEAKER.match(text)) else None for text in texts]
+    distinct = {speaker for speaker in speakers if speaker}
+    if len(distinct) < 2:
+        return None
+    named = {word.removesuffix("'s") for word in _NAME.findall(query)}
+    wanted = {speaker for speaker in distinct if speaker in named or speaker.split(" ")[0] in named}
+    if not wanted:
+        return None
+    return SPEAKER_PRIOR * np.array([speaker in wanted for speaker in speakers], dtype=np.float64)
+
+
 def _time_priors(query: str, ids: list[int], reference_ms: int) -> np.ndarray | None:
     """TIME_PRIOR for the pool rows stated in the window the question names; ``None`` when it names none."""
     found = when.window(query, reference_ms)
@@ -213,6 +234,9 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
     timed = _time_priors(query, [row[0] for row in found.rows], at if reference_ms is None else reference_ms)
     if timed is not None:
         priors = priors + timed
+    spoken = _speaker_priors(query, [row[2] for row in found.rows])
+    if spoken is not None:
+        priors = priors + spoken
     texts = [row[2] for row in found.rows]
     if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
         ranked = ranking.rank(query, texts, found.embeddings, query_vector, priors=priors)
