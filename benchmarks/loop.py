@@ -211,7 +211,7 @@ def run_capture(results: Results) -> None:
     from tests.learnings import statement_corpus as corpus
 
     for split, positives, negatives in (
-        ("tuned", corpus.STATEMENTS, corpus.NON_STATEMENTS),
+        ("tuned", corpus.STATEMENTS + corpus.EVENTS, corpus.NON_STATEMENTS + corpus.EVENT_NON_STATEMENTS),
         ("held_out", corpus.HELD_OUT_STATEMENTS, corpus.HELD_OUT_NON_STATEMENTS),
     ):
         found = [statements.extract(text, 4) for text, _ in positives]

@@ -12,6 +12,8 @@ The input is split into sentences; a sentence is kept when it is a plain first-p
   (a standing instruction), "I can't stand tabs", "I love hiking";
 * a **fact about the user and their work** — "My name is Dana and I work at Initech", "I live in Lyon",
   "I'm a data engineer", "My manager is Lee", "I have two cats", "Our team uses Jira", "I use Neovim";
+* an **event of the user's life** — "I bought a new tennis racket", "We adopted a cat last spring", "I've
+  been learning Spanish" (``EVENT_CONFIDENCE``);
 * a **decision** — "We decided to use PostgreSQL 16 for analytics", "We agreed on weekly releases",
   "We're going with Terraform", "I've chosen the blue theme";
 * an explicit **request to remember** — "Remember that the staging database is read-only", "Please note for
@@ -36,6 +38,8 @@ from learnings.validation import content_has_secret_material
 
 CONFIDENCE = 90
 WEAK_CONFIDENCE = 80
+EVENT_CONFIDENCE = 85
+"""Something the user did ("I bought a tennis racket", "We adopted a cat last spring"): a fact of their life."""
 MAX_SENTENCE_CHARS = 400
 """A longer sentence is not a statement to keep as one learning (its clauses would be several)."""
 MIN_WORDS = 3
@@ -133,6 +137,18 @@ _FACT_STRONG = re.compile(
     r"makes|targets|relies)\b"
     r"|we\s+(?:use|run|deploy|host|build|ship|store|keep)\s+\w+"
     r")", _FLAGS)
+_EVENT = re.compile(
+    r"^(?:(?:also|and|but|oh|so|btw|by the way|actually|well|yesterday|today|last \w+|recently),?\s+)*"
+    r"(?:i|we|my (?:wife|husband|partner|family|team)(?: and i)?)(?:'ve|\s+have|\s+had)?\s+"
+    r"(?:just\s+|recently\s+|finally\s+|already\s+|also\s+|actually\s+)?"
+    r"(?:bought|purchased|got (?:a|an|my|the|our|new|married|engaged|promoted)|went|met|started|finished|took|made|"
+    r"visited|adopted|joined|moved|sold|booked|ordered|received|attended|completed|graduated|signed up|"
+    r"upgraded|switched|spent|paid|won|volunteered|painted|ran|hiked|baked|cooked|planted|redecorated|"
+    r"renovated|celebrated|travel+ed|returned|picked up|set up|organi[sz]ed|hosted|launched|published|"
+    r"been (?:working|learning|playing|taking|going|volunteering|training|using|reading|trying to learn))\b"
+    r"(?!\s+(?:an? |the |my |this |that |it |some )?(?:error|bug|problem|issue|exception|warning|question|idea|"
+    r"crash|stuck|confused|lost|tests?|build|command|script|code|docs?|documentation|migration|query|program|"
+    r"server|job|pipeline|linter|compiler|through|over|getting|into|back|wrong|nowhere|it\b|that\b|this\b))", _FLAGS)
 _FACT_WEAK = re.compile(
     r"^(?:(?:also|and|but|oh|so|btw|by the way),?\s+)*i\s+(?:use|own|have|drive|speak|run|maintain|"
     r"manage|lead|teach|study|studied|play|practi[sc]e)\s+(?!(?:a question|an idea|to|no|been|got|"
@@ -172,6 +188,8 @@ def classify(sentence: str) -> tuple[str, int] | None:
         return "preference", CONFIDENCE
     if _FACT_STRONG.match(sentence):
         return "fact", CONFIDENCE
+    if _EVENT.match(sentence):
+        return "fact", EVENT_CONFIDENCE
     if _PREFERENCE_WEAK.match(sentence):
         return "preference", WEAK_CONFIDENCE
     if _FACT_WEAK.match(sentence):

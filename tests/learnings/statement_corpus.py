@@ -268,3 +268,29 @@ HELD_OUT_NON_STATEMENTS: list[str] = [
     "Ok, do it.",
     "I tried that and it still fails.",
 ]
+
+# Events of the user's life (added with the event rule; the held-out lists above stay as they were).
+EVENTS: list[tuple[str, str]] = [
+    ("I bought a new tennis racket last week.", "fact"),
+    ("We adopted a rescue greyhound in March.", "fact"),
+    ("I've been learning the piano since January.", "fact"),
+    ("I just finished a marathon in Berlin.", "fact"),
+    ("I met the CEO of StartUpX, Alex Chen, and discussed a partnership.", "fact"),
+    ("Yesterday I went to a pottery class with my sister.", "fact"),
+    ("I got my car serviced at the Honda dealer.", "fact"),
+    ("We moved into a flat in Leith in 2021.", "fact"),
+    ("I attended a workshop on sustainable gardening.", "fact"),
+    ("My wife and I celebrated our tenth anniversary in Rome.", "fact"),
+]
+EVENT_NON_STATEMENTS: list[str] = [
+    "I got an error when I ran the build.",
+    "I tried that and it still fails.",
+    "I ran the tests and they failed.",
+    "I made a mistake in the config, can you help?",
+    "Did I already book the flight?",
+    "If I went to Rome, what should I see?",
+    "She bought a new car.",
+    "I started getting a warning about deprecated APIs.",
+    "I went through the docs but found nothing.",
+    "Write about a day when I went to the beach.",
+]
