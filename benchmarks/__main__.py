@@ -31,6 +31,8 @@ def main() -> int:
     parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
     parser.add_argument("--scale-sizes", default="10000,100000",
                         help="learnings visible to one session for the recall_scale benchmark")
+    parser.add_argument("--recall-undated", action="store_true",
+                        help="recall: publish turns without their session dates (the figure before issue 24)")
     parser.add_argument("--loop-limit", type=int, default=5, help="conversations replayed by the loop benchmark")
     parser.add_argument("--conversations-limit", type=int, default=None,
                         help="multi-speaker conversations generated for the conversations benchmark (default all)")
@@ -85,6 +87,7 @@ def main() -> int:
             from benchmarks import recall
 
             limit = args.recall_limit if args.recall_limit is not None else (10 if args.quick else None)
+            recall.DATED = not args.recall_undated
             recall.run(results, data=args.recall_data, limit=limit)
         if "recall_scale" in wanted:
             from benchmarks import recall_scale
