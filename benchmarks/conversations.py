@@ -142,6 +142,22 @@ def generate(questions: list[dict]) -> list[dict]:
     return conversations
 
 
+def stratified(questions: list[dict], limit: int | None) -> list[dict]:
+    """``limit`` questions taken round-robin over the question types (in file order within a type), so a small
+    run still holds temporal and multi-session questions; all of them without a limit."""
+    if limit is None or limit >= len(questions):
+        return questions
+    by_type: dict[str, list[dict]] = defaultdict(list)
+    for question in questions:
+        by_type[question["question_type"]].append(question)
+    chosen: list[dict] = []
+    while len(chosen) < limit:
+        for bucket in by_type.values():
+            if bucket and len(chosen) < limit:
+                chosen.append(bucket.pop(0))
+    return chosen
+
+
 def _publish(operator, scope: LearningScope, content: str, stated_at_ms: int | None):
     try:
         candidate = candidate_create(
@@ -157,7 +173,7 @@ def run(results: Results, *, data: str | None = None, limit: int | None = None) 
     if not path.exists():
         print(f"conversations: no data at {path}: skipped", flush=True)
         return
-    conversations = generate(load(path, limit))
+    conversations = generate(stratified(load(path, None), limit))
     size = f"{len(conversations)} generated two-speaker conversations from {path.name}"
     print(f"conversations: {size}", flush=True)
     owner = api_key_create(name="bench-conv", role="agent", actor="bench").api_key.user
