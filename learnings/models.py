@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
@@ -189,6 +190,16 @@ class LearningCandidate(ScopedRecord):
         null=True, blank=True, editable=False, help_text="Learning-policy revision of the last review"
     )
     review_lease_until_ms = models.BigIntegerField(null=True, blank=True, editable=False)
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        help_text="Who proposed it: the API caller, or the owner of the session whose run it was captured from. "
+        "Agents see only their own candidates.",
+    )
 
     objects = LearningCandidateQuerySet.as_manager()
 

@@ -1,13 +1,13 @@
 """/v1 learning plane: candidates (§2.3), learnings (§2.4) and the learning policy (§2.1).
 
-Agents create candidates and read candidates/learnings only within the scopes of the sessions they own
-(others are 404); publish, reject, revoke, revoke-matching, supersede and the policy are operator-only.
+Agents create candidates and read learnings only within their effective scopes - the scopes of the sessions
+they own, narrowed to what they are granted now - and read only the candidates they proposed (others are 404);
+publish, reject, revoke, revoke-matching, supersede and the policy are operator-only.
 Every write goes through ``learnings.services`` / ``learnings.policy_store``.
 """
 
 from __future__ import annotations
 
-from django.db.models import Q
 from django.urls import path
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers, viewsets
@@ -35,7 +35,7 @@ from learnings.models import (
     Sensitivity,
 )
 from learnings.validation import LearningScope
-from memory import run_memory
+from memory import run_memory, sessions
 from memory.errors import Forbidden, ValidationFailed
 from memory.models import Run, Session
 
@@ -222,18 +222,11 @@ def _scope(data: dict | None) -> LearningScope | None:
 
 
 def caller_can_use_scope(request, scope: LearningScope) -> bool:
-    """Operators may use any scope; an agent only the scopes of the sessions it owns."""
+    """Operators may use any scope; an agent only the workspace, its own sessions, and the personas and projects
+    its sessions are bound to and it is still granted (``memory.sessions.caller_scopes``)."""
     if caller_is_operator(request):
         return True
-    if scope.kind == ScopeKind.WORKSPACE:
-        return True
-    owned = Session.objects.filter(owner=request.user)
-    if scope.kind == ScopeKind.SESSION:
-        prefix, _, digits = scope.id.rpartition("-")
-        return prefix == "session" and digits.isdigit() and len(digits) < 19 and owned.filter(pk=int(digits)).exists()
-    if scope.kind == ScopeKind.PERSONA:
-        return owned.filter(persona__persona_id=scope.id).exists()
-    return owned.filter(Q(projects__project_id=scope.id)).exists()
+    return sessions.caller_scopes(request.user).allows(scope.kind, scope.id)
 
 
 def _require_scope(request, scope: LearningScope) -> None:
@@ -335,8 +328,8 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
 
     @described("List learning candidates",
                "Proposed learnings, newest first, filtered by query (text), scope, kind, state and origin. An "
-               "agent sees the candidates of the scopes of its own sessions; an operator sees all (the review "
-               "queue is state=pending). Paged (limit, offset).",
+               "agent sees only the candidates it proposed or that were captured from its runs, in scopes it "
+               "can still see; an operator sees all (the review queue is state=pending). Paged (limit, offset).",
                parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
@@ -345,8 +338,9 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
                "Proposes a learning (a fact, preference, decision or procedure) for a scope; the learning policy "
                "then publishes it, holds it for operator review, or rejects it (see state and "
                "automation_review). Answers 200 with the candidate. 400 for invalid content (over 1,600 "
-               "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one of the "
-               "calling agent's sessions, 403 provenance_forbidden when source or evidence_refs name another "
+               "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one the "
+               "calling agent can see (its sessions, or a persona or project it is bound to and granted), 403 "
+               "provenance_forbidden when source or evidence_refs name another "
                "agent's runs or sessions.",
                request=CreateLearningCandidateSerializer, responses={200: LearningCandidateViewSerializer})
     def create(self, request):
@@ -371,7 +365,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         return Response(LearningCandidateViewSerializer(candidate).data)
 
     @described("Get a learning candidate", "One candidate, with its review state and, once published, the "
-               "learning it became. 404 when it is not in a scope of the calling agent's sessions.")
+               "learning it became. 404 when the calling agent did not propose it.")
     def retrieve(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
         return Response(LearningCandidateViewSerializer(candidate).data)
@@ -427,8 +421,8 @@ class LearningViewSet(_LearningPlaneViewSet):
 
     @described("List learnings",
                "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "
-               "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions; an "
-               "operator sees all. Paged (limit, offset).",
+               "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions that "
+               "it is still granted; an operator sees all. Paged (limit, offset).",
                parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningViewSerializer)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from learnings import validation
@@ -56,6 +57,7 @@ def _new_candidate(
     expires_at_ms: int | None,
     source_run: Run | None,
     stated_at_ms: int | None = None,
+    proposed_by: object = None,
 ) -> LearningCandidate:
     content_key, subject_key = semantic_key_digests(content)
     candidate = LearningCandidate(
@@ -74,6 +76,7 @@ def _new_candidate(
         stated_at_ms=stated_at_ms,
         state=CandidateState.PENDING,
         source_run=source_run,
+        proposed_by=proposed_by if isinstance(proposed_by, get_user_model()) else None,
         content_key=content_key,
         subject_key=subject_key,
         updated_at_ms=now_ms(),
@@ -125,6 +128,7 @@ def candidate_create(
         expires_at_ms=clean_expiry(expires_at_ms),
         source_run=None,
         stated_at_ms=clean_stated_at(stated_at_ms),
+        proposed_by=actor,
     )
     candidate.save()
     record_audit(
@@ -179,6 +183,7 @@ def daemon_candidate_create(
         expires_at_ms=expires_at_ms,
         source_run=run,
         stated_at_ms=stated_at_ms,
+        proposed_by=run.session.owner,
     )
     existing = LearningCandidate.objects.filter(
         origin=CandidateOrigin.DAEMON,
