@@ -108,12 +108,12 @@ def test_the_standing_share_is_bounded_and_can_be_turned_off(workspace):
     assert off.records == [] and off.standing_ids == frozenset()  # the old behaviour: the floor empties it
 
 
-def test_the_prompt_section_stays_within_its_budget(api_client, agent, workspace):
-    workspace.owner = agent
-    workspace.save(update_fields=["owner"])
+def test_the_prompt_section_stays_within_its_budget(api_client, session_id):
+    for n in range(12):
+        learning(f"Preference number {n}: always format table {n} with " + "many careful words " * 4,
+                 kind="preference", scope=("session", session_id))
     set_policy({"mode": "shadow", "retrieval": {"max_tokens": 300, "standing_tokens": 400}})
-    run = _run(api_client, workspace.public_id, "hello")
-    section = _learned(run)
+    section = _learned(_run(api_client, session_id, "hello"))
     assert section is not None and estimate_tokens(section["content"]) <= 300
 
 
