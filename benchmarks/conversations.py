@@ -29,7 +29,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks.harness import Results
+from benchmarks.harness import Results, grant_project
 from benchmarks.recall import CHUNK_CHARS, DEFAULT_DATA, _model_for, _rounds, load
 from kheish import composition
 from learnings.services import candidate_publish, set_policy
@@ -185,6 +185,7 @@ def run(results: Results, *, data: str | None = None, limit: int | None = None) 
         for variant in VARIANTS:
             project_id = f"conv-{index}-{variant}"
             project_create(project_id=project_id, name=project_id, actor=operator)
+            grant_project(owner, project_id)
             scope = LearningScope(kind="project", id=project_id)
             origin: dict[str, tuple[str, int]] = {}
             evidence_rounds = set()

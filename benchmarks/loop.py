@@ -26,7 +26,7 @@ import statistics
 import time
 from collections import Counter
 
-from benchmarks.harness import Results
+from benchmarks.harness import Results, grant_project
 from kheish import composition
 from learnings import capture, retrieval, standing
 from learnings.models import Learning, LearningCandidate
@@ -157,6 +157,7 @@ def run_standing(results: Results) -> None:
     owner = api_key_create(name="bench-standing", role="agent", actor="bench").api_key.user
     operator = api_key_create(name="bench-standing-ops", role="operator", actor="bench").api_key.user
     project_create(project_id="standing", name="standing", actor=operator)
+    grant_project(owner, "standing")
     scope = LearningScope(kind="project", id="standing")
     ids = {}
     for text in [*TARGETS, *DISTRACTORS, *FACTS]:
@@ -267,6 +268,7 @@ def run_loop(results: Results, *, data=None, limit: int | None = 5) -> None:
     started = time.perf_counter()
     for index, question in enumerate(questions):
         project_create(project_id=f"loop-{index}", name=f"loop-{index}", actor=operator)
+        grant_project(owner, f"loop-{index}")
         session = session_create(owner=owner, project_ids=[f"loop-{index}"], operator=True)
         origin: dict[int, tuple[str, int]] = {}
         evidence: set[tuple[str, int]] = set()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from django.db import connection
 
-from benchmarks.harness import Results, percentile
+from benchmarks.harness import Results, grant_project, percentile
 from kheish import composition
 from learnings.services import candidate_publish, set_policy
 from learnings.services.candidates import candidate_create
@@ -100,6 +100,7 @@ class Haystack:
 
     def build(self) -> None:
         project_create(project_id=self.project_id, name=self.project_id, actor=self.operator)
+        grant_project(self.owner, self.project_id)
         scope = LearningScope(kind="project", id=self.project_id)
         dates = self.question.get("haystack_dates") or [None] * len(self.question["haystack_session_ids"])
         for sid, turns, date in zip(self.question["haystack_session_ids"], self.question["haystack_sessions"],
