@@ -41,6 +41,13 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def grant_project(agent: object, project_id: str) -> None:
+    """Let a benchmark's agent read a project's learnings (a session reads its bindings ∩ its owner's grants)."""
+    from memory.models import AgentGrant, Project
+
+    AgentGrant.objects.get_or_create(user=agent)[0].projects.add(Project.objects.get(project_id=project_id))
+
+
 class Results:
     def __init__(self) -> None:
         self.rows: dict[str, dict] = {}

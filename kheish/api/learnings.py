@@ -91,6 +91,8 @@ class LearningCandidateViewSerializer(serializers.Serializer):
     evidence_refs = LearningEvidenceRefSerializer(many=True)
     created_at_ms = serializers.IntegerField()
     expires_at_ms = serializers.IntegerField(allow_null=True)
+    stated_at_ms = serializers.IntegerField(help_text="When the statement was made (epoch ms); its creation time "
+                                            "when none was given.")
     state = serializers.CharField()
     automation_review = serializers.JSONField(allow_null=True)
     published_learning_id = serializers.CharField(allow_null=True)
@@ -114,6 +116,8 @@ class LearningViewSerializer(serializers.Serializer):
     created_at_ms = serializers.IntegerField()
     published_at_ms = serializers.IntegerField()
     expires_at_ms = serializers.IntegerField(allow_null=True)
+    stated_at_ms = serializers.IntegerField(help_text="When the statement was made (epoch ms); its publication "
+                                            "time when none was given.")
     status = serializers.CharField()
     publish_tier = serializers.CharField()
     policy_decision = serializers.CharField(allow_null=True)
@@ -156,6 +160,10 @@ class CreateLearningCandidateSerializer(StrictSerializer):
     source = serializers.JSONField(required=False, default=dict)
     evidence_refs = serializers.JSONField(required=False, default=list)
     expires_at_ms = _expiry_field()
+    stated_at_ms = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=2**62,
+        help_text="Optional: when the statement was made (epoch ms), e.g. the date of the conversation turn it "
+                  "comes from; a question naming a time prefers what was stated then. Not in the future.")
 
 
 class PublishLearningCandidateSerializer(StrictSerializer):
@@ -338,6 +346,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
             source=body["source"],
             evidence_refs=body["evidence_refs"],
             expires_at_ms=body["expires_at_ms"],
+            stated_at_ms=body["stated_at_ms"],
         )
         return Response(LearningCandidateViewSerializer(candidate).data)
 

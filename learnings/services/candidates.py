@@ -23,6 +23,7 @@ from learnings.services.cleaning import (
     clean_evidence_refs,
     clean_expiry,
     clean_source,
+    clean_stated_at,
     invalid,
     normalise_scope,
     semantic_key_digests,
@@ -57,6 +58,7 @@ def _new_candidate(
     created_at_ms: int,
     expires_at_ms: int | None,
     source_run: Run | None,
+    stated_at_ms: int | None = None,
     proposed_by: object = None,
 ) -> LearningCandidate:
     content_key, subject_key = semantic_key_digests(content)
@@ -73,6 +75,7 @@ def _new_candidate(
         evidence_refs=evidence_refs,
         created_at_ms=created_at_ms,
         expires_at_ms=expires_at_ms,
+        stated_at_ms=stated_at_ms,
         state=CandidateState.PENDING,
         source_run=source_run,
         proposed_by=proposed_by if isinstance(proposed_by, get_user_model()) else None,
@@ -175,12 +178,15 @@ def candidate_create(
     source: object = None,
     evidence_refs: object = None,
     expires_at_ms: object = None,
+    stated_at_ms: object = None,
     operator: bool | None = None,
 ) -> LearningCandidate:
     """``POST /v1/learning-candidates``: origin is always ``api`` (an API caller cannot forge daemon
     provenance), state ``pending``, created now; then validated (§3.4) and queued for review. An agent actor
     (``operator`` False, or by default a non-staff user) may use only its own scopes and cite only its own
-    runs and sessions (``require_scope``, ``require_own_provenance``), whichever path calls this."""
+    runs and sessions (``require_scope``, ``require_own_provenance``), whichever path calls this.
+    ``stated_at_ms`` (optional): when the statement was made, e.g. the date of the conversation it comes
+    from; not in the future."""
     scope = normalise_scope(scope.kind, scope.id)
     require_scope(actor, scope, operator=operator)
     require_own_provenance(actor, source, evidence_refs, operator=operator)
@@ -198,6 +204,7 @@ def candidate_create(
         created_at_ms=now_ms(),
         expires_at_ms=clean_expiry(expires_at_ms),
         source_run=None,
+        stated_at_ms=clean_stated_at(stated_at_ms),
         proposed_by=actor,
     )
     candidate.save()
@@ -234,6 +241,7 @@ def daemon_candidate_create(
     evidence_refs: list | None = None,
     created_at_ms: int | None = None,
     expires_at_ms: int | None = None,
+    stated_at_ms: int | None = None,
 ) -> tuple[LearningCandidate, bool]:
     """A daemon-origin candidate from a run (capture), deduplicated (§4.9): same origin, scope, kind,
     semantic content key and source run ⇒ the existing candidate is returned. Returns (candidate, created)."""
@@ -251,6 +259,7 @@ def daemon_candidate_create(
         created_at_ms=now_ms() if created_at_ms is None else created_at_ms,
         expires_at_ms=expires_at_ms,
         source_run=run,
+        stated_at_ms=stated_at_ms,
         proposed_by=run.session.owner,
     )
     existing = LearningCandidate.objects.filter(

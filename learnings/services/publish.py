@@ -175,6 +175,7 @@ def candidate_publish(
         created_at_ms=locked.created_at_ms,
         published_at_ms=at,
         expires_at_ms=expiry,
+        stated_at_ms=locked.stated_at_ms,
         status=status_for_tier(governance.publish_tier),
         publish_tier=governance.publish_tier,
         policy_decision=governance.policy_decision,

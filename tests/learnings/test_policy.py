@@ -63,7 +63,7 @@ DEFAULT_JSON = {
         "rules": [],
     },
     "judge": {"enabled": False, "model": None, "timeout_ms": None},
-    "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24},
+    "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24, "standing_tokens": 400},
 }
 
 
@@ -175,7 +175,7 @@ def test_full_round_trip():
             ],
         },
         "judge": {"enabled": True, "model": {"provider": None, "generation": None}, "timeout_ms": 0},
-        "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 7},
+        "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 7, "standing_tokens": 120},
     }
     # judge timeout 0 is invalid when enabled; use the parser alone for the round trip.
     policy = LearningPolicy.from_dict(body)
@@ -556,11 +556,12 @@ def test_parsing_accepts_tuples_and_other_mappings():
 
 
 def test_retrieval_defaults_and_round_trip():
-    assert LearningPolicy().retrieval == RetrievalConfig(ranker="hybrid", max_tokens=2000, max_entries=24)
-    body = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500}
+    assert LearningPolicy().retrieval == RetrievalConfig(ranker="hybrid", max_tokens=2000, max_entries=24,
+                                                             standing_tokens=400)
+    body = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500, "standing_tokens": 150_000}
     policy = LearningPolicy.from_request({"policy": {"retrieval": body}}).policy
     assert policy.retrieval.to_dict() == body
-    edges = {"max_tokens": 0, "max_entries": 1}
+    edges = {"max_tokens": 0, "max_entries": 1, "standing_tokens": 0}
     assert LearningPolicy.from_request({"retrieval": edges}).policy.retrieval.to_dict() == {"ranker": "hybrid", **edges}
 
 
@@ -575,6 +576,10 @@ def test_retrieval_defaults_and_round_trip():
         ({"max_entries": None}, "retrieval.max_entries", "retrieval.max_entries must be an integer"),
         ({"ranker": "bm25"}, "retrieval.ranker", "retrieval.ranker must be one of `hybrid`, `lexical`"),
         ({"rankers": "hybrid"}, "retrieval.rankers", "unknown field `retrieval.rankers`"),
+        ({"standing_tokens": 150_001}, "retrieval.standing_tokens",
+         "learning retrieval standing_tokens must be between 0 and 150000"),
+        ({"standing_tokens": -5}, "retrieval.standing_tokens",
+         "retrieval.standing_tokens must be a non-negative integer"),
     ],
 )
 def test_retrieval_bounds(retrieval, field, message):
