@@ -147,9 +147,8 @@ def pathological(results, *, sizes: tuple[int, ...] = SIZES) -> None:
 
 def classifier_quality(results) -> None:
     """Precision and recall of ``looks_like_secret`` on the labelled corpus (``tests/memory/scrubbing``)."""
-    from tests.memory.scrubbing.corpus import CLASSIFIER_LABELLED
-
     from memory.scrubbing import looks_like_secret
+    from tests.memory.scrubbing.corpus import CLASSIFIER_LABELLED
 
     tp = fp = fn = tn = 0
     for text, is_secret in CLASSIFIER_LABELLED:
