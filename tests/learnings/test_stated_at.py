@@ -70,6 +70,7 @@ def test_stated_at_is_accepted_carried_and_shown(api_client, operator_client, se
         (True, "stated_at_ms"),
         (now_ms() + 3 * 86_400_000, "stated_at_ms cannot be in the future"),
     ],
+    ids=["negative", "a word", "a boolean", "three days ahead"],  # stable ids: xdist workers collect alike
 )
 def test_bad_stated_at_is_a_400_naming_the_field(api_client, session_id, value, message):
     response = api_client.post(
