@@ -1,9 +1,10 @@
 """`make bench`: build data at the stated sizes in a throw-away database, measure, print a table and write
 benchmarks/results.json. Not a test: figures are printed, never asserted.
 
-    python -m benchmarks [--quick]
-                         [--only floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,peers]
+    python -m benchmarks [--quick] [--only floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,
+                                            scrubbing,standing,capture,loop,conversations,peers]
                          [--recall-data PATH] [--recall-limit N] [--scale-sizes 10000,100000]
+                         [--loop-limit N] [--conversations-limit N]
 """
 
 from __future__ import annotations
@@ -23,13 +24,18 @@ os.environ.setdefault("CELERY_BROKER_URL", "memory://")
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10x smaller data, for a smoke run")
-    parser.add_argument("--only",
-                        default="floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,peers")
+    parser.add_argument("--only", default="floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,"
+                                          "scrubbing,standing,capture,loop,conversations,peers")
     parser.add_argument("--recall-data", default=None,
                         help="LongMemEval-format .jsonl or .jsonl.gz (default ../shared/data/longmemeval/...)")
     parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
     parser.add_argument("--scale-sizes", default="10000,100000",
                         help="learnings visible to one session for the recall_scale benchmark")
+    parser.add_argument("--recall-undated", action="store_true",
+                        help="recall: publish turns without their session dates (the figure before issue 24)")
+    parser.add_argument("--loop-limit", type=int, default=5, help="conversations replayed by the loop benchmark")
+    parser.add_argument("--conversations-limit", type=int, default=None,
+                        help="multi-speaker conversations generated for the conversations benchmark (default all)")
     parser.add_argument("--peer-sizes", default="1000,10000,100000",
                         help="facts per system for the peers benchmark (LangGraph, mem0, Kheish side by side)")
     args = parser.parse_args()
@@ -91,12 +97,37 @@ def main() -> int:
             from benchmarks import recall
 
             limit = args.recall_limit if args.recall_limit is not None else (10 if args.quick else None)
+            recall.DATED = not args.recall_undated
             recall.run(results, data=args.recall_data, limit=limit)
         if "recall_scale" in wanted:
             from benchmarks import recall_scale
 
             sizes = [int(size) // scale for size in args.scale_sizes.split(",") if size.strip()]
             recall_scale.run(results, sizes=sizes)
+        if "scrubbing" in wanted:
+            from benchmarks import scrubbing
+
+            scrubbing.run(results, scale=scale)
+        if "standing" in wanted:
+            from benchmarks import loop
+
+            loop.run_standing(results)
+        if "capture" in wanted:
+            from benchmarks import loop
+
+            loop.run_capture(results)
+        if "loop" in wanted:
+            from pathlib import Path
+
+            from benchmarks import loop
+
+            loop.run_loop(results, data=Path(args.recall_data) if args.recall_data else None,
+                          limit=max(1, args.loop_limit // scale))
+        if "conversations" in wanted:
+            from benchmarks import conversations
+
+            limit = args.conversations_limit if args.conversations_limit is not None else (10 if args.quick else None)
+            conversations.run(results, data=args.recall_data, limit=limit)
         if "peers" in wanted:
             from benchmarks import peers
 

@@ -41,6 +41,13 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def grant_project(agent: object, project_id: str) -> None:
+    """Let a benchmark's agent read a project's learnings (a session reads its bindings ∩ its owner's grants)."""
+    from memory.models import AgentGrant, Project
+
+    AgentGrant.objects.get_or_create(user=agent)[0].projects.add(Project.objects.get(project_id=project_id))
+
+
 class Results:
     def __init__(self) -> None:
         self.rows: dict[str, dict] = {}
@@ -106,16 +113,6 @@ def gunicorn_server(settings_dict: dict, *, workers: int = 2, threads: int = 2) 
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def grant_project(agent, project_id: str, *, actor) -> None:
-    """Grant an agent one more project, as an operator does before binding its sessions there: an agent's
-    session reads only the scopes it is still granted (memory.grants), operator=True binding or not."""
-    from memory.grants import grants_for, grants_set
-
-    current = grants_for(agent)
-    grants_set(agent=agent, project_ids=[*current.project_ids, project_id], persona_ids=list(current.persona_ids),
-               actor=actor)
 
 
 def gunicorn_worker_rss_mib(port: int) -> float:

@@ -237,7 +237,7 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
     facts = sentences(size)
     project_id = f"peers-{size}"
     project_create(project_id=project_id, name=project_id, actor=operator.api_key.user)
-    grant_project(agent.api_key.user, project_id, actor=operator.api_key.user)
+    grant_project(agent.api_key.user, project_id)
     print(f"peers: {label} - embedding and loading…", flush=True)
     embed(facts)
     started = time.perf_counter()

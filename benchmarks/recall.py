@@ -47,6 +47,9 @@ BUDGETS = (500, 1000, 2000, None)  # None: the default (no context window given)
 RANKERS = ("hybrid", "lexical")
 SPEC_RETRIEVAL = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500}
 MAX_OUTPUT_TOKENS = 1024
+DATED = True
+"""Each turn is published with ``stated_at_ms`` = its session's date and the question asked at its date (issue
+24.5); ``--recall-undated`` publishes as before (no statement times), for comparison."""
 
 
 def load(path: Path, limit: int | None) -> list[dict]:
@@ -91,15 +94,18 @@ class Haystack:
         self.evidence_sessions = set(question["answer_session_ids"])
         self.evidence_rounds: set[tuple[str, int]] = set()
         self.published = 0
+        self.stated_at: int | None = None
         self.refused: Counter = Counter()
         self.publish_seconds = 0.0
 
     def build(self) -> None:
         project_create(project_id=self.project_id, name=self.project_id, actor=self.operator)
-        grant_project(self.owner, self.project_id, actor=self.operator)
+        grant_project(self.owner, self.project_id)
         scope = LearningScope(kind="project", id=self.project_id)
-        for sid, turns in zip(self.question["haystack_session_ids"], self.question["haystack_sessions"],
-                              strict=True):
+        dates = self.question.get("haystack_dates") or [None] * len(self.question["haystack_session_ids"])
+        for sid, turns, date in zip(self.question["haystack_session_ids"], self.question["haystack_sessions"],
+                                    dates, strict=True):
+            self.stated_at = (_date_ms(date) or None) if DATED else None
             session = session_create(owner=self.owner, project_ids=[self.project_id], operator=True)
             for number, (user, reply, evidence) in enumerate(_rounds(turns)):
                 if evidence:
@@ -115,7 +121,8 @@ class Haystack:
     def _publish(self, scope: LearningScope, content: str, origin: tuple[str, int]) -> None:
         started = time.perf_counter()
         try:
-            candidate = candidate_create(actor=self.operator, scope=scope, kind="fact", content=content)
+            candidate = candidate_create(actor=self.operator, scope=scope, kind="fact", content=content,
+                                         stated_at_ms=self.stated_at)
             learning = candidate_publish(candidate=candidate, actor=self.operator, options=PublishOptions.manual())
         except AppError as exc:
             reason = "conflict" if "conflicts with active learning" in str(exc) else getattr(exc, "code", "error")
@@ -136,11 +143,25 @@ def _model_for(budget: int | None, session, question: str) -> dict | None:
             "max_output_tokens": MAX_OUTPUT_TOKENS}
 
 
+def _date_ms(text: str | None) -> int:
+    """LongMemEval's ``2023/05/20 (Sat) 02:21`` → epoch ms (UTC); 0 when absent or unreadable."""
+    from benchmarks.conversations import parse_date
+
+    return parse_date(text or "")
+
+
+def _asking_session(hay: Haystack):
+    """A session that asks the question at its date (``metadata.reference_time_ms``), as a replay would."""
+    asked = _date_ms(hay.question.get("question_date")) if DATED else 0
+    metadata = {"reference_time_ms": asked} if asked else None
+    return session_create(owner=hay.owner, project_ids=[hay.project_id], operator=True, metadata=metadata)
+
+
 def measure(hay: Haystack, ranker: str, stats: dict) -> None:
     question = hay.question["question"]
     qtype = hay.question["question_type"]
     for budget in BUDGETS:
-        session = session_create(owner=hay.owner, project_ids=[hay.project_id], operator=True)
+        session = _asking_session(hay)
         model = _model_for(budget, session, question)
         started = time.perf_counter()
         run = composition.open_run(session=session, run_input=RunInput(content=question, attachments=[], metadata={}),

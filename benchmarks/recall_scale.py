@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from django.db import connection, transaction
 
-from benchmarks.harness import Results, grant_project, gunicorn_server, peak_rss_mib, time_calls
+from benchmarks.harness import Results, gunicorn_server, peak_rss_mib, time_calls
 from benchmarks.recall import DEFAULT_DATA
 from kheish import composition
 from learnings import recall_sql, retrieval
@@ -93,7 +93,6 @@ def run(results: Results, *, sizes: list[int]) -> None:
         label = f"{size} learnings visible to one session (one project)"
         print(f"recall_scale: {label}", flush=True)
         project_create(project_id=project_id, name=project_id, actor=operator)
-        grant_project(owner, project_id, actor=operator)
         granted.append(project_id)  # what a session reads is its bindings ∩ its owner's grants
         grants_set(agent=owner, project_ids=granted, persona_ids=[], actor=operator)
         seed(size, project_id)

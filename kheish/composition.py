@@ -32,11 +32,12 @@ def learned_entries(session: Session, scope_keys: list[str], query: str | None, 
 
 
 def learned_records(session: Session, scope_keys: list[str], query: str | None, usage: str,
-                    config: RetrievalConfig | None = None) -> tuple[list, bool]:
+                    config: RetrievalConfig | None = None, budget_tokens: int | None = None) -> tuple[list, bool]:
     """The same selection as ``learned_entries`` as records (``learning_id`` and the rendered ``block``), for
-    the prompt, which needs no API dicts: learnings.retrieval.learned_records(...) -> (records, truncated)."""
+    the prompt, which needs no API dicts: learnings.retrieval.learned_records(...) -> (records, truncated).
+    ``budget_tokens``: the section's budget, of which the standing preferences and decisions take their share."""
     return retrieval.learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage,
-                                     config=config)
+                                     config=config, budget_tokens=budget_tokens)
 
 
 def visible_skills(session: Session, scope_keys: list[str]) -> list[dict]:
@@ -54,9 +55,10 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
     scope_keys = learning_scope_keys(session)
     config = retrieval.current_retrieval()
     sections = []
-    learned, learned_truncated = learned_records(session, scope_keys, content, usage, config)
     # learned_context is bounded by the policy's retrieval.max_tokens under the window budget (the smaller).
-    packed_learned = pack_section(learned, LEARNED_CONTEXT_FORMAT, min(budget, config.max_tokens),
+    section_budget = min(budget, config.max_tokens)
+    learned, learned_truncated = learned_records(session, scope_keys, content, usage, config, section_budget)
+    packed_learned = pack_section(learned, LEARNED_CONTEXT_FORMAT, section_budget,
                                   truncated=learned_truncated, blocks=[record.block for record in learned],
                                   skip_oversized=config.ranker == "hybrid")
     if packed_learned.text is not None:

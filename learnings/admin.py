@@ -42,7 +42,8 @@ class CandidateStateFilter(admin.SimpleListFilter):
     QUEUE = "queue"
 
     def lookups(self, request, model_admin):
-        return [(self.QUEUE, "Awaiting review (pending + escalated)"), *CandidateState.choices, ("all", "All")]
+        return [(self.QUEUE, "Awaiting review (pending + escalated, run summaries apart)"), *CandidateState.choices,
+                ("all", "All")]
 
     def value(self):
         return super().value() or self.QUEUE
@@ -55,7 +56,7 @@ class CandidateStateFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         value = self.value()
         if value == self.QUEUE:
-            return queryset.pending_review()
+            return queryset.awaiting_review()
         if value in CandidateState.values:
             return queryset.filter(state=value)
         return queryset

@@ -23,5 +23,12 @@ class LearningsConfig(AppConfig):
         def semantic_capture_enabled() -> bool:
             return policy_store.current_policy().capture.semantic_candidates.enabled
 
+        def scope_dependents(scope_key: str) -> dict[str, int]:
+            from learnings.models import Learning, LearningCandidate
+
+            return {"learnings": Learning.objects.filter(scope_key=scope_key).count(),
+                    "learning candidates": LearningCandidate.objects.filter(scope_key=scope_key).count()}
+
         hooks.register(hooks.TERMINAL_RUN, queue_capture)
+        hooks.register(hooks.SCOPE_DEPENDENTS, scope_dependents)
         hooks.register(hooks.SEMANTIC_CAPTURE_ENABLED, semantic_capture_enabled)

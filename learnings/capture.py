@@ -15,16 +15,39 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
-from learnings import extraction, policy_store, services
+from learnings import extraction, policy_store, services, statements
 from learnings.models import CandidateOrigin, LearningCandidate, LearningKind
 from learnings.policy import SemanticCaptureConfig
-from memory import llm, metrics
+from memory import llm, metrics, run_memory
 from memory.errors import AppError
 from memory.models import TERMINAL_STATUSES, Run, RunMemoryRecord, RunStatus, SemanticCapture
 
 logger = logging.getLogger(__name__)
 
 REPLAY_BATCH = 100
+CAPTURE_CHARS = 20_000
+"""Semantic capture reads the run's whole input up to this many characters (scrubbed first: a secret across
+the cut is removed whole), not the 160-character request preview: a labelled statement anywhere in it counts."""
+SCRUB_MARGIN = 2_000
+
+
+def capture_text(run: Run) -> str | None:
+    """The run's request text (spec §4.1 step 1's source: input content or items), scrubbed as run memory
+    scrubs (secrets always; PII when the run-memory policy redacts it), bounded by ``CAPTURE_CHARS``."""
+    source = run_memory.request_text(run)
+    if not source:
+        return None
+    from memory.scrubbing import scrub
+
+    scrubbed = scrub(source[: CAPTURE_CHARS + SCRUB_MARGIN], redact_pii=run_memory.current_policy().redact_pii)
+    return scrubbed.text[:CAPTURE_CHARS]
+
+
+def draft_statements(text: str | None, max_candidates: int) -> list[extraction.Draft]:
+    """Labelled statements (98) first; when there are none, the deterministic extractor's (below 98). The
+    model extractor is asked only when both yield nothing."""
+    drafts = extraction.heuristic_candidates(text, max_candidates)
+    return drafts or statements.extract(text, max_candidates)
 
 
 @dataclass
@@ -106,7 +129,7 @@ def capture_run(run_pk: int) -> CaptureOutcome | None:
             .exists()
         )
         if not already:
-            drafts = extraction.heuristic_candidates(record.request_preview, semantic.max_candidates_per_run)
+            drafts = draft_statements(capture_text(run), semantic.max_candidates_per_run)
             if not drafts:
                 try:
                     drafts = _model_drafts(semantic, run, record)
@@ -128,6 +151,7 @@ def capture_run(run_pk: int) -> CaptureOutcome | None:
                         confidence=draft.confidence,
                         evidence_refs=evidence,
                         created_at_ms=record.recorded_at_ms,
+                        stated_at_ms=run.submitted_at_ms,  # the statement was made when the input was sent
                     )
                 except AppError as exc:  # e.g. an over-long model draft: dropped, the others still count
                     logger.info("semantic draft of %s dropped: %s", run.public_id, exc.detail)

@@ -27,7 +27,11 @@ DEFAULT_MODEL_CONFIDENCE = 80
 MAX_CONFIDENCE = 100
 
 _LABELS = {"preference:": "preference", "fact:": "fact", "decision:": "decision"}
-_LABEL_RE = re.compile("|".join(re.escape(label) for label in _LABELS), re.IGNORECASE | re.ASCII)
+_LABEL_RE = re.compile("(?<![A-Za-z])(?:" + "|".join(re.escape(label) for label in _LABELS) + ")",
+                       re.IGNORECASE | re.ASCII)
+_STATEMENT_END_RE = re.compile(r"\n|(?<=[.!?])(?<![\s(][A-Za-z][.!?])\s+(?=[A-Z0-9\"'(*\-•#])")
+"""Where a labelled statement ends when no other label follows: a line break, or a sentence end followed by a
+new sentence (so "Preference: sizes in GB. Now, about the logs…" is one statement, not the rest of the input)."""
 _REPLY_INSTRUCTION_RE = re.compile(r" (?:reply|respond|answer) exactly ", re.IGNORECASE | re.ASCII)
 _EDGE_RE = re.compile(r"^[\s.;,]+|[\s.;,]+$")
 
@@ -72,8 +76,11 @@ def _clean_segment(segment: str) -> str:
 def heuristic_candidates(request_preview: str | None, max_candidates: int) -> list[Draft]:
     """Explicitly labelled memory items of a request preview (§4.9).
 
-    Every case-insensitive ``preference:`` / ``fact:`` / ``decision:`` starts a segment that runs to the
-    next label (or the end). Each segment is cut before the first `` reply exactly `` / `` respond
+    Every case-insensitive ``preference:`` / ``fact:`` / ``decision:`` (not inside a word: ``artifact:``
+    is not a label) starts a segment that runs to the next label, or the end of its statement (a line break,
+    or a sentence end followed by another sentence), or the end. The whole input is read (capture passes
+    the run's scrubbed, bounded input, not its 160-character preview). Each segment is cut before the first
+    `` reply exactly `` / `` respond
     exactly `` / `` answer exactly ``, trimmed of whitespace and ``.;,`` at both ends, and
     whitespace-collapsed; empty or secret-looking segments are skipped. Collection stops at
     ``max_candidates``, then duplicates by (kind, semantic content key) are dropped, so the result may hold
@@ -85,6 +92,9 @@ def heuristic_candidates(request_preview: str | None, max_candidates: int) -> li
     drafts: list[Draft] = []
     for index, match in enumerate(labels):
         end = labels[index + 1].start() if index + 1 < len(labels) else len(request_preview)
+        statement_end = _STATEMENT_END_RE.search(request_preview, match.end(), end)
+        if statement_end is not None:
+            end = statement_end.start()
         content = _clean_segment(request_preview[match.end() : end])
         if not content or content_has_secret_material(content):
             continue

@@ -9,7 +9,7 @@ Frozen dataclasses mirror the JSON shape exactly::
      "publication": {"default_action": "manual_review", "allow_api_origin_active_publication": false,
                      "quarantined_rule_names": [], "rules": []},
      "judge": {"enabled": false, "model": null, "timeout_ms": null},
-     "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24}}
+     "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24, "standing_tokens": 400}}
 
 ``LearningPolicy()`` is the stored default (``mode`` = ``shadow``). A *submitted* policy that omits
 ``mode`` gets ``manual_only`` (the reference's enum default); every other omitted field takes the default
@@ -56,6 +56,8 @@ POLICY_FIELDS = ("mode", "capture", "publication", "judge", "retrieval")
 RANKERS = ("hybrid", "lexical")
 DEFAULT_RETRIEVAL_MAX_TOKENS = 2_000
 DEFAULT_RETRIEVAL_MAX_ENTRIES = 24
+DEFAULT_RETRIEVAL_STANDING_TOKENS = 400
+"""Tokens of learned_context kept for standing preferences and decisions (``learnings.standing``)."""
 RETRIEVAL_MAX_TOKENS_LIMIT = 150_000
 RETRIEVAL_MAX_ENTRIES_LIMIT = 500
 
@@ -196,6 +198,11 @@ POLICY_SCHEMA: dict[str, Any] = {
                     "minimum": "learning retrieval max_entries must be between {minimum} and {maximum}",
                     "maximum": "learning retrieval max_entries must be between {minimum} and {maximum}",
                 },
+            },
+            "standing_tokens": {
+                **_COUNT,
+                "maximum": RETRIEVAL_MAX_TOKENS_LIMIT,
+                MESSAGES: {"maximum": "learning retrieval standing_tokens must be between 0 and {maximum}"},
             },
         }),
     }),
@@ -508,21 +515,25 @@ class RetrievalConfig:
     ``ranker``: ``hybrid`` (BM25 over stemmed terms fused with embedding similarity, from the recall indexes)
     or ``lexical`` (spec §4.5/§4.7 exactly); it ranks learned_context, recovered_memory and memory-search.
     ``max_tokens`` bounds the learned_context section and ``max_entries`` its entries, both under the spec's
-    window budget (whichever is smaller). The bounds (0..150000, 1..500) are declared in
-    :data:`POLICY_SCHEMA` with their messages."""
+    window budget (whichever is smaller). ``standing_tokens``: the share of that section kept for *standing*
+    memory, the preferences and decisions of the session's scopes, which enter whatever the input's words
+    (``learnings.standing``; never more than half the section, 0 turns it off; the hybrid ranker only). The
+    bounds (0..150000, 1..500, 0..150000) are declared in :data:`POLICY_SCHEMA` with their messages."""
 
     ranker: str = "hybrid"
     max_tokens: int = DEFAULT_RETRIEVAL_MAX_TOKENS
     max_entries: int = DEFAULT_RETRIEVAL_MAX_ENTRIES
+    standing_tokens: int = DEFAULT_RETRIEVAL_STANDING_TOKENS
 
-    FIELDS = ("ranker", "max_tokens", "max_entries")
+    FIELDS = ("ranker", "max_tokens", "max_entries", "standing_tokens")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RetrievalConfig:
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ranker": self.ranker, "max_tokens": self.max_tokens, "max_entries": self.max_entries}
+        return {"ranker": self.ranker, "max_tokens": self.max_tokens, "max_entries": self.max_entries,
+                "standing_tokens": self.standing_tokens}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -149,8 +149,13 @@ class LearningCandidateQuerySet(_ScopedQuerySet):
         return self.filter(caller_scope_q(user), proposed_by=user)
 
     def pending_review(self) -> QuerySet:
-        """The review queue: pending and escalated candidates."""
+        """Pending and escalated candidates, whatever their kind."""
         return self.filter(state__in=("pending", "escalated"))
+
+    def awaiting_review(self) -> QuerySet:
+        """The review queue: pending and escalated candidates that are work, i.e. not run summaries (review
+        material that never reaches a prompt; the queue shows them under their own filter)."""
+        return self.pending_review().exclude(kind="run_summary")
 
     def needing_review(self, revision: int, at_ms: int | None = None) -> QuerySet:
         """Pending candidates whose last automation review predates the current policy revision and that

@@ -13,6 +13,7 @@ prompt-visible set."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -22,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from learnings import policy_store, recall_sql, semantic
+from learnings import policy_store, recall_sql, semantic, standing, when
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
 from learnings.policy import RetrievalConfig
 from learnings.querysets import versions_digest
@@ -173,9 +174,55 @@ def _priors(scope_kinds: list[str], published: list[int]) -> np.ndarray:
     return SCOPE_PRIOR * (3 - priority) + RECENCY_PRIOR * recency
 
 
-def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) -> tuple[list[tuple], np.ndarray]:
+TIME_PRIOR = 0.2
+"""Fused-score bonus of a candidate stated in the time the question names (``learnings.when``)."""
+
+
+def reference_time(session: object) -> int:
+    """What "now" means for a session's questions ("yesterday", "last month"): the server's clock, or the
+    session's ``metadata.reference_time_ms`` (a replay or import of a past conversation pins its own)."""
+    metadata = getattr(session, "metadata", None) or {}
+    pinned = metadata.get("reference_time_ms") if isinstance(metadata, dict) else None
+    if isinstance(pinned, int) and not isinstance(pinned, bool) and 0 < pinned < 2**62:
+        return pinned
+    return now_ms()
+
+
+SPEAKER_PRIOR = 0.05
+"""Fused-score bonus of a candidate spoken by a person the question names, in a multi-speaker conversation."""
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]{0,39}(?: [A-Z][\w'.-]{0,39})?)(?: said| says| wrote| asked)?\s*:\s")
+_NAME = re.compile(r"\b[A-Z][\w'-]+")
+
+
+def _speaker_priors(query: str, texts: list[str]) -> np.ndarray | None:
+    """SPEAKER_PRIOR for the pool rows whose speaker label ("Caroline: …", "Caroline said: …") names a person
+    the question names, when the pool holds at least two speakers; ``None`` otherwise."""
+    speakers = [match.group(1) if (match := _SPEAKER.match(text)) else None for text in texts]
+    distinct = {speaker for speaker in speakers if speaker}
+    if len(distinct) < 2:
+        return None
+    named = {word.removesuffix("'s") for word in _NAME.findall(query)}
+    wanted = {speaker for speaker in distinct if speaker in named or speaker.split(" ")[0] in named}
+    if not wanted:
+        return None
+    return SPEAKER_PRIOR * np.array([speaker in wanted for speaker in speakers], dtype=np.float64)
+
+
+def _time_priors(query: str, ids: list[int], reference_ms: int) -> np.ndarray | None:
+    """TIME_PRIOR for the pool rows stated in the window the question names; ``None`` when it names none."""
+    found = when.window(query, reference_ms)
+    if found is None or not ids:
+        return None
+    stated = stated_times([f"{LEARNING_PREFIX}-{pk}" for pk in ids])
+    times = [stated.get(f"{LEARNING_PREFIX}-{pk}", 0) for pk in ids]
+    return TIME_PRIOR * np.array(when.in_window(times, found), dtype=np.float64)
+
+
+def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
+                      reference_ms: int | None = None) -> tuple[list[tuple], np.ndarray]:
     """The pool of a query (``recall_sql.pool``) in hybrid order, irrelevant candidates dropped, with the fused
-    score of each row returned."""
+    score of each row returned. A question that names a time (``learnings.when``, relative to
+    ``reference_ms``, now by default) prefers the candidates stated then."""
     query_vector = embedding.embed_many([query])[0].astype(np.float64)
     words = [word for word in semantic.query_terms(query.lower())][:64]
     found = recall_sql.pool(shape, scope_keys=scope_keys, at_ms=at, words=words, query_vector=query_vector)
@@ -184,6 +231,12 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) ->
     scope_kind_column = 3
     published_column = 5
     priors = _priors([row[scope_kind_column] for row in found.rows], [row[published_column] for row in found.rows])
+    timed = _time_priors(query, [row[0] for row in found.rows], at if reference_ms is None else reference_ms)
+    if timed is not None:
+        priors = priors + timed
+    spoken = _speaker_priors(query, [row[2] for row in found.rows])
+    if spoken is not None:
+        priors = priors + spoken
     texts = [row[2] for row in found.rows]
     if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
         ranked = ranking.rank(query, texts, found.embeddings, query_vector, priors=priors)
@@ -199,37 +252,83 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int) ->
     return [found.rows[index] for index in ranked.order], ranked.scores[ranked.order]
 
 
-def _hybrid_records(scope_keys: list[str], query: str | None, config: RetrievalConfig) -> tuple[list, bool]:
-    at = now_ms()
-    limit = config.max_entries
+class Selection(NamedTuple):
+    """What may enter ``learned_context``, best first; whether relevant ones were left out by
+    ``max_entries``; and which of them hold a standing place (``learnings.standing``)."""
+
+    records: list[LearnedRecord]
+    truncated: bool
+    standing_ids: frozenset[str] = frozenset()
+
+
+def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int,
+                       reference_ms: int) -> list[tuple]:
     normalised = semantic.normalise_query(query)
     if normalised is None:
-        rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
-        return [_prepared(row)[0] for row in rows[:limit]], len(rows) > limit
-    rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at)
+        return recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
+    rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at, reference_ms)
     if not rows and semantic.is_explicit_memory_request(normalised):
         rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
-    return [_prepared(row)[0] for row in rows[:limit]], len(rows) > limit
+    return rows
+
+
+def _standing_rows(scope_keys: list[str], query: str | None, config: RetrievalConfig, budget_tokens: int,
+                   at: int) -> list[tuple]:
+    """The standing step, separate from the query-ranked one and composed before it."""
+    budget = standing.budget_for(config.standing_tokens, budget_tokens)
+    if budget <= 0:
+        return []
+    rows = standing.standing_rows(scope_keys, at)
+    sizes = [_prepared(row)[0].block.size for row in rows]
+    return standing.select(rows, query, budget, sizes, config.max_entries).rows
+
+
+def _hybrid_selection(session: object, scope_keys: list[str], query: str | None, config: RetrievalConfig,
+                      budget_tokens: int) -> Selection:
+    at = now_ms()
+    limit = config.max_entries
+    standing_rows = _standing_rows(scope_keys, query, config, budget_tokens, at)
+    taken = {row[0] for row in standing_rows}
+    ranked = [row for row in _query_ranked_rows(scope_keys, query, limit, at, reference_time(session))
+              if row[0] not in taken]
+    rows = standing_rows + ranked
+    records = [_prepared(row)[0] for row in rows[:limit]]
+    return Selection(records, len(rows) > limit, frozenset(_prepared(row)[0].learning_id for row in standing_rows))
+
+
+def learned_selection(
+    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
+    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
+) -> Selection:
+    """The learnings that may enter ``learned_context`` for this input, best first (see :func:`learned_records`).
+
+    ``budget_tokens`` is the section's budget (the policy's ``max_tokens`` under the window's, as the prompt
+    packer computes it; ``max_tokens`` when not given): the standing share is taken from it."""
+    config = config or current_retrieval()
+    if config.ranker == "lexical":
+        records = _lexical_records(scope_keys, query)
+        limit = config.max_entries
+        return Selection(records[:limit], len(records) > limit)
+    budget = config.max_tokens if budget_tokens is None else min(budget_tokens, config.max_tokens)
+    return _hybrid_selection(session, scope_keys, query, config, budget)
 
 
 def learned_records(
     *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
-    config: RetrievalConfig | None = None,
+    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
 ) -> tuple[list[LearnedRecord], bool]:
     """The learnings that may enter ``learned_context`` for this input, best first, and whether relevant ones
     were left out by ``retrieval.max_entries``.
 
     Visibility (scopes, live, unexpired, unshadowed) and every prompt gate (kind, active tier, not sensitive,
     not failed, automatic ⇒ verified, never escalated) are applied in SQL; the ranker the policy selects
-    orders the visible learnings; the explicit-memory fallback (§4.7) works with both. The token budget is the
-    prompt packer's (``kheish.composition``).
+    orders the visible learnings; the explicit-memory fallback (§4.7) works with both. With the hybrid ranker
+    the standing preferences and decisions (``learnings.standing``) come first, within their share of the
+    section. The token budget is the prompt packer's (``kheish.composition``).
     """
-    config = config or current_retrieval()
-    if config.ranker == "lexical":
-        records = _lexical_records(scope_keys, query)
-        limit = config.max_entries
-        return records[:limit], len(records) > limit
-    return _hybrid_records(scope_keys, query, config)
+    selection = learned_selection(session=session, scope_keys=scope_keys, query=query, usage=usage,
+                                  config=config, budget_tokens=budget_tokens)
+    return selection.records, selection.truncated
 
 
 def current_retrieval() -> RetrievalConfig:
@@ -238,12 +337,27 @@ def current_retrieval() -> RetrievalConfig:
 
 def learned_bundle(
     *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
-    config: RetrievalConfig | None = None,
+    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
 ) -> tuple[list[dict], bool]:
-    """:func:`learned_records` as the API's bundle entries (memory-context)."""
-    records, truncated = learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage,
-                                         config=config)
-    return [record.to_dict() for record in records], truncated
+    """:func:`learned_records` as the API's bundle entries (memory-context), each saying whether it holds a
+    standing place and when it was stated (``stated_at_ms``; its publication time when none was given)."""
+    selection = learned_selection(session=session, scope_keys=scope_keys, query=query, usage=usage,
+                                  config=config, budget_tokens=budget_tokens)
+    stated = stated_times([record.learning_id for record in selection.records])
+    entries = []
+    for record in selection.records:
+        entry = record.to_dict()
+        entry["stated_at_ms"] = stated.get(record.learning_id, record.published_at_ms)
+        entry["standing"] = record.learning_id in selection.standing_ids
+        entries.append(entry)
+    return entries, selection.truncated
+
+
+def stated_times(learning_ids: list[str]) -> dict[str, int]:
+    """When each of these learnings was stated: ``stated_at_ms``, or its publication time when none was given."""
+    pks = [int(learning_id.rsplit("-", 1)[1]) for learning_id in learning_ids]
+    rows = Learning.objects.filter(pk__in=pks).values_list("pk", "stated_at_ms", "published_at_ms")
+    return {f"{LEARNING_PREFIX}-{pk}": stated if stated is not None else published for pk, stated, published in rows}
 
 
 def _excerpt(content: str) -> str:
@@ -299,7 +413,7 @@ def search_hits(
     config = config or current_retrieval()
     normalised = semantic.normalise_query(query)
     if config.ranker != "lexical" and normalised is not None:
-        rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms())
+        rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms(), reference_time(session))
         return [_hit(row, round(float(score) * SEARCH_SCORE_SCALE), ["content"]) for row, score in
                 zip(rows, scores, strict=True)]
     if normalised is not None and not semantic.query_terms(normalised):

@@ -88,6 +88,7 @@ def candidate_view(candidate: LearningCandidate) -> dict:
         "evidence_refs": candidate.evidence_refs or [],
         "created_at_ms": candidate.created_at_ms,
         "expires_at_ms": candidate.expires_at_ms,
+        "stated_at_ms": candidate.stated_at_ms if candidate.stated_at_ms is not None else candidate.created_at_ms,
         "state": candidate.state,
         "automation_review": candidate.automation_review,
         "published_learning_id": (
@@ -112,6 +113,7 @@ def learning_view(learning: Learning) -> dict:
         "created_at_ms": learning.created_at_ms,
         "published_at_ms": learning.published_at_ms,
         "expires_at_ms": learning.expires_at_ms,
+        "stated_at_ms": learning.stated_at_ms if learning.stated_at_ms is not None else learning.published_at_ms,
         "status": learning.status,
         "publish_tier": learning.publish_tier,
         "policy_decision": learning.policy_decision,

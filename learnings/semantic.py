@@ -107,6 +107,16 @@ _SPEAKER_LABELS = frozenset(_SPEAKER_LABEL_WORDS.split())
 _SENTENCE_BREAK = re.compile(r"[.?!](\s|$)|[,;:?!]")
 
 
+SPEECH_MIN_TOKENS = 5
+
+
+def _is_speech(value: str) -> bool:
+    """What follows a one-word ``Name:`` is a spoken turn, not a value, when it opens a clause ("I …", "we …",
+    "so …") or is a sentence of five words or more."""
+    words = value.split()
+    return bool(words) and (words[0] in _CLAUSE_STARTERS or len(words) >= SPEECH_MIN_TOKENS)
+
+
 def _keyable(left: str, right: str, delimiter: str, subject: str, value: str) -> bool:
     """Whether ``left <delimiter> right`` reads as one short statement about ``subject``."""
     tokens = subject.split()
@@ -114,6 +124,8 @@ def _keyable(left: str, right: str, delimiter: str, subject: str, value: str) ->
         return False
     if delimiter == ":" and len(tokens) == 1 and tokens[0] in _SPEAKER_LABELS:
         return False
+    if delimiter == ":" and len(tokens) == 1 and _is_speech(value):
+        return False  # "Caroline: I painted a sunset…" is a turn of a conversation, not a value of "caroline"
     if _SENTENCE_BREAK.search(left):
         return False
     return len(value.split()) <= MAX_VALUE_TOKENS and not re.search(r"[.?!]\s", right)

@@ -9,14 +9,19 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
+from django.http import HttpResponseRedirect
 from django.template.defaultfilters import pluralize
+from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from memory import identity
+from memory import identity, sessions
 from memory.admin_display import (
     EMPTY,
     actor_display,
@@ -26,7 +31,7 @@ from memory.admin_display import (
     plain_reason,
     readable_json,
 )
-from memory.errors import ValidationFailed
+from memory.errors import AppError, ValidationFailed
 from memory.models import (
     ApiKey,
     ApiKeyRole,
@@ -147,16 +152,141 @@ class ApiKeyAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {count} key{pluralize(count)}.")
 
 
+class PersonaForm(forms.ModelForm):
+    """The persona page's form; saving goes through ``memory.sessions.persona_create`` / ``persona_update``."""
+
+    class Meta:
+        model = Persona
+        fields = ["persona_id", "display_name", "version", "soul", "capability_scope"]
+
+    def clean_capability_scope(self):
+        value = self.cleaned_data.get("capability_scope")
+        try:
+            return sessions._string_list(value, "capability_scope")
+        except ValidationFailed as exc:
+            raise forms.ValidationError(exc.detail) from exc
+
+
+class _ScopeAdmin(admin.ModelAdmin):
+    """Personas and projects: add, change and delete through the audited services of ``memory.sessions``; the
+    id is read-only once created (scope keys and grants name it). Deleting - one or "delete selected" - shows
+    what it touches (sessions bound, agents granted, learnings scoped) on a confirmation page first."""
+
+    kind = ""
+    id_field = ""
+    delete_confirmation_template = "admin/memory/scope_delete_confirmation.html"
+    actions = ["delete_with_impact"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [self.id_field] if obj is not None else []
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # Django's bare delete would skip the services and the audit
+        return actions
+
+    def _write(self, request, obj, form, change):
+        raise NotImplementedError
+
+    def save_model(self, request, obj, form, change):
+        try:
+            saved = self._write(request, obj, form, change)
+        except AppError as exc:  # the form's own validation refuses what the services refuse; belt and braces
+            raise PermissionDenied(exc.detail) from exc
+        obj.pk = saved.pk
+        obj.created_at_ms = saved.created_at_ms
+
+    def _impact(self, obj):
+        raise NotImplementedError
+
+    def _delete(self, request, obj):
+        raise NotImplementedError
+
+    def _confirm_or_delete(self, request, objects, *, action: str | None):
+        impacts = [self._impact(obj) for obj in objects]
+        blocked = any(impact.blocked for impact in impacts)
+        if request.POST.get("post") == "yes" and not blocked:
+            try:
+                with transaction.atomic():
+                    for obj in objects:
+                        self._delete(request, obj)
+            except AppError as exc:
+                self.message_user(request, exc.detail, messages.ERROR)
+                return None
+            noun = self.opts.verbose_name if len(objects) == 1 else self.opts.verbose_name_plural
+            self.message_user(request, f"Deleted {len(objects)} {noun}.", messages.SUCCESS)
+            return None
+        return TemplateResponse(request, self.delete_confirmation_template, {
+            **self.admin_site.each_context(request), "opts": self.opts, "title": f"Delete {self.kind}s",
+            "impacts": impacts, "blocked": blocked, "queryset": objects, "action": action,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME, "media": self.media,
+        })
+
+    @admin.action(description="Delete selected %(verbose_name_plural)s (shows what each touches)",
+                  permissions=["delete"])
+    def delete_with_impact(self, request, queryset):
+        return self._confirm_or_delete(request, list(queryset.order_by("pk")), action="delete_with_impact")
+
+    def delete_view(self, request, object_id, extra_context=None):
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None or not self.has_delete_permission(request, obj):
+            return super().delete_view(request, object_id, extra_context)
+        response = self._confirm_or_delete(request, [obj], action=None)
+        if response is None:
+            return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"))
+        return response
+
+    def delete_model(self, request, obj):  # any other path to a single delete still goes through the service
+        self._delete(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for obj in queryset.order_by("pk"):
+                self._delete(request, obj)
+
+
 @admin.register(Persona)
-class PersonaAdmin(admin.ModelAdmin):
+class PersonaAdmin(_ScopeAdmin):
+    form = PersonaForm
+    kind = "persona"
+    id_field = "persona_id"
     list_display = ["persona_id", "display_name", "version", "capability_scope"]
     search_fields = ["persona_id", "display_name"]
 
+    def _write(self, request, obj, form, change):
+        data = form.cleaned_data
+        fields = {"display_name": data["display_name"], "version": data["version"], "soul": data.get("soul") or "",
+                  "capability_scope": data.get("capability_scope")}
+        if change:
+            return sessions.persona_update(persona=obj, actor=request.user, **fields)
+        return sessions.persona_create(persona_id=data["persona_id"], actor=request.user, **fields)
+
+    def _impact(self, obj):
+        return sessions.persona_delete_impact(obj)
+
+    def _delete(self, request, obj):
+        sessions.persona_delete(persona=obj, actor=request.user)
+
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(_ScopeAdmin):
+    kind = "project"
+    id_field = "project_id"
+    fields = ["project_id", "name"]
     list_display = ["project_id", "name"]
     search_fields = ["project_id", "name"]
+
+    def _write(self, request, obj, form, change):
+        if change:
+            return sessions.project_update(project=obj, name=form.cleaned_data["name"], actor=request.user)
+        return sessions.project_create(project_id=form.cleaned_data["project_id"], name=form.cleaned_data["name"],
+                                       actor=request.user)
+
+    def _impact(self, obj):
+        return sessions.project_delete_impact(obj)
+
+    def _delete(self, request, obj):  # the confirmation page is the operator's consent to unbind sessions
+        sessions.project_delete(project=obj, actor=request.user, unbind_sessions=True)
 
 
 @admin.register(Session)
@@ -374,5 +504,4 @@ class MaintenanceReportAdmin(ReadOnlyAdmin):
     report_json = json_column("report", "Report")
 
 
-_ = transaction  # services own transactions
 from memory import admin_grants  # noqa: E402,F401  (agent grants, issue 14.1)

@@ -13,6 +13,9 @@ listeners get; registering or firing an undeclared name is an error.
   error propagates and aborts the caller's transaction.
 - ``SEMANTIC_CAPTURE_ENABLED`` — asked by ``memory.run_memory`` when it stores a record, with no arguments;
   learnings answers from its policy. Capture is on when any listener answers true (none registered: off).
+- ``SCOPE_DEPENDENTS`` — asked by ``memory.sessions`` when an operator is about to delete a persona or project,
+  with ``(scope_key)``; each listener answers ``{label: count}`` of the records it keeps in that scope
+  (learnings answers its learnings and candidates), shown on the confirmation page and kept in the audit row.
 
 ``fire`` calls the listeners in registration order and returns their results in that order.
 """
@@ -25,8 +28,10 @@ from typing import Any
 TERMINAL_RUN = "terminal_run"
 LEARNING_REVOKING = "learning_revoking"
 SEMANTIC_CAPTURE_ENABLED = "semantic_capture_enabled"
+SCOPE_DEPENDENTS = "scope_dependents"
 
-_hooks: dict[str, list[Callable[..., Any]]] = {TERMINAL_RUN: [], LEARNING_REVOKING: [], SEMANTIC_CAPTURE_ENABLED: []}
+_hooks: dict[str, list[Callable[..., Any]]] = {TERMINAL_RUN: [], LEARNING_REVOKING: [], SEMANTIC_CAPTURE_ENABLED: [],
+                                               SCOPE_DEPENDENTS: []}
 
 
 def _listeners_of(name: str) -> list[Callable[..., Any]]:

@@ -37,7 +37,13 @@ from memory.run_memory_policy import (
     PolicyValidationError,
     RunMemoryPolicy,
 )
-from memory.run_records import RecoveredEntry, RunFacts, build_record, partition_for_retention
+from memory.run_records import (
+    RecoveredEntry,
+    RunFacts,
+    build_record,
+    partition_for_retention,
+    request_preview_source,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +105,11 @@ def run_facts(run: Run) -> RunFacts:
         outputs=run.outputs or [], error=run.error, finished_at_ms=run.finished_at_ms,
         updated_at_ms=run.updated_at_ms,
     )
+
+
+def request_text(run: Run) -> str | None:
+    """The run's whole request text before scrubbing and truncation (what its request preview is cut from)."""
+    return request_preview_source(run_facts(run))
 
 
 def entry_of(record: RunMemoryRecord) -> RecoveredEntry:

@@ -11,6 +11,7 @@ call these functions and persist the results.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -143,6 +144,27 @@ class BuiltRecord:
     entry: RecoveredEntry
     redaction_count: int
     redactions: dict[str, int]
+
+
+# Scrubbing is bounded by what can be stored (issue 19.1): a preview keeps 160 characters, so the scrubber reads
+# those plus a margin, never the whole 200,000-character input. The margin holds any secret that starts in the
+# kept part and runs past it (a PEM block, a YAML block scalar, a quoted passphrase), and the cut is never inside a
+# token: it moves to the end of its line when that is near, else to the end of the token it falls in. So a secret
+# straddling the 160-character cut is scrubbed whole and none of it is stored.
+SCRUB_MARGIN_CHARS = 2048
+_TOKEN_REST = re.compile(r"\S*")
+
+
+def scrub_window(text: str, keep: int) -> tuple[str, bool]:
+    """The part of ``text`` (stripped) that is scrubbed before its first ``keep`` characters are stored, and
+    whether anything was left out."""
+    text = text.strip()
+    cut = keep + SCRUB_MARGIN_CHARS
+    if len(text) <= cut:
+        return text, False
+    line_end = text.find("\n", cut, cut + SCRUB_MARGIN_CHARS)
+    cut = line_end if line_end >= 0 else _TOKEN_REST.match(text, cut).end()
+    return text[:cut], cut < len(text)
 
 
 def _scrub(text: str, redact_pii: bool):
@@ -283,7 +305,8 @@ def build_record(facts: RunFacts, *, redact_pii: bool) -> BuiltRecord | None:
     """Spec §4.1: the recovered-memory entry of a terminal run, scrubbed, or ``None``.
 
     The caller checks that the policy is enabled. Each preview and failure marker is scrubbed before it is
-    truncated, so a secret straddling the cut is removed whole rather than left half visible.
+    truncated, so a secret straddling the cut is removed whole rather than left half visible; only a bounded
+    window of each is scrubbed (``scrub_window``).
     """
     if facts.status not in TERMINAL_STATUSES:
         return None
@@ -294,11 +317,15 @@ def build_record(facts: RunFacts, *, redact_pii: bool) -> BuiltRecord | None:
         nonlocal redaction_count
         if value is None:
             return None
-        result = _scrub(value, redact_pii)
+        window, cut = scrub_window(value, PREVIEW_CHARS)
+        result = _scrub(window, redact_pii)
         redaction_count += result.redaction_count
         for name, count in result.redactions.items():
             redactions[name] = redactions.get(name, 0) + count
-        return truncate_preview(result.text)
+        preview = truncate_preview(result.text)
+        if cut and preview is not None and not preview.endswith(ELLIPSIS):
+            preview += ELLIPSIS  # the text went on past what was scrubbed
+        return preview
 
     request_preview = clean(request_preview_source(facts))
     outcome_preview = clean(outcome_preview_source(facts))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.contrib.postgres.expressions import ArraySubquery
@@ -9,8 +10,9 @@ from django.db import transaction
 from django.db.models import CharField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Concat
 
-from memory import grants, sql
+from memory import grants, hooks, sql
 from memory.audit import record_audit
+from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
 from memory.models import ACTIVE_STATUSES, AgentGrant, Persona, Project, Run, Session
@@ -237,24 +239,198 @@ def effective_capability_scope(session: Session) -> list[str] | None:
     return sorted(set(persona_scope) & set(session_scope))
 
 
+# ---- personas and projects: create, update, delete (issue 21.3) --------------------------------------------
+#
+# The one way to write a persona or a project, from the API and the admin alike: validated, and audited in the
+# same transaction. The ids are immutable (learning scope keys and grants name them). What a delete does:
+#
+# * a **project** still bound by sessions is refused (409 ``project_in_use``) unless the operator confirms
+#   (``unbind_sessions=True``, the admin's confirmation page): then each session loses that project (its learning
+#   scopes narrow - never widen) with a ``session``/``unbind_project`` audit row;
+# * a **persona** bound by any session is always refused (409 ``persona_in_use``): unbinding a session's persona
+#   would drop the persona's capability scope and so *widen* what the session may use;
+# * either way every agent granted it loses that grant, with an ``agent_grant``/``revoke_<kind>`` audit row each;
+#   learnings and candidates scoped to it are kept (history; an operator retires them in the console) and counted
+#   in the ``delete`` audit row, as on the confirmation page.
+
+_SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
+
+
+def _slug(value: object, field: str, noun: str) -> str:
+    if not isinstance(value, str) or not _SLUG.match(value) or len(value) > 120:
+        raise ValidationFailed(f"{field} must be a slug (letters, digits, - and _; at most 120 characters)",
+                               field=field, domain=noun + "s", code=f"invalid_{noun}")
+    return value
+
+
+def _text(value: object, field: str, noun: str, *, max_length: int, blank: bool = False) -> str:
+    if not isinstance(value, str) or (not blank and not value.strip()) or len(value) > max_length:
+        rule = f"a string of at most {max_length} characters" if blank else \
+            f"a non-empty string of at most {max_length} characters"
+        raise ValidationFailed(f"{field} must be {rule}", field=field, domain=noun + "s", code=f"invalid_{noun}")
+    return value
+
+
+def _persona_fields(*, display_name: object, version: object, soul: object, capability_scope: object) -> dict:
+    return {"display_name": _text(display_name, "display_name", "persona", max_length=200),
+            "version": _text(version, "version", "persona", max_length=40),
+            "soul": _text(soul, "soul", "persona", max_length=20000, blank=True),
+            "capability_scope": _string_list(capability_scope, "capability_scope")}
+
+
+def _changes(obj: object, fields: dict) -> dict:
+    """``{field: {"before": .., "after": ..}}`` of what differs (a soul is long: only that it changed)."""
+    changed = {}
+    for name, value in fields.items():
+        before = getattr(obj, name)
+        if before != value:
+            changed[name] = {"changed": True} if name == "soul" else {"before": before, "after": value}
+    return changed
+
+
 @transaction.atomic
 def persona_create(*, persona_id: str, display_name: str, version: str = "1", soul: str = "",
                    capability_scope: list[str] | None = None, actor: object) -> Persona:
+    persona_id = _slug(persona_id, "persona_id", "persona")
+    fields = _persona_fields(display_name=display_name, version=version, soul=soul,
+                             capability_scope=capability_scope)
     if Persona.objects.filter(persona_id=persona_id).exists():
         raise Conflict(f"persona {persona_id} already exists", field="persona_id", domain="personas",
                        code="persona_exists")
-    persona = Persona.objects.create(persona_id=persona_id, display_name=display_name, version=version,
-                                     soul=soul, capability_scope=_string_list(capability_scope,
-                                                                              "capability_scope"))
+    persona = Persona.objects.create(persona_id=persona_id, **fields)
     record_audit(subject_type="persona", subject_id=persona_id, action="create", actor=actor)
     return persona
 
 
 @transaction.atomic
+def persona_update(*, persona: Persona, display_name: str, version: str, soul: str,
+                   capability_scope: list[str] | None, actor: object) -> Persona:
+    """Change a persona's name, version, soul or capability scope (its id never changes); audited with what
+    changed, before and after. Sessions bound to it see the new capability scope at once."""
+    fields = _persona_fields(display_name=display_name, version=version, soul=soul,
+                             capability_scope=capability_scope)
+    locked = Persona.objects.select_for_update().get(pk=persona.pk)
+    changed = _changes(locked, fields)
+    if changed:
+        Persona.objects.filter(pk=locked.pk).update(**fields)
+        record_audit(subject_type="persona", subject_id=locked.persona_id, action="update", actor=actor,
+                     data={"changed": changed})
+    locked.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
 def project_create(*, project_id: str, name: str, actor: object) -> Project:
+    project_id = _slug(project_id, "project_id", "project")
+    name = _text(name, "name", "project", max_length=200)
     if Project.objects.filter(project_id=project_id).exists():
         raise Conflict(f"project {project_id} already exists", field="project_id", domain="projects",
                        code="project_exists")
     project = Project.objects.create(project_id=project_id, name=name)
     record_audit(subject_type="project", subject_id=project_id, action="create", actor=actor)
     return project
+
+
+@transaction.atomic
+def project_update(*, project: Project, name: str, actor: object) -> Project:
+    """Rename a project (its id never changes), audited before and after."""
+    fields = {"name": _text(name, "name", "project", max_length=200)}
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    changed = _changes(locked, fields)
+    if changed:
+        Project.objects.filter(pk=locked.pk).update(**fields)
+        record_audit(subject_type="project", subject_id=locked.project_id, action="update", actor=actor,
+                     data={"changed": changed})
+    locked.refresh_from_db()
+    return locked
+
+
+@dataclass(frozen=True)
+class DeleteImpact:
+    """What deleting one persona or project touches: what the confirmation page shows and the audit row keeps."""
+
+    kind: str  # "persona" | "project"
+    scope_id: str
+    label: str
+    session_ids: list[str]
+    agent_ids: list[str]
+    scoped: dict[str, int]  # records other planes keep in its learning scope (memory.hooks.SCOPE_DEPENDENTS)
+
+    @property
+    def blocked(self) -> bool:
+        """A persona bound by a session cannot be deleted (see the note above)."""
+        return self.kind == "persona" and bool(self.session_ids)
+
+    def as_dict(self) -> dict:
+        return {"sessions_bound": len(self.session_ids), "agents_granted": self.agent_ids, "scoped": self.scoped}
+
+
+def _impact(kind: str, obj: Persona | Project) -> DeleteImpact:
+    scope_id = obj.persona_id if kind == "persona" else obj.project_id
+    bound = Session.objects.filter(persona=obj) if kind == "persona" else Session.objects.filter(projects=obj)
+    granted = AgentGrant.objects.filter(personas=obj) if kind == "persona" else AgentGrant.objects.filter(
+        projects=obj)
+    scoped: dict[str, int] = {}
+    for answer in hooks.fire(hooks.SCOPE_DEPENDENTS, f"{kind}:{scope_id}"):
+        scoped.update(answer or {})
+    return DeleteImpact(kind=kind, scope_id=scope_id, label=str(obj),
+                        session_ids=[f"session-{pk}" for pk in bound.order_by("pk").values_list("pk", flat=True)],
+                        agent_ids=sorted(granted.values_list("user__username", flat=True)), scoped=scoped)
+
+
+def persona_delete_impact(persona: Persona) -> DeleteImpact:
+    return _impact("persona", persona)
+
+
+def project_delete_impact(project: Project) -> DeleteImpact:
+    return _impact("project", project)
+
+
+def _revoke_grants(kind: str, obj: Persona | Project, actor: object) -> None:
+    related = "personas" if kind == "persona" else "projects"
+    for grant in AgentGrant.objects.select_for_update().filter(**{related: obj}).select_related("user"):
+        before = grants.grants_for(grant.user)
+        getattr(grant, related).remove(obj)
+        AgentGrant.objects.filter(pk=grant.pk).update(updated_at_ms=now_ms())
+        record_audit(subject_type="agent_grant", subject_id=grant.user.get_username(), action=f"revoke_{kind}",
+                     actor=actor, reason=f"{kind} {getattr(obj, kind + '_id')} deleted",
+                     data={"before": before.as_dict(), "after": grants.grants_for(grant.user).as_dict()})
+
+
+@transaction.atomic
+def persona_delete(*, persona: Persona, actor: object) -> DeleteImpact:
+    """Delete a persona no session binds (409 ``persona_in_use`` otherwise), withdrawing it from every agent
+    granted it; audited (one row per grant, one for the persona with the impact)."""
+    locked = Persona.objects.select_for_update().get(pk=persona.pk)
+    impact = persona_delete_impact(locked)
+    if impact.blocked:
+        raise Conflict(f"persona {locked.persona_id} is bound by {len(impact.session_ids)} session(s); a session's "
+                       "persona cannot be removed (that would widen its capability scope)", field="persona_id",
+                       domain="personas", code="persona_in_use")
+    _revoke_grants("persona", locked, actor)
+    record_audit(subject_type="persona", subject_id=locked.persona_id, action="delete", actor=actor,
+                 data=impact.as_dict())
+    locked.delete()
+    return impact
+
+
+@transaction.atomic
+def project_delete(*, project: Project, actor: object, unbind_sessions: bool = False) -> DeleteImpact:
+    """Delete a project. Sessions bound to it are refused (409 ``project_in_use``) unless ``unbind_sessions``
+    (the operator confirmed): then each loses the project with an audit row. Agents granted it lose the grant
+    (an audit row each); the project's own ``delete`` row keeps the impact."""
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    impact = project_delete_impact(locked)
+    if impact.session_ids and not unbind_sessions:
+        raise Conflict(f"project {locked.project_id} is bound by {len(impact.session_ids)} session(s); confirm "
+                       "to unbind them", field="project_id", domain="projects", code="project_in_use")
+    for session in Session.objects.select_for_update().filter(projects=locked).order_by("pk"):
+        session.projects.remove(locked)
+        Session.objects.filter(pk=session.pk).update(updated_at_ms=now_ms())
+        record_audit(subject_type="session", subject_id=session.public_id, action="unbind_project", actor=actor,
+                     reason=f"project {locked.project_id} deleted", data={"project_id": locked.project_id})
+    _revoke_grants("project", locked, actor)
+    record_audit(subject_type="project", subject_id=locked.project_id, action="delete", actor=actor,
+                 data=impact.as_dict())
+    locked.delete()
+    return impact

@@ -10,6 +10,7 @@ Two surfaces, kept apart (memory-planes.md, "Skills"):
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import PurePath
 
@@ -17,7 +18,7 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from learnings.models import Learning
 from memory.errors import NotFound, ValidationFailed
-from memory.models import Session
+from memory.models import Run, Session
 from memory.sessions import effective_capability_scope
 from skills import catalog
 from skills.fingerprint import validate_skill_name
@@ -95,6 +96,53 @@ def learning_skill_view(skill: LearningSkill) -> dict:
         "revoked_at_ms": skill.revoked_at_ms,
         "revoked_reason": skill.revoked_reason,
     }
+
+
+_RUN_OR_SESSION_ID = re.compile(r"\b(run|session)-(\d{1,18})\b")
+
+
+def _mentioned_ids(value: object) -> set[tuple[str, int]]:
+    """Every ``run-N`` / ``session-N`` named anywhere in ``value`` (keys, values, notes)."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return {(kind, int(digits)) for kind, digits in _RUN_OR_SESSION_ID.findall(text)}
+
+
+def without_foreign_ids(views: list[dict], user: object) -> list[dict]:
+    """Learning-skill views as an agent sees them: no other agent's run or session id, ever. Evidence refs
+    that name a run or session the agent does not own are dropped whole (a note may carry the id in its text),
+    ``verifier_run_ids`` keep only the agent's own runs, and a lifecycle event keeps its ``run_id``,
+    ``session_id`` and ``reason`` only when they name the agent's own. Counts (successful runs, distinct
+    sessions) stay: they name nobody. Two queries for the whole page. Operators get the views unchanged (the
+    caller decides)."""
+    mentioned: set[tuple[str, int]] = set()
+    for view in views:
+        mentioned |= _mentioned_ids(view.get("evidence_refs") or [])
+        mentioned |= _mentioned_ids(view.get("verifier_run_ids") or [])
+        for event in view.get("lifecycle_events") or []:
+            mentioned |= _mentioned_ids({k: event.get(k) for k in ("run_id", "session_id", "reason")})
+    run_pks = [pk for kind, pk in mentioned if kind == "run"]
+    session_pks = [pk for kind, pk in mentioned if kind == "session"]
+    owned = {("run", pk) for pk in Run.objects.filter(pk__in=run_pks, session__owner=user)
+             .values_list("pk", flat=True)} if run_pks else set()
+    owned |= {("session", pk) for pk in Session.objects.filter(pk__in=session_pks, owner=user)
+              .values_list("pk", flat=True)} if session_pks else set()
+
+    def own(value: object) -> bool:
+        return _mentioned_ids(value) <= owned
+
+    shown = []
+    for view in views:
+        events = []
+        for event in view.get("lifecycle_events") or []:
+            events.append({k: v for k, v in event.items()
+                           if k not in ("run_id", "session_id", "reason") or own(v)})
+        shown.append({
+            **view,
+            "evidence_refs": [ref for ref in view.get("evidence_refs") or [] if own(ref)],
+            "verifier_run_ids": [run_id for run_id in view.get("verifier_run_ids") or [] if own(run_id)],
+            "lifecycle_events": events,
+        })
+    return shown
 
 
 def learning_skills(*, source_learning_id: str | None = None, status: str | None = None,

@@ -35,9 +35,8 @@ from learnings.models import (
     Sensitivity,
 )
 from learnings.validation import LearningScope
-from memory import run_memory, sessions
-from memory.errors import Forbidden, ValidationFailed
-from memory.models import Run, Session
+from memory import run_memory
+from memory.errors import ValidationFailed
 
 MAX_INPUT_CONTENT = 100_000  # the 1600-character rule is the service's, with its literal message
 
@@ -92,6 +91,8 @@ class LearningCandidateViewSerializer(serializers.Serializer):
     evidence_refs = LearningEvidenceRefSerializer(many=True)
     created_at_ms = serializers.IntegerField()
     expires_at_ms = serializers.IntegerField(allow_null=True)
+    stated_at_ms = serializers.IntegerField(help_text="When the statement was made (epoch ms); its creation time "
+                                            "when none was given.")
     state = serializers.CharField()
     automation_review = serializers.JSONField(allow_null=True)
     published_learning_id = serializers.CharField(allow_null=True)
@@ -115,6 +116,8 @@ class LearningViewSerializer(serializers.Serializer):
     created_at_ms = serializers.IntegerField()
     published_at_ms = serializers.IntegerField()
     expires_at_ms = serializers.IntegerField(allow_null=True)
+    stated_at_ms = serializers.IntegerField(help_text="When the statement was made (epoch ms); its publication "
+                                            "time when none was given.")
     status = serializers.CharField()
     publish_tier = serializers.CharField()
     policy_decision = serializers.CharField(allow_null=True)
@@ -157,6 +160,10 @@ class CreateLearningCandidateSerializer(StrictSerializer):
     source = serializers.JSONField(required=False, default=dict)
     evidence_refs = serializers.JSONField(required=False, default=list)
     expires_at_ms = _expiry_field()
+    stated_at_ms = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=2**62,
+        help_text="Optional: when the statement was made (epoch ms), e.g. the date of the conversation turn it "
+                  "comes from; a question naming a time prefers what was stated then. Not in the future.")
 
 
 class PublishLearningCandidateSerializer(StrictSerializer):
@@ -272,70 +279,6 @@ def _scope(data: dict | None) -> LearningScope | None:
     return services.normalise_scope(data["kind"], data.get("id"))
 
 
-# ---- scope access -----------------------------------------------------------------------------------------
-
-
-def caller_can_use_scope(request, scope: LearningScope) -> bool:
-    """Operators may use any scope; an agent only the workspace, its own sessions, and the personas and projects
-    its sessions are bound to and it is still granted (``memory.sessions.caller_scopes``)."""
-    if caller_is_operator(request):
-        return True
-    return sessions.caller_scopes(request.user).allows(scope.kind, scope.id)
-
-
-def _require_scope(request, scope: LearningScope) -> None:
-    if not caller_can_use_scope(request, scope):
-        raise Forbidden(
-            f"learning scope {scope.scope_key} is not visible to the caller",
-            field="scope",
-            domain="learnings",
-            code="scope_forbidden",
-        )
-
-
-def _owned_id(value: object, prefix: str) -> int | None:
-    if not isinstance(value, str) or not value.startswith(f"{prefix}-"):
-        return None
-    digits = value[len(prefix) + 1:]
-    return int(digits) if digits.isdigit() and len(digits) < 19 else None
-
-
-def _require_own_provenance(request, source: object, evidence_refs: object) -> None:
-    """An agent's candidate may claim only its own runs, sessions and agent id (issue 14.2): server-side
-    provenance, never a claim on another agent's work. Unknown and foreign ids alike are 403; values of the
-    wrong type are left to the service's 400."""
-    if caller_is_operator(request):
-        return
-
-    def refuse(field: str, what: str) -> None:
-        raise Forbidden(f"{field} {what} is not the caller's", field=field, domain="learnings",
-                        code="provenance_forbidden")
-
-    runs = Run.objects.filter(session__owner=request.user)
-    if isinstance(source, dict):
-        agent_id = source.get("agent_id")
-        if isinstance(agent_id, str) and agent_id != request.user.get_username():
-            refuse("source.agent_id", str(agent_id))
-        session_pk = None
-        if isinstance(source.get("session_id"), str):
-            session_pk = _owned_id(source["session_id"], "session")
-            if session_pk is None or not Session.objects.filter(pk=session_pk, owner=request.user).exists():
-                refuse("source.session_id", str(source["session_id"]))
-        if isinstance(source.get("run_id"), str):
-            run_pk = _owned_id(source["run_id"], "run")
-            owned = runs.filter(pk=run_pk) if run_pk is not None else runs.none()
-            if session_pk is not None:
-                owned = owned.filter(session_id=session_pk)
-            if not owned.exists():
-                refuse("source.run_id", str(source["run_id"]))
-    if isinstance(evidence_refs, list):
-        for index, ref in enumerate(evidence_refs):
-            if isinstance(ref, dict) and isinstance(ref.get("run_id"), str):
-                run_pk = _owned_id(ref["run_id"], "run")
-                if run_pk is None or not runs.filter(pk=run_pk).exists():
-                    refuse(f"evidence_refs[{index}].run_id", str(ref["run_id"]))
-
-
 # ---- views ------------------------------------------------------------------------------------------------
 
 
@@ -401,12 +344,10 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         data = CreateLearningCandidateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
-        scope = _scope(body["scope"])
-        _require_scope(request, scope)
-        _require_own_provenance(request, body["source"], body["evidence_refs"])
         candidate = services.candidate_create(
             actor=request.user,
-            scope=scope,
+            operator=caller_is_operator(request),
+            scope=_scope(body["scope"]),
             kind=body["kind"],
             content=body["content"],
             sensitivity=body["sensitivity"],
@@ -414,6 +355,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
             source=body["source"],
             evidence_refs=body["evidence_refs"],
             expires_at_ms=body["expires_at_ms"],
+            stated_at_ms=body["stated_at_ms"],
         )
         return Response(LearningCandidateViewSerializer(candidate).data)
 

@@ -188,9 +188,12 @@ def _query(request) -> str | None:
 
 def _hide_paths(request, item):
     """Agents see a skill's location relative to its skills directory (``code-review/SKILL.md``), never the
-    server's absolute paths (issue 14.5); operators see them whole."""
+    server's absolute paths (issue 14.5), and a learning-skill record's evidence without another agent's run
+    or session ids (``selectors.without_foreign_ids``); operators see them whole."""
     if caller_is_operator(request):
         return item
+    if isinstance(item, dict) and "lifecycle_events" in item:
+        item = selectors.without_foreign_ids([item], request.user)[0]
     return selectors.without_server_paths(item)
 
 
@@ -328,8 +331,10 @@ class LearningSkillListView(APIView):
         )
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response([_hide_paths(request, selectors.learning_skill_view(skill))
-                                                 for skill in page])
+        views = [selectors.learning_skill_view(skill) for skill in page]
+        if not caller_is_operator(request):  # one pass for the page: two queries, not two per record
+            views = [selectors.without_server_paths(v) for v in selectors.without_foreign_ids(views, request.user)]
+        return paginator.get_paginated_response(views)
 
 
 class LearningSkillDetailView(APIView):

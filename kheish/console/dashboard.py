@@ -13,12 +13,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from kheish import composition
+from kheish.console import activity
 from kheish.console.common import Stamp, capture_paths, learning_status_line, render
 from learnings import policy_store
 from learnings import services as learning_services
 from learnings.models import Learning, LearningCandidate, LearningKind, LearningStatus
 from memory.errors import AppError
-from memory.models import AuditEvent, Session
+from memory.models import Session
 from skills.models import LearningSkill, SkillStatus
 
 GOVERNED_SUBJECTS = ("learning_candidate", "learning", "learning_skill", "policy")
@@ -67,8 +68,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         prefs=Count("id", filter=Q(kind__in=(LearningKind.PREFERENCE, LearningKind.DECISION))),
     )
     stats = [
-        {"label": "Awaiting review", "value": LearningCandidate.objects.pending_review().count(),
-         "url": reverse("console:review"), "hint": "pending and escalated candidates"},
+        {"label": "Awaiting review", "value": LearningCandidate.objects.awaiting_review().count(),
+         "url": reverse("console:review"),
+         "hint": "pending and escalated facts, preferences, decisions and procedures (run summaries apart)"},
         {"label": "Active learnings", "value": counts["total"], "url": f"{learnings_url}?status=active",
          "hint": "published, active tier"},
         {"label": "Facts", "value": counts["facts"], "url": f"{learnings_url}?status=active&kind=fact",
@@ -79,8 +81,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     ]
     status = composition.status_view()
     skills = dict(LearningSkill.objects.values_list("status").annotate(n=Count("id")))
-    events = [{"event": event, "when": Stamp(event.at_ms)} for event in AuditEvent.objects.filter(
-        subject_type__in=GOVERNED_SUBJECTS).order_by("-id")[:12]]
+    events = activity.recent(GOVERNED_SUBJECTS, limit=12)
     sessions = [{"session": session, "when": Stamp(session.updated_at_ms),
                  "url": reverse("admin:memory_session_change", args=[session.pk]),
                  "search": f"{reverse('console:search')}?session={session.public_id}"}

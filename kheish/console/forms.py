@@ -215,6 +215,11 @@ class LearningPolicyForm(forms.Form):
         help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}; the prompt window's budget still applies if smaller.")
     retrieval_max_entries = forms.IntegerField(label="Learned-context entries",
                                                help_text=f"1 to {RETRIEVAL_MAX_ENTRIES_LIMIT}.")
+    retrieval_standing_tokens = forms.IntegerField(
+        label="Standing preferences budget (tokens)",
+        help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}: the part of learned context kept for the session's "
+                  "preferences and decisions, which enter whatever the input's words (at most half the "
+                  "section; 0: off; hybrid ranker only).")
     expected_revision = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     dry_run_size = forms.TypedChoiceField(choices=[(n, n) for n in DRY_RUN_SIZES], coerce=int, initial=20,
                                           label="Dry run over the last")
@@ -237,6 +242,7 @@ class LearningPolicyForm(forms.Form):
             "retrieval_ranker": policy["retrieval"]["ranker"],
             "retrieval_max_tokens": policy["retrieval"]["max_tokens"],
             "retrieval_max_entries": policy["retrieval"]["max_entries"],
+            "retrieval_standing_tokens": policy["retrieval"]["standing_tokens"],
             "expected_revision": revision,
             "dry_run_size": 20,
         }
@@ -263,7 +269,8 @@ class LearningPolicyForm(forms.Form):
             },
             "judge": {**base["judge"], "enabled": data["judge_enabled"], "timeout_ms": data["judge_timeout_ms"]},
             "retrieval": {"ranker": data["retrieval_ranker"], "max_tokens": data["retrieval_max_tokens"],
-                          "max_entries": data["retrieval_max_entries"]},
+                          "max_entries": data["retrieval_max_entries"],
+                          "standing_tokens": data["retrieval_standing_tokens"]},
         }
 
 

@@ -91,6 +91,7 @@ LEARNING_FIELDS = {
     "retrieval.ranker": "retrieval_ranker",
     "retrieval.max_tokens": "retrieval_max_tokens",
     "retrieval.max_entries": "retrieval_max_entries",
+    "retrieval.standing_tokens": "retrieval_standing_tokens",
 }
 
 

@@ -13,15 +13,17 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from kheish.console import explain
+from kheish.console import activity, explain
 from kheish.console.common import Stamp, learning_status_line, next_url, paginate, render, run_link
 from kheish.console.forms import PublishForm, ReasonForm
 from learnings import services as learning_services
 from learnings.models import LearningCandidate, LearningKind, PublishTier
 from memory.errors import AppError
 
-KIND_PILLS = (("", "All"), ("fact", "fact"), ("preference", "preference"), ("decision", "decision"),
-              ("run_summary", "run summary"))
+KIND_PILLS = (("", "To review"), ("fact", "fact"), ("preference", "preference"), ("decision", "decision"),
+              ("procedure", "procedure"), ("run_summary", "run summaries (review material)"))
+"""The default tab is the work: every kind but run summaries, which never reach a prompt and are read, not
+decided on, under their own filter."""
 REJECT_WARNING = "A rejected candidate is never published. Automation will not review it again."
 
 def _candidate_row(candidate: LearningCandidate) -> dict:
@@ -38,6 +40,7 @@ def _candidate_row(candidate: LearningCandidate) -> dict:
         "judge_reason": judge.get("reason"),
         "rule_reason": review.get("reason"),
         "prompt_note": _prompt_note(candidate),
+        "automation_words": activity.review_words(review),
     }
 
 
@@ -55,6 +58,8 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     queryset = LearningCandidate.objects.pending_review().order_by("-id")
     if kind in LearningKind.values:
         queryset = queryset.filter(kind=kind)
+    else:
+        queryset = queryset.exclude(kind=LearningKind.RUN_SUMMARY)
     if query:
         queryset = queryset.matching_query(query)
     rows, page = paginate(request, queryset)
@@ -65,6 +70,8 @@ def review_queue(request: HttpRequest) -> HttpResponse:
         request, "review.html", "Review queue", tab="review",
         rows=[_candidate_row(candidate) for candidate in rows], page=page, pills=pills, kind=kind, query=query,
         tiers=PublishTier.choices, automation=learning_status_line(), here=request.get_full_path(),
+        summaries=kind == LearningKind.RUN_SUMMARY,
+        summaries_waiting=LearningCandidate.objects.pending_review().filter(kind=LearningKind.RUN_SUMMARY).count(),
     )
 
 

@@ -23,6 +23,7 @@ from learnings.services.cleaning import (
     clean_evidence_refs,
     clean_expiry,
     clean_source,
+    clean_stated_at,
     invalid,
     normalise_scope,
     semantic_key_digests,
@@ -32,8 +33,10 @@ from learnings.services.rows import guarded_move
 from learnings.validation import LearningScope, LearningValidationError
 from memory.audit import record_audit
 from memory.clock import now_ms
-from memory.errors import Conflict, ValidationFailed
-from memory.models import Run, RunMemoryRecord
+from memory.errors import Conflict, Forbidden, ValidationFailed
+from memory.identity import is_operator
+from memory.models import Run, RunMemoryRecord, Session
+from memory.sessions import caller_scopes
 
 RUN_SUMMARY_TTL_MS = 30 * 24 * 60 * 60 * 1000
 
@@ -55,6 +58,7 @@ def _new_candidate(
     created_at_ms: int,
     expires_at_ms: int | None,
     source_run: Run | None,
+    stated_at_ms: int | None = None,
     proposed_by: object = None,
 ) -> LearningCandidate:
     content_key, subject_key = semantic_key_digests(content)
@@ -71,6 +75,7 @@ def _new_candidate(
         evidence_refs=evidence_refs,
         created_at_ms=created_at_ms,
         expires_at_ms=expires_at_ms,
+        stated_at_ms=stated_at_ms,
         state=CandidateState.PENDING,
         source_run=source_run,
         proposed_by=proposed_by if isinstance(proposed_by, get_user_model()) else None,
@@ -92,6 +97,75 @@ def _new_candidate(
     return candidate
 
 
+# ---- who may propose what (issue 21.3: here, not in the API layer, so that every write path is checked) -----
+
+
+def acts_as_agent(actor: object, operator: bool | None = None) -> bool:
+    """Whether the scope and provenance rules apply: ``operator`` when the caller knows (the API: the key's role),
+    else any principal that is not staff. A literal actor (``"daemon"``, a management command's label) is the
+    system itself, not an agent."""
+    if operator is not None:
+        return not operator
+    if actor is None or isinstance(actor, str):
+        return False
+    return not is_operator(actor)
+
+
+def require_scope(actor: object, scope: LearningScope, *, operator: bool | None = None) -> None:
+    """403 ``scope_forbidden`` unless the actor may use ``scope``: operators any scope; an agent only the
+    workspace, its own sessions, and the personas and projects its sessions are bound to and it is still
+    granted (``memory.sessions.caller_scopes``)."""
+    if not acts_as_agent(actor, operator):
+        return
+    if not caller_scopes(actor).allows(scope.kind, scope.id):
+        raise Forbidden(f"learning scope {scope.scope_key} is not visible to the caller", field="scope",
+                        domain=DOMAIN, code="scope_forbidden")
+
+
+def _owned_id(value: object, prefix: str) -> int | None:
+    if not isinstance(value, str) or not value.startswith(f"{prefix}-"):
+        return None
+    digits = value[len(prefix) + 1:]
+    return int(digits) if digits.isdigit() and len(digits) < 19 else None
+
+
+def require_own_provenance(actor: object, source: object, evidence_refs: object, *,
+                           operator: bool | None = None) -> None:
+    """An agent's candidate may claim only its own runs, sessions and agent id (issue 14.2): server-side
+    provenance, never a claim on another agent's work. Unknown and foreign ids alike are 403
+    ``provenance_forbidden``; values of the wrong type are left to validation's 400. Operators may cite any."""
+    if not acts_as_agent(actor, operator):
+        return
+
+    def refuse(field: str, what: str) -> None:
+        raise Forbidden(f"{field} {what} is not the caller's", field=field, domain=DOMAIN,
+                        code="provenance_forbidden")
+
+    runs = Run.objects.filter(session__owner=actor)
+    if isinstance(source, dict):
+        agent_id = source.get("agent_id")
+        if isinstance(agent_id, str) and agent_id != actor.get_username():
+            refuse("source.agent_id", str(agent_id))
+        session_pk = None
+        if isinstance(source.get("session_id"), str):
+            session_pk = _owned_id(source["session_id"], "session")
+            if session_pk is None or not Session.objects.filter(pk=session_pk, owner=actor).exists():
+                refuse("source.session_id", str(source["session_id"]))
+        if isinstance(source.get("run_id"), str):
+            run_pk = _owned_id(source["run_id"], "run")
+            owned = runs.filter(pk=run_pk) if run_pk is not None else runs.none()
+            if session_pk is not None:
+                owned = owned.filter(session_id=session_pk)
+            if not owned.exists():
+                refuse("source.run_id", str(source["run_id"]))
+    if isinstance(evidence_refs, list):
+        for index, ref in enumerate(evidence_refs):
+            if isinstance(ref, dict) and isinstance(ref.get("run_id"), str):
+                run_pk = _owned_id(ref["run_id"], "run")
+                if run_pk is None or not runs.filter(pk=run_pk).exists():
+                    refuse(f"evidence_refs[{index}].run_id", str(ref["run_id"]))
+
+
 def candidate_create(**kwargs: Any) -> LearningCandidate:
     """``POST /v1/learning-candidates`` (see :func:`create_candidate_in_transaction`), in its own transaction
     (a savepoint inside the caller's)."""
@@ -111,16 +185,24 @@ def create_candidate_in_transaction(
     evidence_refs: object = None,
     expires_at_ms: object = None,
     stated_at_ms: object = None,
+    operator: bool | None = None,
     queue_review: bool = True,
 ) -> LearningCandidate:
     """``POST /v1/learning-candidates``, inside a transaction the caller holds: origin is always ``api`` (an
     API caller cannot forge daemon provenance), state ``pending``, created now; then validated (§3.4) and
-    queued for review (unless the caller publishes it in the same transaction: ``queue_review=False``)."""
+    queued for review (unless the caller publishes it in the same transaction: ``queue_review=False``). An
+    agent actor (``operator`` False, or by default a non-staff user) may use only its own scopes and cite only
+    its own runs and sessions (``require_scope``, ``require_own_provenance``), whichever path calls this.
+    ``stated_at_ms`` (optional): when the statement was made, e.g. the date of the conversation it comes
+    from; not in the future."""
+    scope = normalise_scope(scope.kind, scope.id)
+    require_scope(actor, scope, operator=operator)
+    require_own_provenance(actor, source, evidence_refs, operator=operator)
     if not isinstance(content, str):
         raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
     candidate = _new_candidate(
         origin=CandidateOrigin.API,
-        scope=normalise_scope(scope.kind, scope.id),
+        scope=scope,
         kind=kind,
         content=content.strip(),
         sensitivity=sensitivity,
@@ -130,9 +212,9 @@ def create_candidate_in_transaction(
         created_at_ms=now_ms(),
         expires_at_ms=clean_expiry(expires_at_ms),
         source_run=None,
+        stated_at_ms=clean_stated_at(stated_at_ms),
         proposed_by=actor,
     )
-    candidate.stated_at_ms = clean_expiry(stated_at_ms, "stated_at_ms")
     candidate.save()
     record_audit(
         subject_type="learning_candidate",
@@ -168,6 +250,7 @@ def daemon_candidate_create(
     evidence_refs: list | None = None,
     created_at_ms: int | None = None,
     expires_at_ms: int | None = None,
+    stated_at_ms: int | None = None,
 ) -> tuple[LearningCandidate, bool]:
     """A daemon-origin candidate from a run (capture), deduplicated (§4.9): same origin, scope, kind,
     semantic content key and source run ⇒ the existing candidate is returned. Returns (candidate, created)."""
@@ -185,6 +268,7 @@ def daemon_candidate_create(
         created_at_ms=now_ms() if created_at_ms is None else created_at_ms,
         expires_at_ms=expires_at_ms,
         source_run=run,
+        stated_at_ms=stated_at_ms,
         proposed_by=run.session.owner,
     )
     existing = LearningCandidate.objects.filter(

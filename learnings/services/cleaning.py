@@ -12,6 +12,7 @@ from learnings import semantic, validation
 from learnings.models import key_digest
 from learnings.selectors import DOMAIN
 from learnings.validation import LearningScope, LearningValidationError
+from memory.clock import now_ms
 from memory.errors import ValidationFailed
 
 MAX_EVIDENCE_REFS = 32
@@ -122,6 +123,26 @@ def clean_expiry(value: object, field: str = "expires_at_ms") -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**62:
         raise ValidationFailed(
             f"{field} must be a non-negative integer", field=field, domain=DOMAIN, code="invalid_learning"
+        )
+    return value
+
+
+STATED_AHEAD_MS = 24 * 3600 * 1000
+"""A statement's time may be at most a day ahead of the server clock (clients' clocks drift; a later one is
+not a statement that was made)."""
+
+
+def clean_stated_at(value: object, field: str = "stated_at_ms") -> int | None:
+    """When a statement was made (epoch ms): optional; a non-negative integer not in the future."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**62:
+        raise ValidationFailed(
+            f"{field} must be a non-negative integer", field=field, domain=DOMAIN, code="invalid_learning"
+        )
+    if value > now_ms() + STATED_AHEAD_MS:
+        raise ValidationFailed(
+            f"{field} cannot be in the future", field=field, domain=DOMAIN, code="invalid_learning"
         )
     return value
 

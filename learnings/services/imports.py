@@ -32,7 +32,13 @@ from learnings.models import (
 from learnings.policy import policy_actor_for, status_for_tier
 from learnings.semantic import PROMPT_ELIGIBLE_KINDS
 from learnings.services.candidates import _new_candidate
-from learnings.services.cleaning import clean_evidence_refs, clean_expiry, clean_source, normalise_scope
+from learnings.services.cleaning import (
+    clean_evidence_refs,
+    clean_expiry,
+    clean_source,
+    clean_stated_at,
+    normalise_scope,
+)
 from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import validated_learning
 from learnings.validation import LearningScope
@@ -109,8 +115,8 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
                 content=item.content.strip() if isinstance(item.content, str) else item.content,
                 sensitivity=item.sensitivity, confidence=item.confidence, source=clean_source(item.source),
                 evidence_refs=clean_evidence_refs(item.evidence_refs), created_at_ms=at,
-                expires_at_ms=clean_expiry(item.expires_at_ms), source_run=None)
-            candidate.stated_at_ms = clean_expiry(item.stated_at_ms, "stated_at_ms")
+                expires_at_ms=clean_expiry(item.expires_at_ms), source_run=None,
+                stated_at_ms=clean_stated_at(item.stated_at_ms))
         except (AppError, ValueError, TypeError, AttributeError) as exc:
             where = f" ({exc.field})" if getattr(exc, "field", None) else ""
             outcome.invalid.append((external_id, f"{getattr(exc, 'detail', None) or exc}{where}"))

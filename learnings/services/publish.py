@@ -185,6 +185,7 @@ def _publish_locked(locked: LearningCandidate, *, actor: object, options: Publis
         created_at_ms=locked.created_at_ms,
         published_at_ms=at,
         expires_at_ms=expiry,
+        stated_at_ms=locked.stated_at_ms,
         status=status_for_tier(governance.publish_tier),
         publish_tier=governance.publish_tier,
         policy_decision=governance.policy_decision,
@@ -193,7 +194,6 @@ def _publish_locked(locked: LearningCandidate, *, actor: object, options: Publis
         content_key=content_key,
         subject_key=subject_key,
         source_candidate=locked,
-        stated_at_ms=locked.stated_at_ms,
         updated_at_ms=at,
     )
     validated_learning(learning)

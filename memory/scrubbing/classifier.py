@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from memory.scrubbing.values import _key_words, is_placeholder, is_prose_word, is_secret_shaped
+from memory.scrubbing.values import _key_words, is_describing_word, is_placeholder, is_secret_shaped
 
 _WORD_MARKERS = (
     "access token is", "access token:", "access token =", "api key is", "api key:", "api key =",
@@ -44,7 +44,12 @@ _SECRET_KEY_PHRASES = (
 _NON_WORD = re.compile(r"[^\w]|_")
 _VALUE_TRIM = "\"'`.,;:!?()[]{}"
 _SMALL_NUMBER = re.compile(r"\d{1,6}")
-_SQUASH = re.compile(r"\s*([:=_\-])\s*")
+# Whitespace around a separator, taken from the start of a whitespace run only (possessive): each run is read
+# once, however long.
+# One pattern per separator, so the replacement is a literal (no template expanded per match, in Python).
+_SQUASH = tuple((sep, re.compile(rf"(?:(?<!\s)\s++)?+{re.escape(sep)}\s*+")) for sep in ":=_-")
+# What follows a marker: the value is its first word, so a bounded window of the text after it is read.
+_AFTER_MARKER_CHARS = 256
 _BOUNDARY = re.compile(r"[a-z0-9]")
 # Words that name a secret when they come shortly before a secret-shaped value.
 _SECRET_NOUNS = frozenset({
@@ -69,12 +74,12 @@ def _key_looks_secret(key: str) -> bool:
 
 def _gives_value(rest: str) -> bool:
     """Whether the text after a marker gives a value (see the module docstring)."""
-    words = rest.split(None, 1)
+    words = rest.lstrip("=").split(None, 1)  # ``password := …``: the ``=`` of Go's declaration
     if not words:
         return False
     word = words[0]
     core = word.strip(_VALUE_TRIM)
-    if not core or is_prose_word(word) or is_placeholder(word) or _SMALL_NUMBER.fullmatch(core):
+    if not core or is_describing_word(word) or is_placeholder(word) or _SMALL_NUMBER.fullmatch(core):
         return False
     return not (core.lower() in ("bearer", "basic") and len(words) == 1)
 
@@ -82,7 +87,10 @@ def _gives_value(rest: str) -> bool:
 def _marker_gives_value(text: str, marker: str, *, boundary: bool) -> bool:
     pos = text.find(marker)
     while pos >= 0:
-        if not (boundary and pos and _BOUNDARY.match(text, pos - 1)) and _gives_value(text[pos + len(marker) :]):
+        after = pos + len(marker)
+        if not (boundary and pos and _BOUNDARY.match(text, pos - 1)) and _gives_value(
+            text[after : after + _AFTER_MARKER_CHARS]
+        ):
             return True
         pos = text.find(marker, pos + 1)
     return False
@@ -93,7 +101,10 @@ def _has_secret_assignment(text: str) -> bool:
     words = " ".join(lowered.split())
     if any(marker in words and _marker_gives_value(words, marker, boundary=False) for marker in _WORD_MARKERS):
         return True
-    squashed = _SQUASH.sub(r"\1", lowered)
+    squashed = lowered
+    for sep, pattern in _SQUASH:
+        if sep in squashed:
+            squashed = pattern.sub(sep, squashed)
     if any(
         marker in squashed and _marker_gives_value(squashed, marker, boundary=True) for marker in _SQUASHED_MARKERS
     ):
@@ -106,7 +117,7 @@ def _has_secret_assignment(text: str) -> bool:
     return _has_secret_shaped_value(text)
 
 
-_URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]*://|\bwww\.)[^\s<>\"'`]+", re.IGNORECASE)
+_URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]{0,31}://|\bwww\.)[^\s<>\"'`]+", re.IGNORECASE)
 """A URL: its path and query are a location, not a value (a share link's id, a short link's slug); a secret
 in its query (``?token=…``) is found by the redactor's URL-parameter rule, which the classifier runs first."""
 

@@ -24,10 +24,12 @@ from memory.scrubbing.markers import (
     _is_marker,
 )
 from memory.scrubbing.provider_tokens import TOKEN_SHAPES
-from memory.scrubbing.scan import _capital, _class_table, _classify, _lowered, _splice
+from memory.scrubbing.scan import _capital, _class_table, _classify, _find_all, _lowered, _splice
 from memory.scrubbing.values import (
     _is_sensitive_key,
     _is_sensitive_url_key,
+    is_describing_word,
+    is_directory_value,
     is_placeholder,
     is_prose_word,
     is_reference,
@@ -46,7 +48,11 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
         return CONFIG_ERROR_MARKER, {KIND_OPERATOR_TOKEN: 1}
     if "-----BEGIN " in text:
         text = _redact_pem(text, counts)
-    text = _redact_assignments(text, _lowered(text), counts)
+    low = _lowered(text)
+    spoken = _redact_spoken(text, low, counts)
+    if spoken is not text:
+        text, low = spoken, _lowered(spoken)
+    text = _redact_assignments(text, low, counts)
     text = _redact_prefixed_tokens(text, counts)
     text = _redact_provider_tokens(text, counts)
     text = _redact_bearer(text, counts)
@@ -59,27 +65,44 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
 
 # A.5 PEM private keys. Run first, so an assignment such as ``private_key: -----BEGIN …`` cannot cut the
 # header off and leave the body behind. A block written on one line (JSON with ``\n`` escapes) ends at its
-# END marker on that line; a block with no END marker is redacted to the end of the text.
-_PEM_BEGIN = re.compile(r"-----BEGIN [^\n]*?PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END [^\n]*?PRIVATE KEY(?: BLOCK)?-----")
+# END marker on that line. A block with no END marker (a truncated paste) ends where its body ends: after the
+# header lines (``Proc-Type: …``), the base64 lines and the line breaks between them - the text after it (a
+# question, a certificate path) is not part of the key. The label between ``BEGIN`` and ``PRIVATE KEY`` is
+# bounded (``RSA``, ``ENCRYPTED``, ``OPENSSH``, ``PGP``…), so an opener costs the same wherever it stands.
+_PEM_BEGIN = re.compile(r"-----BEGIN [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
+# The body of a truncated block, in one possessive pass: header lines right after the opener, a blank line,
+# base64 lines of 40+ characters (one per line, JSON-escaped ``\n`` line breaks, or flattened with spaces) and a
+# last partial line (it has a digit or ``+/=``: a word of prose after the block is not part of it).
+_NL = r"[ \t]*+(?:\r?\n|\\r?\\n)"
+_PEM_BODY = re.compile(
+    rf"(?:{_NL}[ \t]*+[A-Za-z][A-Za-z0-9-]{{0,40}}: [^\n\\]{{0,200}}+)*+"
+    rf"(?:{_NL}(?={_NL}))?+"
+    rf"(?:(?:{_NL}|[ \t]++)[ \t]*+[A-Za-z0-9+/=]{{40,}}+)*+"
+    rf"(?:{_NL}[ \t]*+(?=[A-Za-z]{{0,39}}[0-9+/=])[A-Za-z0-9+/=]{{1,39}}+(?=[\s\"'\\.…,]|\Z))?+"
+)
 
 
 def _redact_pem(text: str, counts: dict[str, int]) -> str:
     edits: list[tuple[int, int, str]] = []
     pos = 0
+    no_end = False  # no END marker after some opener: none after a later one either (one search in all)
     while True:
         begin = _PEM_BEGIN.search(text, pos)
         if begin is None:
             break
-        end = _PEM_END.search(text, begin.end())
-        stop = end.end() if end is not None else len(text)
+        end = None if no_end else _PEM_END.search(text, begin.end())
+        no_end = end is None
+        if end is not None:
+            stop = end.end()
+        else:
+            stop = _PEM_BODY.match(text, begin.end()).end()
+            while stop > begin.end() and text[stop - 1] in " \t\r\n":
+                stop -= 1  # the line break after the body is the text's, not the key's
         edits.append((begin.start(), stop, PRIVATE_KEY_MARKER))
         _bump(counts, KIND_PRIVATE_KEY)
-        if end is None:
-            break
-        pos = stop
+        pos = max(stop, begin.end())
     return _splice(text, edits)
-
 
 
 # Words without which no key is sensitive under the rules above, searched in the lower-cased text. Each
@@ -100,13 +123,14 @@ _KEY_NEEDLES = tuple(
         "cookie",
         r"cre(?:t(?<=secret)|dential)",
         r"pass(?:w|phrase)",
+        "pwd",
         "authoriz",
         "error-json",
     )
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # ``"key": v`` / ``'key'=v``, ``key=v``, and a header-style ``key: v`` inside a line (``-H x-api-key: v``).
-_PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]*)(?:(["'])[ \t]*[:=]|=|:(?=[ \t]))[ \t]*""")
+_PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]{0,64}+)(?:(["'])[ \t]*+[:=]|=|:(?=[ \t]))[ \t]*+""")
 _PAIR_LEFT = frozenset(" \t\r\n,;{([|")
 _VALUE_STOP = re.compile(r"""[\s"',;&)\]}<]""")
 
@@ -124,9 +148,10 @@ _COOKIE_ATTRIBUTES = frozenset(
 )  # fmt: skip
 _COOKIE_ITEM = re.compile(r"""[ \t]*([!#$%&'*+\-.^_`|~0-9A-Za-z]+)(?:=("[^"\n]*"|[^\s;]*))?[ \t]*""")
 _WORD_END = re.compile(r"\S+")
-_URL_START = re.compile(r"[ \t]+[A-Za-z][A-Za-z0-9+.\-]*://")
+_URL_START = re.compile(r"[ \t][A-Za-z][A-Za-z0-9+.\-]{0,31}://")  # one space: a run is searched once
 _TRAILING = ".,;:!?)]}"
 _URLISH = re.compile(r"[/?#&]")
+_FORM_NEXT = re.compile(r"&[A-Za-z_][A-Za-z0-9_.\-]{0,64}=")
 
 
 def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> list[tuple[int, int]] | None:
@@ -150,6 +175,8 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
     if not _is_sensitive_key(key):
         return None
     start = sep + 1
+    if text[sep] == ":" and text.startswith("=", start):
+        start += 1  # ``password := readPassword()``: Go's declaration, one separator
     while start < line_end and text[start] in " \t":
         start += 1
     end = line_end
@@ -169,17 +196,23 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
         close = _bracket_end(text, start, end)
         span = (start, close + 1 if close > 0 else end)
     elif text[start:end] in _YAML_BLOCK:
-        return _yaml_block_span(text, line_start, end)
-    elif is_reference(text[start:end]):
+        block = _yaml_block_span(text, line_start, end)
+        if block is not None and _is_marker(text[block[0][0] : block[0][1]]):
+            return []  # ``key: |`` holding a PEM block already redacted: the line is done, the marker stays
+        return block
+    elif is_reference(text[start : min(end, start + _REFERENCE_CHARS)]):
         return None  # ``${{ secrets.GITHUB_TOKEN }}``
     else:
         word = _WORD_END.match(text, start, end)
         stop = word.end() if word else end
-        if is_placeholder(text[start:stop]):
+        form = _FORM_NEXT.search(text, start, stop)
+        if form is not None:
+            stop = form.start()  # ``access_token=…&token_type=Bearer``: the next form field is not the value
+        if is_placeholder(text[start:stop]) or is_directory_value(bare, text[start:stop]):
             return None
         if "passphrase" in bare or "pass phrase" in bare:
             url = _URL_START.search(text, start, end)
-            stop = url.start() if url else end
+            stop = len(text[start : url.start()].rstrip()) + start if url else end
         elif text[start:stop].lower() in _AUTH_SCHEMES and stop < end:
             following = _WORD_END.search(text, stop, end)
             stop = following.end() if following else stop
@@ -264,19 +297,18 @@ def _yaml_block_span(text: str, line_start: int, value_end: int) -> list[tuple[i
     return [(first, last)] if first >= 0 and last > first else None
 
 
+_QUOTED_REST = {quote: re.compile(rf"(?:[^{quote}\\]++|\\.)*+{quote}", re.DOTALL) for quote in "\"'`"}
+
+
 def _quoted_end(text: str, start: int, limit: int) -> int:
-    """Index of the closing quote matching ``text[start]`` (backslash escapes honoured), or -1."""
-    quote = text[start]
-    i = start + 1
-    while i < limit:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == quote:
-            return i
-        i += 1
-    return -1
+    """Index of the closing quote matching ``text[start]`` (backslash escapes honoured), or -1 (one pass)."""
+    pattern = _QUOTED_REST.get(text[start])
+    rest = pattern.match(text, start + 1, limit) if pattern is not None else None
+    return rest.end() - 1 if rest is not None else -1
+
+
+# A reference (``${{ secrets.X }}``, ``os.environ[...]``) is short: only that much of a value is looked at.
+_REFERENCE_CHARS = 256
 
 
 def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, line_end: int) -> tuple[int, int] | None:
@@ -293,7 +325,9 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
     elif (key_start > 0 and text[key_start - 1] not in _PAIR_LEFT) or key.lower() == "key":
         return None  # ``the key=value syntax`` is prose far more often than a credential
     value_start = tail.end()
-    if value_start >= line_end or is_reference(text[value_start:line_end]):
+    if value_start >= line_end or not _is_sensitive_key(key):
+        return None
+    if is_reference(text[value_start : min(line_end, value_start + _REFERENCE_CHARS)]):
         return None
     if text[value_start] in "\"'":
         close = _quoted_end(text, value_start, line_end)
@@ -304,13 +338,23 @@ def _pair_value_span(text: str, i: int, tail: re.Match[str], line_start: int, li
         stop = _VALUE_STOP.search(text, value_start, line_end)
         span = (value_start, stop.start() if stop else line_end)
     value = text[span[0] : span[1]]
-    if span[1] <= span[0] or _is_marker(value) or not _is_sensitive_key(key) or _url_placeholder(text, span[1], value):
-        return None
-    if text.startswith("<redacted", span[1]):
-        return None  # ``sid=<redacted>``: the value was redacted already
-    if not quote and text[key_end] == ":" and is_prose_word(value):
-        return None  # ``the token: required``
+    if (
+        span[1] <= span[0]
+        or _is_marker(value)
+        or is_directory_value(key, value)
+        or _url_placeholder(text, span[1], value)
+        or text.startswith("<redacted", span[1])  # ``sid=<redacted>``: the value was redacted already
+        or (not quote and text[key_end] == ":" and is_prose_word(value))  # ``the token: required``
+    ):
+        # Not a secret value; the key words inside it (``token={token=…``) are not keys either: later hits skip
+        # it, so a value is read once however many key words it holds.
+        raise _NotAValue(span[1])
     return span
+
+
+class _NotAValue(Exception):
+    def __init__(self, end: int) -> None:
+        self.end = end
 
 
 _PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-\"'=:")
@@ -365,18 +409,55 @@ def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
                 _bump(counts, KIND_TOKEN)
                 done = scheme.end()
             continue  # an Authorization value is the scheme / Bearer rules', never a pair
+        if j < n and text[j] in _WORD_GOES_ON:
+            bare = _bare_hex_after(text, i, j)
+            if bare is not None and bare[0] >= done:
+                edits.append((bare[0], bare[1], REDACTED))
+                _bump(counts, KIND_TOKEN)
+                done = bare[1]
+                continue
         # Extension: a ``"key": "value"`` / ``key=value`` pair inside the line.
         if j >= n or text[j] not in _PAIR_NEXT:
             continue
         tail = _PAIR_TAIL.match(text, j)
         if tail is None:
             continue
-        span = _pair_value_span(text, i, tail, line_start, line_end)
+        try:
+            span = _pair_value_span(text, i, tail, line_start, line_end)
+        except _NotAValue as rejected:
+            done = max(done, rejected.end)
+            continue
         if span is not None and span[0] >= done:
             edits.append((span[0], span[1], REDACTED))
             _bump(counts, KIND_ASSIGNMENT)
             done = span[1]
     return _splice(text, edits)
+
+
+# Extension: a bare hex token (32-128 hex digits: classic GitHub/GitLab tokens, API keys) right after a word naming
+# a token ("deploy token 3f2a…", "with API key 9c1e…", "auth token: …"); after a digest word it is a hash
+# ("commit 3f2a…", "sha256 9f86…"), and "token is 3f2a…" is the spoken-secret rule's. Looked at only where the
+# assignment pass found a key word followed by a space, so it costs nothing elsewhere.
+_BARE_HEX_AFTER = re.compile(r"[ \t]{1,4}((?:[0-9a-f]{32,128}|[0-9A-F]{32,128}))(?![A-Za-z0-9_\-])")
+_WORD_REST = re.compile(r"[A-Za-z0-9_]{0,32}")
+_WORD_GOES_ON = frozenset(" \tsowrd")  # after the key needle: a space, or the rest of tokens/password/passwd
+_TOKEN_NOUNS = frozenset({"token", "tokens", "key", "apikey", "secret", "credential", "credentials", "password",
+                          "passwd", "pwd"})  # fmt: skip
+
+
+def _bare_hex_after(text: str, i: int, j: int) -> tuple[int, int] | None:
+    """The span of a bare hex token after the key word found at ``text[i:j]``, or None."""
+    end = _WORD_REST.match(text, j).end()
+    m = _BARE_HEX_AFTER.match(text, end)
+    if m is None:
+        return None
+    start = i
+    while start > 0 and start > i - 32 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    word = text[start:end].lower()
+    if not (word in _TOKEN_NOUNS or word.endswith(("token", "apikey"))):
+        return None
+    return m.span(1)
 
 
 # Token delimiters (spec): whitespace, " ' , ; ( ) [ ] { }.
@@ -505,13 +586,19 @@ _AUTH_RAW = re.compile(r"""(?i:authorization)["']?[ \t]*[:=][ \t]*["']?([^\s"',;
 _WHOLE_TOKEN = re.compile(r"\S*")
 
 
+def _bearer_kept(token: str) -> bool:
+    """After ``Bearer ``: a word of prose, a placeholder, or the next key of a printed response
+    (``token_type: Bearer expires_in: 3600``) - a key ends with ``:``, a credential never does."""
+    return is_prose_word(token) or is_placeholder(token) or token.endswith(":")
+
+
 def _redact_bearer(text: str, counts: dict[str, int]) -> str:
     """The token after ``Bearer ``, unless it is a placeholder or reference (``Bearer $TOKEN``,
     ``Bearer ${API_TOKEN}``, ``Bearer <token>``) or a word of prose (``Bearer authentication``)."""
     if "earer " not in text:
         return text
     tokens = set(_BEARER.findall(text))
-    if not any(is_prose_word(token[6:]) or is_placeholder(token[6:]) or token[6:7] in "$<%" for token in tokens):
+    if not any(_bearer_kept(token[6:]) or token[6:7] in "$<%" for token in tokens):
         # Nothing to keep (a placeholder always starts its token, or is one): a literal replacement, in C.
         text, n = _BEARER.subn("earer " + REDACTED, text)
         if n:
@@ -521,7 +608,7 @@ def _redact_bearer(text: str, counts: dict[str, int]) -> str:
     def replace(m: re.Match[str]) -> str:
         token = m.group(0)[6:]
         whole = _WHOLE_TOKEN.match(m.string, m.start() + 6).group(0)
-        if is_prose_word(token) or is_placeholder(whole) or is_placeholder(token):
+        if _bearer_kept(token) or is_placeholder(whole):
             return m.group(0)
         _bump(counts, KIND_TOKEN)
         return "earer " + REDACTED
@@ -598,15 +685,96 @@ def _redact_jwts(text: str, counts: dict[str, int]) -> str:
     return _JWT_TOKEN.sub(replace, text)
 
 
+# Extension: secrets given in prose after a secret noun - "my password is correcthorsebatterystaple", "the wifi
+# passphrase for the lab is tangerine-owl-42", "I set the root password to hunter2", "the deploy token was
+# 3f2a…". Searched in the lower-cased copy (one pattern, anchored on the noun's rare letters); the value is one
+# word or a quoted phrase. Prose is not a value ("the password is stored in Vault", "is too short", "is the same
+# as…"), nor a placeholder, a reference, a marker, or - after token/key/secret nouns - a small number
+# ("the token is 40 characters long").
+_SECRET_NOUN = (
+    rb"(?:pass(?:word|phrase|code)|passwd|pwd|pin(?:[ \t]+code)?|secret|api[ _-]?key|access[ _-]?key|token)s?"
+)
+_SPOKEN = re.compile(
+    rb"(?<![a-z0-9_\-])"
+    rb"(?:"
+    + _SECRET_NOUN
+    + rb"(?:[ \t]+(?:for|of|on|at|in|to)(?:[ \t]+[a-z0-9_.'\-]{1,30}){1,4}?)?"  # "for the lab", "of the router"
+    rb"[ \t]+(?:is|was)(?:[ \t]+(?:now|still|just|currently|set[ \t]+to|changed[ \t]+to))?"
+    rb"|(?:set|changed|reset|updated)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|its[ \t]+|his[ \t]+|her[ \t]+)?"
+    rb"(?:[a-z0-9_\-]{1,20}[ \t]+){0,2}?"
+    + _SECRET_NOUN
+    + rb"[ \t]+to"
+    rb")[ \t]+"
+)
+_SPOKEN_WORD = re.compile(r"""[^\s"'`]{1,200}""")
+_SPOKEN_QUOTED = {q: re.compile(rf"{q}([^{q}\n]{{1,200}}){q}") for q in "\"'`"}
+_SPOKEN_TRAILING = ".,;:!?)]}"
+_CONNECTORS = (b" is ", b" was ", b" to ")
+_SPOKEN_REACH = 112  # how far before a connector its noun may stand ("the wifi passphrase for the lab is")
+
+
+def _redact_spoken(text: str, low: bytes, counts: dict[str, int]) -> str:
+    """Anchored on the connectors (literal counts and splits of the lower-cased copy ``low``, in C): each is
+    checked with ``_SPOKEN`` in a window that ends just after it, so that pattern never runs over the whole text.
+    Runs before the assignment rules, on the same copy (the text itself is returned when nothing is said)."""
+    hits = sorted(pos for connector in _CONNECTORS if low.count(connector) for pos in _find_all(low, connector))
+    if not hits:
+        return text
+    edits: list[tuple[int, int, str]] = []
+    done = 0
+    for pos in hits:
+        m = _SPOKEN.search(low, max(done, pos - _SPOKEN_REACH), pos + 40)
+        while m is not None and m.end() <= pos:  # a match that ends before this connector is another's
+            m = _SPOKEN.search(low, m.end(), pos + 40)
+        if m is None:
+            continue
+        start = m.end()
+        if start < done or start >= len(text):
+            continue
+        quote = text[start]
+        if quote in _SPOKEN_QUOTED:
+            quoted = _SPOKEN_QUOTED[quote].match(text, start)
+            if quoted is None:
+                continue
+            a, b = quoted.span(1)
+        else:
+            word = _SPOKEN_WORD.match(text, start)
+            if word is None:
+                continue
+            a, b = word.span()
+            while b > a and text[b - 1] in _SPOKEN_TRAILING:
+                b -= 1
+        value = text[a:b]
+        if not value or not _spoken_value(value, m.group()):
+            continue
+        edits.append((a, b, REDACTED))
+        _bump(counts, KIND_ASSIGNMENT)
+        done = b
+    return _splice(text, edits)
+
+
+def _spoken_value(value: str, said: bytes) -> bool:
+    """Whether ``value`` after "<secret noun> is" gives the secret (see ``_SPOKEN``)."""
+    lowered = value.lower()
+    if is_describing_word(lowered) or _is_marker(value) or is_placeholder(value):
+        return False
+    if value[:1] in "<$%{" or is_reference(value):
+        return False
+    counted = not any(noun in said for noun in (b"pass", b"pwd", b"pin"))  # a PIN or a password may be digits
+    return not (counted and value.isdigit() and len(value) <= 6)
+
+
 # A.6 URL query parameters (after '?' or '&'; extension: the first parameter of a fragment, ``#access_token=``),
 # plus (extension) the password of ``scheme://user:pw@host``. Neither a parameter value nor a URL password can
 # hold '<', so neither is ever a marker already; placeholders and references (``?key=$KEY``) stay.
-_PARAM_KEY = r"""([^\s&"'<>)\]}?=]+)="""
+_PARAM_KEY = r"""([^\s&"'<>)\]}?=#]{1,256})="""  # bounded: a key is short, and a start fails fast
 _PARAM_VALUE = r"""[^\s&"'<>)\]}]"""
 # One pattern per introducer, each starting with a literal (a character class would lose the fast scan).
 _QUERY_PARAMS = tuple(re.compile(rf"{lead}{_PARAM_KEY}({_PARAM_VALUE}*)") for lead in (r"\?", "#"))
 _QUERY_KEYS = tuple(re.compile(rf"{lead}{_PARAM_KEY}") for lead in (r"\?", "#"))
 _AMP_KEY = re.compile(f"&{_PARAM_KEY}")
+_AMP_PARAM = re.compile(f"&{_PARAM_KEY}({_PARAM_VALUE}+)")
+_AMP_KEYS_AT_ONCE = 8
 _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 
@@ -633,7 +801,19 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
             text = _splice(text, edits)
     # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
     keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
-    if keys:
+    if len(keys) > _AMP_KEYS_AT_ONCE:
+        # Many distinct sensitive keys (one look-behind each would make every '=' cost them all): one pass that
+        # checks each parameter's key instead.
+        def replace(m: re.Match[str]) -> str:
+            value = m.group(2)
+            following = m.string[m.end() : m.end() + 1]
+            if m.group(1) not in keys or is_placeholder(value + following if following in ")]}" else value):
+                return m.group(0)
+            _bump(counts, KIND_URL_PARAM)
+            return f"&{m.group(1)}={REDACTED}"
+
+        text = _AMP_PARAM.sub(replace, text)
+    elif keys:
         # One scan: the pieces between the values and the values themselves alternate.
         pieces = _amp_values(keys).split(text)
         if len(pieces) > 1:

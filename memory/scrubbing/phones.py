@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import phonenumbers
 from phonenumbers import Leniency, PhoneMetadata, PhoneNumberMatcher
 
+from memory.scrubbing.scan import _small_cache
+
 _NON_DIGITS = re.compile(r"\D+")
 
 # International phones (phonenumbers). Candidates: 7+ digits on token boundaries, not a date, not an IPv4.
@@ -19,10 +21,13 @@ _PHONE_CANDIDATE = re.compile(
     r"(?<![\w@#$€£¥%])(?<![\w][\-./])"
     r"(?!(?:19|20)\d\d[\-/.]\d{1,2}[\-/.]\d{1,2}(?!\d))"
     r"(?!\d{1,3}(?:\.\d{1,3}){3}(?![\d.]))"
+    # Not possessive: a number glued to a word on the right gives back its last groups (linear all the same - a
+    # start is tried only where no number ends, and a match that fails has no later start left in its run).
     r"(?:\+|\(\+?)?\d(?:[ \t\u00a0().\-/]{0,3}\d){6,}"
     r"(?!\w)(?![\-./]\w)"  # and not glued to a word on the right (04125588-4944-ec87-… is a UUID)
 )
 _CANDIDATE_SEPARATOR = re.compile(r"[ \t\u00a0().\-/]")
+_ZIP_PLUS_4 = re.compile(r"\d{5}-\d{4}")
 _IPV4 = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
 _DATE_PREFIX = re.compile(r"\(?(?:(?:19|20)\d\d[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.](?:19|20)\d\d)")
 _COORDINATES = re.compile(r"-?\d{1,3}\.\d+[\s,]+-?\d{1,3}\.\d+")
@@ -78,7 +83,7 @@ def _acceptable_phone(raw: str) -> bool:
     return bool(raw.startswith(("+", "0", "(")) or _CANDIDATE_SEPARATOR.search(raw))
 
 
-@functools.lru_cache(maxsize=16384)
+@_small_cache(16384, max_chars=256)
 def _phone_spans(snippet: str, digits: str, international: bool, regions_raw: str) -> tuple[tuple[int, int], ...]:
     """Spans of valid phone numbers in ``snippet`` (a candidate with a little context), cached."""
     regions = _phone_regions(regions_raw)
@@ -113,6 +118,8 @@ def _international_phones(text: str, left: int, right: int, regions: str) -> lis
     n = len(text)
     for m in _PHONE_CANDIDATE.finditer(text, left, right):
         candidate = m.group(0)
+        if _ZIP_PLUS_4.fullmatch(candidate):
+            continue  # a US ZIP+4 code (``CA 90210-1234``), not a phone number
         digits = _NON_DIGITS.sub("", candidate)
         if len(digits) > 24:
             continue

@@ -4,8 +4,9 @@ e-mail tokens (and e-mails glued to other text); international phones come from 
 
 from __future__ import annotations
 
-import functools
+import bisect
 import re
+from itertools import accumulate
 
 from memory.scrubbing.markers import (
     CARD_MARKER,
@@ -19,7 +20,15 @@ from memory.scrubbing.markers import (
     _bump,
 )
 from memory.scrubbing.phones import _international_phones
-from memory.scrubbing.scan import _class_table, _classify, _find_all, _literal_matches, _splice, _token_bounds
+from memory.scrubbing.scan import (
+    _class_table,
+    _classify,
+    _find_all,
+    _literal_matches,
+    _small_cache,
+    _splice,
+    _token_bounds,
+)
 
 # Digit-class copy of the text: digits -> 0, '-' -> d, '.' -> o, '+' -> p, other number separators
 # (space, tab, parentheses, slash) -> s, anything else -> x. Line breaks end a cluster (a phone number does
@@ -34,6 +43,7 @@ _ANCHORS = (
     b"000s0000", b"000d0000", b"000o000o0000", b"00o00o00o00", b"000s000s00", b"000d000d00", b"00s00s00s00",
     b"00d00d00d00", b"00s000000", b"0d00d0000", b"000s00s0000",
 )  # fmt: skip
+_DIGIT_FLAG = bytes(1 if chr(code).isdigit() and code < 128 else 0 for code in range(256))
 _PLUS_DIGIT = b"p0"  # the last anchor: '+' is rare, so its occurrences are found with a one-byte search
 _BARE_DIGITS = b"0" * 13
 _DIGIT_RUN = re.compile(b"0+")
@@ -145,7 +155,7 @@ def _identifier_number(text: str, start: int, end: int) -> bool:
     return word in _ID_LABELS
 
 
-@functools.lru_cache(maxsize=65536)
+@_small_cache(65536, max_chars=256)
 def _cluster_pii(snippet: str, left: int, right: int, regions: str) -> tuple[tuple[int, int, str, str], ...]:
     """The PII of one digit cluster ``snippet[left:right]`` (with a little context around it), in spec
     order: number runs, SSNs, then phonenumbers. Cached: logs repeat the same numbers a lot."""
@@ -157,11 +167,12 @@ def _cluster_pii(snippet: str, left: int, right: int, regions: str) -> tuple[tup
     stop = min(len(snippet), right + 2)
     for m in _RUN.finditer(snippet, left, stop):
         edits.extend(_run_redactions(snippet, m.start(), m.end()))
-    for m in _SSN_SHAPE.finditer(snippet, left, stop):
-        start, end = m.span()
-        if not any(a < end and start < b for a, b, _, _ in edits):
-            edits.append((start, end, SSN_MARKER, KIND_SSN))
-    edits.sort()
+    ssns = [
+        (start, end, SSN_MARKER, KIND_SSN)
+        for start, end in (m.span() for m in _SSN_SHAPE.finditer(snippet, left, stop))
+        if not _overlaps(edits, start, end)
+    ]
+    edits = sorted(edits + ssns)
     # International phones, in the gaps the rules above left (a long cluster of several numbers is split).
     gaps: list[tuple[int, int]] = []
     cursor = left
@@ -170,12 +181,20 @@ def _cluster_pii(snippet: str, left: int, right: int, regions: str) -> tuple[tup
             gaps.append((cursor, a))
         cursor = max(cursor, b)
     gaps.append((cursor, stop))
+    phones: list[tuple[int, int, str, str]] = []
     for gap_start, gap_end in gaps:
-        for start, end in _international_phones(snippet, gap_start, gap_end, regions):
-            if not any(a < end and start < b for a, b, _, _ in edits):
-                edits.append((start, end, PHONE_MARKER, KIND_PHONE))
-    edits.sort()
-    return tuple(edits)
+        phones.extend(
+            (start, end, PHONE_MARKER, KIND_PHONE)
+            for start, end in _international_phones(snippet, gap_start, gap_end, regions)
+            if not _overlaps(edits, start, end)
+        )
+    return tuple(sorted(edits + phones))
+
+
+def _overlaps(edits: list[tuple[int, int, str, str]], start: int, end: int) -> bool:
+    """Whether ``[start, end)`` overlaps one of ``edits`` (sorted, not overlapping each other): a binary search."""
+    index = bisect.bisect_right(edits, (start, float("inf")))
+    return (index > 0 and edits[index - 1][1] > start) or (index < len(edits) and edits[index][0] < end)
 
 
 # Shapes (spec §4.2 step B).
@@ -194,7 +213,7 @@ _DIGIT_GROUPS = re.compile(r"\d+")
 _TRIM = ".,;:!?\"'()[]{}<>"
 
 
-@functools.lru_cache(maxsize=8192)
+@_small_cache(8192, max_chars=256)
 def _looks_like_email(token: str) -> bool:
     if "@" not in token or not _EMAIL_CHARS.fullmatch(token):
         return False
@@ -205,15 +224,11 @@ def _looks_like_email(token: str) -> bool:
     return any(ch.isalpha() for ch in domain.rsplit(".", 1)[1])
 
 
+_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")  # a doubled digit, its two digits summed
+
+
 def _luhn_valid(digits: str) -> bool:
-    total = 0
-    for index, ch in enumerate(reversed(digits)):
-        value = ord(ch) - 48
-        if index % 2:
-            value *= 2
-            if value > 9:
-                value -= 9
-        total += value
+    total = sum(map(int, digits[-1::-2])) + sum(map(int, digits[-2::-2].translate(_LUHN_DOUBLED)))
     return total != 0 and total % 10 == 0
 
 
@@ -241,6 +256,7 @@ def _card_issuer_known(digits: str) -> bool:
 _DATE_IN_NUMBER = re.compile(r"(?:19|20)\d\d-[01]\d-[0-3]\d")
 
 
+@_small_cache(8192, max_chars=64)
 def _looks_like_card(token: str) -> bool:
     if not _CARD_CHARS.fullmatch(token) or ("-" in token and _DATE_IN_NUMBER.search(token)):
         return False  # (extension) a number next to a date (``43150 2000-05-09``) is not a card
@@ -276,13 +292,16 @@ def _looks_like_phone(token: str) -> bool:
 # B.1 number-run pass. A run starts at a digit, + or ( on a token boundary and extends over digits and
 # separators; whitespace is only taken when a digit (or "(digit") follows. Only runs with 10+ digits can be
 # a phone or a card, so the regex asks for them; a date-time prefix (``2024-01-15 10:30``) never starts one.
+# Separators between two digits are bounded (a number is written with a few), so a start that fails costs a
+# bounded number of steps, and the repetition is possessive: a run is read once.
 _RUN = re.compile(
     r"(?<![\w])(?<![\w][\-./])(?!(?:19|20)\d\d[\-/.][01]?\d[\-/.][0-3]?\d\s)"
-    r"[+(]*\d(?:(?:[+\-().]|[ \t]+(?=\(?\d))*\d){9,}"
+    r"[+(]{0,3}\d(?:(?:[+\-().]|[ \t]{1,4}(?=\(?\d)){0,4}\d){9,}+"
 )
 
 
-_PLUS_ONE = re.compile(r"\+[\s(]*1")
+_PLUS_ONE = re.compile(r"\+[\s(]{0,4}1")
+_RUN_START = re.compile(r"(?<!\w)(?<!\w[\-./])[\d+(]")  # ``_start_allowed`` at a digit, + or (
 
 
 def _start_allowed(text: str, index: int) -> bool:
@@ -313,20 +332,28 @@ def _run_redactions(text: str, start: int, end: int) -> list[tuple[int, int, str
     19 digits (no card or phone has more), and the prefix walk stops after 11 digits.
     """
     found: list[tuple[int, int, str, str]] = []
-    digits_after = [0] * (end - start + 1)  # digits in text[start + k : end]
-    for k in range(end - start - 1, -1, -1):
-        digits_after[k] = digits_after[k + 1] + text[start + k].isdigit()
+    # digits_after[k]: the digits in text[start + k : end] (a long run is counted in C: a 0/1 copy, summed from
+    # the right; a short one, the common case, in a plain loop, cheaper there).
+    if end - start > 64:
+        digits_after = list(accumulate(_classify(text[start:end], _DIGIT_FLAG)[::-1]))[::-1]
+        digits_after.append(0)
+    else:
+        digits_after = [0] * (end - start + 1)
+        for k in range(end - start - 1, -1, -1):
+            digits_after[k] = digits_after[k + 1] + text[start + k].isdigit()
     whole_ok = _end_allowed(text, end)
     pos = start
+    next_start = _RUN_START.search
     while pos < end:
+        found_start = next_start(text, pos, end)  # the next digit, + or ( where a number may start
+        if found_start is None:
+            break
+        pos = found_start.start()
         ch = text[pos]
         remaining = digits_after[pos - start]
         if remaining < 10:
             break
-        if not (ch.isdigit() or ch in "+(") or not _start_allowed(text, pos):
-            pos += 1
-            continue
-        if remaining > 19 and ch.isdigit() and _start_allowed(text, pos):
+        if remaining > 19 and text[pos : pos + 4].isdigit() and not text[pos + 4 : pos + 5].isdigit():
             # Extension: a grouped card followed by more numbers (``4111 1111 1111 1111 123-45-6789``) ends
             # at a group boundary inside the run.
             card_end = _grouped_card_end(text, pos, end)
@@ -362,19 +389,28 @@ def _run_redactions(text: str, start: int, end: int) -> list[tuple[int, int, str
     return found
 
 
+# How cards are written in groups: 4-4-4-4 (and 4-4-4-4-3 for 19 digits), 4-6-5 (American Express), 4-6-4
+# (Diners Club), one separator kind throughout; shortest first, as the run is read left to right.
+_CARD_GROUPINGS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"\d{4}([ -])\d{6}\1\d{4}",
+        r"\d{4}([ -])\d{6}\1\d{5}",
+        r"\d{4}([ -])\d{4}\1\d{4}\1\d{4}",
+        r"\d{4}([ -])\d{4}\1\d{4}\1\d{4}\1\d{3}",
+    )
+)
+
+
 def _grouped_card_end(text: str, start: int, end: int) -> int:
-    """End of a Luhn-valid, issuer-known card of 13-19 digits starting at ``start`` and ending where a digit
-    group ends (a space follows), or -1."""
-    digits = 0
-    i = start
-    while i < end and digits <= 19:
-        if text[i].isdigit():
-            digits += 1
-            if digits >= 13 and (i + 1 == end or text[i + 1] == " ") and _looks_like_card(text[start : i + 1]):
-                return i + 1
-        elif text[i] not in " -":
-            return -1
-        i += 1
+    """End of a Luhn-valid, issuer-known card written in groups (``_CARD_GROUPINGS``) starting at ``start`` and
+    ending where a digit group ends (a space follows), or -1. A few C-level matches per start."""
+    for grouping in _CARD_GROUPINGS:
+        m = grouping.match(text, start, end)
+        if m is not None:
+            stop = m.end()
+            if (stop == end or text[stop] == " ") and _looks_like_card(m.group()):
+                return stop
     return -1
 
 
@@ -386,6 +422,20 @@ _EMBEDDED_EMAIL = re.compile(
 )
 
 
+_SCP_PATH = re.compile(r":[\w~./\-]")
+# A login given to a remote-shell command on the same line (``ssh -i key.pem ubuntu@host``).
+_REMOTE_COMMAND = re.compile(r"(?<![\w\-])(?:ssh|scp|sftp|rsync|mosh|ssh-copy-id)[ \t]")
+
+
+def _remote_login(text: str, start: int, end: int) -> bool:
+    """``user@host`` that is a login, not an address: an SSH/scp remote (``git@github.com:org/repo.git``,
+    ``deploy@web-1:~/app``) or the user part of a URL (``ssh://git@github.com/org/repo``)."""
+    if _SCP_PATH.match(text, end) is not None or text.endswith("://", 0, start):
+        return True
+    line_start = text.rfind("\n", max(0, start - 120), start) + 1
+    return _REMOTE_COMMAND.search(text, max(line_start, start - 120), start) is not None
+
+
 def _redact_emails(text: str, counts: dict[str, int]) -> str:
     edits: list[tuple[int, int, str]] = []
     find = text.find
@@ -393,9 +443,14 @@ def _redact_emails(text: str, counts: dict[str, int]) -> str:
     while at >= 0:
         start, end = _token_bounds(text, at, at + 1)
         if _looks_like_email(text[start:end].strip(_TRIM)):
-            edits.append((start, end, EMAIL_MARKER))
+            if not _remote_login(text, start, end):
+                edits.append((start, end, EMAIL_MARKER))
         else:
-            edits.extend((m.start(), m.end(), EMAIL_MARKER) for m in _EMBEDDED_EMAIL.finditer(text, start, end))
+            edits.extend(
+                (m.start(), m.end(), EMAIL_MARKER)
+                for m in _EMBEDDED_EMAIL.finditer(text, start, end)
+                if not _remote_login(text, m.start(), m.end())
+            )
         at = find("@", max(end, at + 1))
     if edits:
         _bump(counts, KIND_EMAIL, len(edits))

@@ -30,6 +30,9 @@ class TokenShape:
 _END = r"(?![A-Za-z0-9_\-])"
 
 TOKEN_SHAPES: tuple[TokenShape, ...] = (
+    # This product's own API keys (``khm_<12 hex prefix>_<48 hex secret>``, ``memory.identity``); the bare
+    # 12-hex prefix is the key's public id (shown in the console and the audit) and stays.
+    TokenShape("kheish", ("khm_",), r"khm_[A-Za-z0-9_\-]{16,}"),
     # Anthropic (api03 / admin01 / oauth tokens) and any other sk-ant- key.
     TokenShape("anthropic", ("sk-ant-",), r"sk-ant-[A-Za-z0-9_\-]{8,}"),
     # OpenAI: project / service-account / admin keys, and legacy sk- keys.
@@ -46,7 +49,7 @@ TOKEN_SHAPES: tuple[TokenShape, ...] = (
     TokenShape(
         "gitlab",
         ("gl",),
-        r"gl(?:pat|dt|rt|ptt|ft|soat|oas|cbt|imt|agent|ffct)-[A-Za-z0-9_\-]{20,300}(?:\.[a-z0-9]{9})?",
+        r"gl(?:pat|dt|rt|ptt|ft|soat|oas|cbt|imt|agent|ffct)-[A-Za-z0-9_\-]{16,300}(?:\.[A-Za-z0-9_\-]{1,40}){0,3}",
     ),
     # Slack bot / user / app / legacy workspace / refresh / config tokens and incoming-webhook URLs. A rotating
     # token wraps another prefix (``xoxe.xoxp-1-…``, the refresh token ``xoxe-1-…``).

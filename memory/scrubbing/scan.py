@@ -5,8 +5,32 @@ See the package docstring on speed: every pass is anchored on a literal found by
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _small_cache(maxsize: int, *, max_chars: int = 512) -> Callable[[_F], _F]:
+    """``functools.lru_cache`` for the calls whose first argument is at most ``max_chars`` long (keys, words,
+    tokens and snippets repeat a lot in logs); longer ones are computed every time, so the cache holds at most
+    ``maxsize * max_chars`` characters whatever the texts scrubbed."""
+
+    def decorate(func: _F) -> _F:
+        cached = functools.lru_cache(maxsize=maxsize)(func)
+
+        @functools.wraps(func)
+        def call(first, *args, **kwargs):
+            if kwargs:
+                return func(first, *args, **kwargs) if len(first) > max_chars else cached(first, *args, **kwargs)
+            return func(first, *args) if len(first) > max_chars else cached(first, *args)
+
+        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+
+    return decorate
 
 
 def _class_table(classes: dict[str, str], default: str) -> bytes:
@@ -89,11 +113,12 @@ def _lowered(text: str) -> bytes:
         return low.encode("latin-1", "replace")
 
 
-_NON_SPACE = re.compile(r"\S*")
+_NON_SPACE = re.compile(r"\S{0,256}")
 
 
 def _token_bounds(text: str, start: int, end: int) -> tuple[int, int]:
-    """The whitespace-delimited token around ``text[start:end]`` (reaching at most 256 characters left)."""
+    """The whitespace-delimited token around ``text[start:end]``, reaching at most 256 characters each side (an
+    e-mail address is at most 254 characters; a longer token is cut, and its pieces are looked at one by one)."""
     floor = max(0, start - 256)
     space = text.rfind(" ", floor, start)
     head = floor if space < 0 else space + 1

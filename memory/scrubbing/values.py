@@ -18,11 +18,11 @@ revoke reasons.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 
 from memory.scrubbing.markers import _is_marker
+from memory.scrubbing.scan import _small_cache
 
 # A.1 sensitive-key rules (exact spec wording; cached because keys repeat a lot).
 _SENSITIVE_SUBSTRINGS = (
@@ -39,9 +39,14 @@ _COMPACT_CONTAINS = (
     "subscriptionkey", "secret", "password", "passphrase", "privatekey", "credential",
 )  # fmt: skip
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
+# Each list searched at once (one C-level scan instead of a Python loop over the needles).
+_SENSITIVE_SEARCH, _SEPARATOR_SEARCH, _COMPACT_SEARCH = (
+    re.compile("|".join(map(re.escape, needles))).search
+    for needles in (_SENSITIVE_SUBSTRINGS, _SEPARATOR_CONTAINS, _COMPACT_CONTAINS)
+)
 
 
-_EXCEPTION_KEY = re.compile(r"[\w.$]*(?:Exception|Error|Warning|Fault|Failure)\Z")
+_EXCEPTION_SUFFIXES = ("Exception", "Error", "Warning", "Fault", "Failure")
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -50,29 +55,40 @@ def _key_words(key: str) -> list[str]:
     return [word.lower() for word in _WORDS.findall(key)]
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def _is_sensitive_key(key: str) -> bool:
     key = key.strip()
-    if _EXCEPTION_KEY.search(key.strip("\"'`")):
+    if key.strip("\"'`").endswith(_EXCEPTION_SUFFIXES):
         return False  # ``InvalidCredentialsException: 401`` is an error message, not an assignment
     lowered = key.lower()
     separated = lowered.replace("-", "_")
-    if any(needle in lowered or needle in separated for needle in _SENSITIVE_SUBSTRINGS):
+    if _SENSITIVE_SEARCH(lowered) or _SENSITIVE_SEARCH(separated):
         return True
     if separated == "token" or separated.endswith("_token"):
         return True
-    if any(needle in separated for needle in _SEPARATOR_CONTAINS):
+    if _SEPARATOR_SEARCH(separated):
         return True
     compact = _NON_ALNUM.sub("", lowered)
     if compact in ("token", "key", "apikey") or compact.endswith("apikey"):
         return True
-    if any(needle in compact for needle in _COMPACT_CONTAINS):
+    if _COMPACT_SEARCH(compact):
         return True
-    # Extension: any key whose last word is ``token`` (``SessionToken``, ``X-Amz-Security-Token``, ``csrftoken``).
-    return compact.endswith("token")
+    # Extension: any key whose last word is ``token`` (``SessionToken``, ``X-Amz-Security-Token``, ``csrftoken``),
+    # and the ``pwd`` abbreviation of password (``pwd=``, ``DB_PWD``; ``PWD=/home/bob``, a directory, is left by
+    # ``is_directory_value``).
+    return compact.endswith(("token", "pwd"))
 
 
-@functools.lru_cache(maxsize=1024)
+_DIRECTORY = re.compile(r"""["']?(?:/|~|\.{1,2}/|[A-Za-z]:[\\/]|\$)""")
+
+
+def is_directory_value(key: str, value: str) -> bool:
+    """``PWD=/home/bob``: the shell's working directory, not a password, whose value is a path."""
+    lowered = key.lower()
+    return "pwd" in lowered and _NON_ALNUM.sub("", lowered).endswith("pwd") and _DIRECTORY.match(value) is not None
+
+
+@_small_cache(1024)
 def _is_sensitive_url_key(name: str) -> bool:
     compact = _NON_ALNUM.sub("", name.lower())
     if compact in ("key", "sig", "signature", "code") or _is_sensitive_key(name):
@@ -103,6 +119,8 @@ _REFERENCE = re.compile(
     | \[[A-Za-z_][\w \-]{0,60}\]                     # [YOUR_API_KEY]
     | (?:os\.environ|os\.getenv|getenv|ENV|env|process\.env|import\.meta\.env|System\.getenv|Deno\.env
        |secrets|vars|settings|config|credentials\.get|keyring\.get_password)[.\[(].*
+    | (?:new\s+|await\s+)?[A-Za-z_]\w{0,63}(?:\.[A-Za-z_]\w{0,63}){0,8}\((?:\)|["'`A-Za-z_$*]).*
+                                                  # a call reading one: getpass.getpass('Password: '), input("Key: ")
     """
 )
 _MASK = re.compile(r"x{4,}|X{4,}|\*{3,}|\.{3}|…|•{3,}|#{4,}|_{4,}|-{4,}")
@@ -126,7 +144,7 @@ def is_reference(value: str) -> bool:
     return _REFERENCE.fullmatch(value.strip().strip("\"'`")) is not None
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def is_placeholder(value: str) -> bool:
     """A reference to a secret kept elsewhere, a mask, a marker, or a value whose words say it is not real."""
     value = value.strip()
@@ -138,8 +156,8 @@ def is_placeholder(value: str) -> bool:
     if _MASK.search(value):
         return True
     lowered = core.lower()
-    if "example" in lowered:  # AKIAIOSFODNN7EXAMPLE, wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY: documentation
-        return True
+    # (A value merely containing EXAMPLE - AWS's documented AKIAIOSFODNN7EXAMPLE - is not exempt: redacting a
+    # well-known example costs nothing, keeping a real key that happens to end in EXAMPLE would not.)
     words = [word for word in _SPLIT_WORDS.split(lowered) if word]
     if any(word in _PLACEHOLDER_WORDS for word in words):
         return True
@@ -166,7 +184,7 @@ _PROSE_WORDS = frozenset({
 _PROSE_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def is_prose_word(word: str) -> bool:
     """A function word or participle: what follows a key in a sentence about the secret, not a value."""
     core = word.strip(_VALUE_TRIM).lower()
@@ -175,6 +193,34 @@ def is_prose_word(word: str) -> bool:
     if not core.isalpha():
         return False
     return core in _PROSE_WORDS or (len(core) > 4 and core.endswith(_PROSE_SUFFIXES))
+
+
+# Words that describe a secret rather than give it (beyond ``is_prose_word``'s function words and participles).
+_DESCRIBING = frozenset({
+    "too", "very", "quite", "correct", "incorrect", "wrong", "right", "weak", "strong", "secure", "insecure", "blank",
+    "new", "old", "same", "different", "temporary", "unknown", "known", "case", "sensitive", "simple", "complex",
+    "good", "bad", "fine", "ok", "okay", "empty", "there", "here", "what", "which", "who", "it", "something",
+    "nothing", "anything", "one", "mine", "yours", "ours", "theirs", "hers", "his", "unchanged", "default",
+    "public", "private", "secret", "hidden", "unique", "random", "easy", "hard", "obvious", "below", "above",
+    "inside", "outside", "somewhere", "elsewhere", "out", "safe", "lost", "gone", "exposed", "compromised",
+    "jwt", "base64", "hex", "uuid", "numeric", "alphanumeric", "ascii", "utf-8", "unicode", "single",
+    "per", "like", "about", "exactly", "just", "your", "my", "unset", "none", "null", "working", "fixed", "static",
+    "dynamic", "global", "local", "shared", "personal", "separate", "part",
+    "included", "attached", "enough", "longer", "shorter", "fresh", "stale", "live", "test", "production",
+    "staging", "prod", "dev", "development", "ready", "pending", "active", "inactive", "useless", "done",
+    "identical", "similar", "easier", "harder", "important", "confidential", "reset",
+    "put", "written", "given", "taken", "stolen", "broken", "forgotten", "shown",
+    "chosen", "leaked", "rotated", "still", "never", "always",
+})  # fmt: skip
+
+
+def is_describing_word(word: str) -> bool:
+    """A word that describes a secret after "<secret noun> is" instead of giving it (prose, or ``_DESCRIBING``)."""
+    core = word.strip(_VALUE_TRIM).lower()
+    if is_prose_word(word) or core in _DESCRIBING:
+        return True
+    parts = core.split("-")  # ``case-sensitive``, ``well-known``: a compound of describing words
+    return len(parts) > 1 and all(part.isalpha() for part in parts) and any(part in _DESCRIBING for part in parts)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -188,6 +234,8 @@ ENTROPY_CEILING = 3.3  # the requirement never exceeds this (hex carries at most
 _SHAPE_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.~!@#$%^&*]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _PARTS = re.compile(r"[_\-.]")
+_HOST_NAME = re.compile(r"(?:[A-Za-z0-9._+\-]{1,64}@)?[a-z0-9\-]{1,63}(?:\.[a-z0-9\-]{1,63}){1,8}\.[a-z]{2,12}")
+_WORDISH = re.compile(r"\d{0,3}(?:[A-Z]?[a-z]+|[A-Z]+)(?:[A-Z][a-z]+)*\d{0,3}")
 _VERSIONISH = re.compile(r"v?\d+(?:[._\-]\d+)*(?:[._\-][A-Za-z]+\d*)?")
 
 
@@ -204,7 +252,7 @@ def required_entropy(length: int) -> float:
     return min(ENTROPY_CEILING, max(ENTROPY_FLOOR, 0.75 * math.log2(max(length, 2))))
 
 
-@functools.lru_cache(maxsize=4096)
+@_small_cache(4096)
 def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
     """A value shaped like a credential: see the module docstring."""
     value = value.strip(_VALUE_TRIM) if value[-1:] != "=" else value.lstrip(_VALUE_TRIM)
@@ -224,6 +272,10 @@ def is_secret_shaped(value: str, *, strongly: bool = False) -> bool:
         return False
     if not (digit or symbol or (lower and upper and n >= 16)):
         return False  # words and identifiers
+    if _HOST_NAME.fullmatch(value):
+        return False  # ``ubuntu@ec2-1-2-3-4.compute.amazonaws.com``, ``db-1.eu-west-1.rds.amazonaws.com``: a host
+    if _WORDISH.fullmatch(value):
+        return False  # a word or a name with a number before or after it: ``1Password``, ``Office365``, ``OAuth2``
     parts = _PARTS.split(value)
     if len(parts) > 1 and all(part.isalpha() or len(part) <= 4 for part in parts):
         return False  # identifiers made of words and short numbers: ``user_id_2024``, ``key-2024-v3``

@@ -131,8 +131,8 @@ def test_worked_scenario_through_the_console(page):
     expect(page.locator("#automation-status")).to_contain_text(
         "automated review dry run (rules propose, people decide) · capture: run summaries on, semantic on · "
         "judge off")
-    # the preference, the procedure, and one run_summary per completed run
-    expect(page.locator("#stat-1 .value")).to_have_text("5")
+    # the preference and the procedure: run summaries are review material, apart from the work (issue 24.4)
+    expect(page.locator("#stat-1 .value")).to_have_text("2")
     shot(page, "03-dashboard")
 
     # --- the review queue: the captured preference, its rule reason, its source run --------------------------
@@ -140,7 +140,7 @@ def test_worked_scenario_through_the_console(page):
     expect(page).to_have_url(re.compile(r"/admin/memory/review/$"))
     preference = candidate(page, "Preference")
     expect(preference).to_contain_text(PREFERENCE)
-    expect(preference).to_contain_text("matched publication rule `prefs`")
+    expect(preference).to_contain_text("Publication rule “prefs” matched")
     expect(preference).to_contain_text("confidence 98")
     expect(preference.get_by_role("link", name=statement_run.public_id)).to_be_visible()
     shot(page, "04-review-queue")

@@ -129,7 +129,8 @@ def test_dashboard_names_the_configured_model(ops, llm_settings):
     llm_settings(KHEISH_LLM_BASE_URL="http://127.0.0.1:9/v1", KHEISH_LLM_MODEL="tiny-model")
     set_learning_policy({"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True}}})
     panel = section(ops.get(reverse("console:dashboard")).content.decode(), "capture-panel")
-    assert "model extractor: on (tiny-model)" in panel and "only when a run has no labelled statement" in panel
+    assert "model extractor: on (tiny-model)" in panel
+    assert "only when a run has no labelled or first-person statement" in panel
 
 
 # ---- publish form: no false promise -----------------------------------------------------------------------
@@ -224,7 +225,7 @@ def test_memory_card_explains_an_empty_prompt_after_the_worked_scenario(ops, llm
 def test_memory_card_gives_a_reason_for_each_learning_left_out(ops, llm_unconfigured):
     session = new_session()
     scope = ("session", session.public_id)
-    shown = published("Deploys happen on Tuesdays.", kind="decision", scope=scope)
+    shown = published("Deploys happen on Tuesdays.", kind="fact", scope=scope)  # a fact: query-ranked
     provisional = published("The on-call rota rotates weekly.", tier="provisional", scope=scope)
     procedure = published("To release, run the release checklist.", kind="procedure", scope=scope)
     sensitive_candidate = api_candidate("The vault code is 7.", scope=scope)

@@ -66,6 +66,7 @@ def learning_form(policy: dict, *, action: str = "dry_run", expected_revision: i
         "retrieval_ranker": retrieval.get("ranker", "hybrid"),
         "retrieval_max_tokens": retrieval.get("max_tokens", 2000),
         "retrieval_max_entries": retrieval.get("max_entries", 24),
+        "retrieval_standing_tokens": retrieval.get("standing_tokens", 400),
         "expected_revision": expected_revision,
         "dry_run_size": size,
         "action": action,
@@ -115,6 +116,8 @@ LEARNING_CASES = [
      "learning retrieval max_tokens must be between 0 and 150000"),
     ({"mode": "shadow", "retrieval": {"max_entries": 0}},
      "learning retrieval max_entries must be between 1 and 500"),
+    ({"mode": "shadow", "retrieval": {"standing_tokens": 150_001}},
+     "learning retrieval standing_tokens must be between 0 and 150000"),
 ]
 
 
@@ -320,11 +323,13 @@ def test_saved_policy_is_the_policy_in_force(ops, operator_user):
 def test_retrieval_settings_are_edited_dry_run_and_saved(ops):
     """The retrieval block (ranker and learned-context bounds) is edited in the console like the rest: the
     dry run shows the change, save writes a revision, and the policy in force then carries it."""
-    policy = {"mode": "shadow", "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 6}}
+    policy = {"mode": "shadow", "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 6,
+                                              "standing_tokens": 150}}
     response = ops.post(LEARNING, learning_form(policy))
     assert response.status_code == 200
     html = response.content.decode()
     assert "retrieval.ranker" in html and "retrieval.max_tokens" in html  # the diff of the dry run
+    assert "retrieval.standing_tokens" in html
     response = ops.post(LEARNING, learning_form(policy, action="save", previewed=preview_digest(html)))
     assert response.status_code == 302
     assert policy_store.current_policy().retrieval.to_dict() == policy["retrieval"]

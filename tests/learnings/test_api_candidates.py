@@ -253,17 +253,20 @@ def test_reject_and_state_errors(operator_client):
     assert_problem(operator_client.post(f"{URL}/{other['candidate_id']}/reject", {"why": "x"}, format="json"), 400)
 
 
-@pytest.mark.parametrize("body", [
-    {"publish_tier": "gold"}, {"confidence": 500}, {"content": "x" * 1601}, {"content": "  "},
-    {"scope": {"kind": "workspace", "id": "x"}}, {"kind": "rumour"}, {"supersedes": 5},
-    {"supersedes": "learning-999"}, {"evidence_refs": "none"}, {"bogus": True},
-    {"content": "password: hunter2hunter2"},
+@pytest.mark.parametrize("body,status,field", [
+    ({"publish_tier": "gold"}, 400, "publish_tier"), ({"confidence": 500}, 400, "confidence"),
+    ({"content": "x" * 1601}, 400, "content"), ({"content": "  "}, 400, "content"),
+    ({"scope": {"kind": "workspace", "id": "x"}}, 400, "scope.id"), ({"kind": "rumour"}, 400, "kind"),
+    ({"supersedes": 5}, 400, "supersedes"), ({"supersedes": "learning-999"}, 404, None),
+    ({"evidence_refs": "none"}, 400, "evidence_refs"), ({"bogus": True}, 400, "bogus"),
+    ({"content": "password: hunter2hunter2"}, 400, "content"),
 ])
-def test_publish_bad_input_writes_nothing(operator_client, body):
+def test_publish_bad_input_writes_nothing(operator_client, body, status, field):
     cand = created(operator_client)
     response = operator_client.post(f"{URL}/{cand['candidate_id']}/publish", body, format="json")
-    assert response.status_code in (400, 404), response.content
-    assert_problem(response, response.status_code)
+    body = assert_problem(response, status, field=field)  # each bad input has its own expected answer
+    if status == 404:
+        assert body["code"] == "learning_not_found" and "learning-999" in body["detail"], body
     assert not Learning.objects.exists()
     assert LearningCandidate.objects.get().state == "pending"
 

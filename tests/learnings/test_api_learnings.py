@@ -34,7 +34,7 @@ def test_list_and_get(operator_client):
     assert view["learning_id"] == atlas.public_id and view["content"] == "Project codename is Atlas."
     assert set(view) == {"learning_id", "scope", "kind", "sensitivity", "content", "confidence", "source",
                          "evidence_refs", "source_candidate_id", "created_at_ms", "published_at_ms",
-                         "expires_at_ms", "status", "publish_tier", "policy_decision", "policy_actor",
+                         "expires_at_ms", "stated_at_ms", "status", "publish_tier", "policy_decision", "policy_actor",
                          "verification_status", "supersedes", "superseded_by", "revoked_at_ms", "revoked_reason"}
     for bad in ("learning-999", "learning-candidate-1", "x"):
         problem = assert_problem(operator_client.get(f"{URL}/{bad}"), 404, "learnings/learning_not_found")
@@ -276,8 +276,8 @@ def test_learned_context_reaches_runs_and_previews(api_client, session_id):
 
     context = api_client.get(f"/v1/sessions/{session_id}/memory-context?query=editor").json()
     assert [e["learning_id"] for e in context["learned_context"]["entries"]] == [helix.public_id]
-    assert api_client.get(f"/v1/sessions/{session_id}/memory-context?query=weather").json()[
-        "learned_context"] is None
+    weather = api_client.get(f"/v1/sessions/{session_id}/memory-context?query=weather").json()["learned_context"]
+    assert [(e["learning_id"], e["standing"]) for e in weather["entries"]] == [(helix.public_id, True)]
 
     search = api_client.get(f"/v1/sessions/{session_id}/memory-search?query=project").json()
     hits = [r for r in search["results"] if r["kind"] == "learning"]

@@ -20,7 +20,7 @@ DEFAULT = {
     "publication": {"default_action": "manual_review", "allow_api_origin_active_publication": False,
                     "quarantined_rule_names": [], "rules": []},
     "judge": {"enabled": False, "model": None, "timeout_ms": None},
-    "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24},
+    "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24, "standing_tokens": 400},
 }
 
 

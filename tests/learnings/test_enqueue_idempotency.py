@@ -127,7 +127,7 @@ def test_the_capture_task_clears_its_claim_so_a_failed_capture_is_replayed(fake_
     next replay queues it again rather than waiting for the lease."""
     set_policy({"mode": "manual_only", "capture": {"semantic_candidates": {"enabled": True, "timeout_ms": 500}}})
     fake_model.reply_text("not json at all")
-    run = terminal_run(SessionFactory(), "We agreed on the codename Atlas for the project.")
+    run = terminal_run(SessionFactory(), "Codename agreed for the project: Atlas.")
     assert run_memory.claim_captures([run.pk]) == [run.pk]
     assert tasks.capture_run.apply(args=[run.pk]).result["error"]
     record = RunMemoryRecord.objects.get(run_id=run.pk)

@@ -100,7 +100,10 @@ def test_heuristic_secret_items_are_not_counted_towards_the_cap():
 
 
 def test_heuristic_with_real_classifier(real_secret_classifier):
-    preview = PREFIX + "Fact: Access token is <redacted>. Fact: Project codename is Atlas. Reply exactly OK."
+    # (A scrubbed marker is not a secret any more - issue 20 - so the refused item carries a value the scrubber
+    # leaves and the classifier still catches.)
+    preview = (PREFIX + "Fact: The key for staging is aZ3kP9qL2mN8xV5t. Fact: Project codename is Atlas. "
+               "Reply exactly OK.")
     assert heuristic_candidates(preview, 4) == [Draft("fact", "Project codename is Atlas", 98)]
     preview = "Preference: Token budget is 1000. Fact: The API key is sk-proj-secret."
     assert heuristic_candidates(preview, 4) == [Draft("preference", "Token budget is 1000", 98)]

@@ -115,7 +115,8 @@ def test_the_run_section_is_bounded_by_the_policy(api_client, agent, operator_cl
     assert section["truncated"] and 1 <= len(section["entries"]) < 40
     assert composition.estimate_tokens(section["content"]) <= 600
     context = api_client.get(f"/v1/sessions/{session.public_id}/memory-context").json()
-    assert context["retrieval"] == {"ranker": "hybrid", "max_tokens": 600, "max_entries": 24}
+    assert context["retrieval"] == {"ranker": "hybrid", "max_tokens": 600, "max_entries": 24,
+                                    "standing_tokens": 400}
 
 
 def test_memory_search_ranks_with_the_same_ranker(session, vectors):

@@ -63,7 +63,7 @@ DEFAULT_JSON = {
         "rules": [],
     },
     "judge": {"enabled": False, "model": None, "timeout_ms": None},
-    "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24},
+    "retrieval": {"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24, "standing_tokens": 400},
 }
 
 
@@ -175,7 +175,7 @@ def test_full_round_trip():
             ],
         },
         "judge": {"enabled": True, "model": {"provider": None, "generation": None}, "timeout_ms": 0},
-        "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 7},
+        "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 7, "standing_tokens": 120},
     }
     # judge timeout 0 is invalid when enabled; use the parser alone for the round trip.
     policy = LearningPolicy.from_dict(body)
@@ -422,7 +422,7 @@ def test_validation_messages(policy, field, message):
     assert str(error) == message
 
 
-def test_valid_edge_policies():
+def test_valid_edge_policies_and_their_near_misses():
     # Disabled capture/judge may carry zeros and large values.
     LearningPolicy.from_request(
         {
@@ -451,6 +451,25 @@ def test_valid_edge_policies():
             }
         }
     )
+    # The near misses of those edges are refused, naming the field.
+    near_misses = [
+        ({"judge": {"enabled": True, "timeout_ms": 0}}, "judge.timeout_ms",
+         "learning judge timeout_ms must be greater than zero"),
+        ({"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 0}}},
+         "capture.semantic_candidates.max_candidates_per_run",
+         "semantic capture max_candidates_per_run must be greater than zero"),
+        ({"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 9}}},
+         "capture.semantic_candidates.max_candidates_per_run",
+         "semantic capture max_candidates_per_run must be 8 or lower"),
+        ({"publication": {"rules": [{"action": "publish_provisional", "kind": "procedure", "min_confidence": 101}]}},
+         "publication.rules[0].min_confidence",
+         "learning publication rule #0 min_confidence must be between 0 and 100"),
+        ({"publication": {"quarantined_rule_names": ["a", "A"]}}, "publication.quarantined_rule_names[1]",
+         "learning publication quarantine names must be unique"),
+    ]
+    for policy, field_name, message in near_misses:
+        error = policy_error({"policy": {"mode": "shadow", **policy}})
+        assert (error.field, error.message) == (field_name, message)
 
 
 def test_validate_checks_default_action_before_rules():
@@ -537,11 +556,12 @@ def test_parsing_accepts_tuples_and_other_mappings():
 
 
 def test_retrieval_defaults_and_round_trip():
-    assert LearningPolicy().retrieval == RetrievalConfig(ranker="hybrid", max_tokens=2000, max_entries=24)
-    body = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500}
+    assert LearningPolicy().retrieval == RetrievalConfig(ranker="hybrid", max_tokens=2000, max_entries=24,
+                                                             standing_tokens=400)
+    body = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500, "standing_tokens": 150_000}
     policy = LearningPolicy.from_request({"policy": {"retrieval": body}}).policy
     assert policy.retrieval.to_dict() == body
-    edges = {"max_tokens": 0, "max_entries": 1}
+    edges = {"max_tokens": 0, "max_entries": 1, "standing_tokens": 0}
     assert LearningPolicy.from_request({"retrieval": edges}).policy.retrieval.to_dict() == {"ranker": "hybrid", **edges}
 
 
@@ -556,6 +576,10 @@ def test_retrieval_defaults_and_round_trip():
         ({"max_entries": None}, "retrieval.max_entries", "retrieval.max_entries must be an integer"),
         ({"ranker": "bm25"}, "retrieval.ranker", "retrieval.ranker must be one of `hybrid`, `lexical`"),
         ({"rankers": "hybrid"}, "retrieval.rankers", "unknown field `retrieval.rankers`"),
+        ({"standing_tokens": 150_001}, "retrieval.standing_tokens",
+         "learning retrieval standing_tokens must be between 0 and 150000"),
+        ({"standing_tokens": -5}, "retrieval.standing_tokens",
+         "retrieval.standing_tokens must be a non-negative integer"),
     ],
 )
 def test_retrieval_bounds(retrieval, field, message):

@@ -80,13 +80,13 @@ def test_model_extraction_normalises_and_caps(session, fake_model):
         "candidate_1": {"kind": "fact", "content": "Project   codename is Atlas.", "confidence": 130},
         "candidate_2": {"kind": "FACT", "content": "project codename: atlas"},
     })
-    run = terminal_run(session, "Remember the codename for the project: Atlas.")
+    run = terminal_run(session, "The codename for the project is Atlas.")
     capture.capture_run(run.pk)
     [fact] = semantic(run)
     assert (fact.content, fact.confidence) == ("Project codename is Atlas.", 100)
     request = fake_model.requests[0]
     assert request["response_format"]["json_schema"]["name"] == "learning_extraction"
-    assert "Remember the codename" in request["messages"][1]["content"]
+    assert "The codename for the project" in request["messages"][1]["content"]
     assert receipt(run) == "completed"
     schema = request["response_format"]["json_schema"]["schema"]
     assert sorted(schema["properties"]) == ["candidate_1", "candidate_2"]  # at most max_candidates_per_run
@@ -102,7 +102,7 @@ def test_model_replies_with_nulls_and_extra_fields_are_answers(session, fake_mod
         "candidate_3": {"kind": "fact", "content": "Beyond the maximum is ignored."},
         "explanation": "one durable preference",
     })
-    run = terminal_run(session, "I always use the fish shell.")
+    run = terminal_run(session, "Shell of choice: fish.")
     outcome = capture.capture_run(run.pk)
     assert outcome.error is None and receipt(run) == "completed"
     assert [(c.kind, c.content, c.confidence) for c in semantic(run)] == [
@@ -117,7 +117,7 @@ def test_model_drafts_with_secrets_or_unknown_kinds_are_dropped(session, fake_mo
         "candidate_2": {"kind": "fact", "content": "api_key=sk-abcdefghijklmnopqrstuvwx"},
         "candidate_3": {"kind": "preference", "content": "Preferred editor is Helix."},
     })
-    run = terminal_run(session, "I like Helix as an editor.")
+    run = terminal_run(session, "Editor of choice: Helix.")
     capture.capture_run(run.pk)
     assert [(c.kind, c.content) for c in semantic(run)] == [("preference", "Preferred editor is Helix.")]
 
@@ -132,7 +132,7 @@ def test_model_drafts_with_secrets_or_unknown_kinds_are_dropped(session, fake_mo
 def test_extraction_failure_leaves_receipt_pending_then_replay_succeeds(session, fake_model, script):
     semantic_policy(timeout_ms=500)
     script(fake_model)
-    run = terminal_run(session, "We agreed on the codename Atlas for the project.")
+    run = terminal_run(session, "Codename agreed for the project: Atlas.")
     outcome = capture.capture_run(run.pk)
     assert outcome.error and receipt(run) == "pending" and semantic(run) == []
     assert LearningCandidate.objects.filter(source_run=run, kind="run_summary").count() == 1
@@ -149,7 +149,7 @@ def test_replay_tries_the_least_tried_receipts_first(session, fake_model):
     a batch full of such runs cannot starve newer pending captures."""
     semantic_policy(timeout_ms=500)
     fake_model.reply_text("not json at all")
-    stubborn = terminal_run(session, "We agreed on the codename Atlas for the project.")
+    stubborn = terminal_run(session, "Codename agreed for the project: Atlas.")
     for _ in range(2):
         assert capture.capture_run(stubborn.pk).error
     assert RunMemoryRecord.objects.get(run=stubborn).semantic_capture_attempts == 2

@@ -38,6 +38,12 @@ def bundle(session, query=None):
     return [entry["learning_id"] for entry in entries]
 
 
+def bundle_facts(session, query=None):
+    entries, _ = retrieval.learned_bundle(session=session, scope_keys=learning_scope_keys(session), query=query,
+                                          usage="preview")
+    return [entry["learning_id"] for entry in entries if not entry["standing"]]
+
+
 @pytest.fixture
 def session():
     return SessionFactory()
@@ -58,7 +64,8 @@ def test_publish_then_bundle(session):
                                           query="which editor do I prefer?")
     assert entries == [{"learning_id": published.public_id, "kind": "preference",
                         "published_at_ms": published.published_at_ms, "content": "Preferred editor is Helix.",
-                        "scope": {"kind": "workspace", "id": "default"}}]
+                        "scope": {"kind": "workspace", "id": "default"},
+                        "stated_at_ms": published.published_at_ms, "standing": True}]
     actions = list(AuditEvent.objects.filter(subject_id__in=[cand.public_id, published.public_id])
                    .order_by("id").values_list("subject_type", "action", "from_state", "to_state"))
     assert actions == [("learning_candidate", "create", "", "pending"), ("learning", "publish", "", "active"),
@@ -378,10 +385,24 @@ def test_learned_records_are_the_reference_selection_and_never_stale():
 
 
 def test_query_ranking_puts_relevant_workspace_record_alone(session):
+    """Facts are query-ranked: the codename is the only fact; the preference and the decision stand (issue 24.1:
+    standing memory reaches every prompt of its scopes, within its share), after it was the only entry."""
+    set_policy({"mode": "shadow", "retrieval": {"standing_tokens": 0}})
     learning("Preferred editor is Helix.", kind="preference")
     codename = learning("Project codename is Atlas.")
     learning("Deploys happen on Fridays.", kind="decision")
     assert bundle(session, "What is the project codename?") == [codename.public_id]
+
+
+def test_standing_preferences_join_the_query_ranked_fact(session):
+    helix = learning("Preferred editor is Helix.", kind="preference")
+    codename = learning("Project codename is Atlas.")
+    fridays = learning("Deploys happen on Fridays.", kind="decision")
+    entries, _ = retrieval.learned_bundle(session=session, scope_keys=learning_scope_keys(session),
+                                          query="What is the project codename?", usage="preview")
+    assert [e["learning_id"] for e in entries if not e["standing"]] == [codename.public_id]
+    standing = {e["learning_id"] for e in entries if e["standing"]}
+    assert standing and standing <= {helix.public_id, fridays.public_id}
 
 
 def test_unicode_query(session):
@@ -393,13 +414,16 @@ def test_unicode_query(session):
 def test_explicit_memory_request_keeps_fallback_and_unrelated_query_gets_nothing(session):
     first = learning("Preferred editor is Helix.", kind="preference")
     second = learning("Project codename is Atlas.")
-    assert bundle(session, "Use durable learning to answer: weather tomorrow?") == [second.public_id,
-                                                                                    first.public_id]
-    assert bundle(session, "use durable memory") == [second.public_id, first.public_id]
-    assert bundle(session, "What is the weather tomorrow?") == []
+    # The preference stands (first); the explicit-memory fallback brings the fact.
+    assert bundle(session, "Use durable learning to answer: weather tomorrow?") == [first.public_id,
+                                                                                    second.public_id]
+    assert bundle(session, "use durable memory") == [first.public_id, second.public_id]
+    assert bundle(session, "What is the weather tomorrow?") == [first.public_id]  # the preference stands
+    assert bundle_facts(session, "What is the weather tomorrow?") == []
 
 
 def test_kind_and_scope_terms_do_not_count_for_prompt(session):
+    set_policy({"mode": "shadow", "retrieval": {"standing_tokens": 0}})  # the query-ranked step alone
     learning("Editor is Helix.", kind="preference")
     assert bundle(session, "preference workspace") == []
 

@@ -81,9 +81,13 @@ def test_normalise_scope_rejects_unknown_kind():
         normalise_scope("team", "x")
 
 
-def test_validate_scope_accepts_canonical_scopes():
+def test_validate_scope_accepts_canonical_scopes_and_refuses_their_near_misses():
     validate_scope("session", "demo")
     validate_scope("workspace", "default")
+    with raises("learning scope id must not contain leading or trailing whitespace", "scope.id"):
+        validate_scope("session", "demo\t")
+    with raises("workspace learning scope id must be `default`", "scope.id"):
+        validate_scope("workspace", "Default")
 
 
 def test_validate_scope_rejects_whitespace_instead_of_trimming():
@@ -147,9 +151,11 @@ def test_content_limit_is_1600_characters_after_trim():
         validate_content("x" * 1601)
 
 
-@pytest.mark.parametrize("confidence", [0, 55, 100])
-def test_confidence_in_range(confidence):
+@pytest.mark.parametrize(("confidence", "near_miss"), [(0, -1), (55, 55.5), (100, 101)])
+def test_confidence_in_range_and_its_nearest_miss(confidence, near_miss):
     validate_confidence(confidence)
+    with raises("learning confidence must be between 0 and 100", "confidence"):
+        validate_confidence(near_miss)
 
 
 @pytest.mark.parametrize("confidence", [-1, 101, 255, True, 50.0, "80", None])
@@ -185,6 +191,8 @@ def test_secret_material_rejected_for_semantic_kinds(kind):
 @pytest.mark.parametrize("kind", ["run_summary", "procedure"])
 def test_secret_guard_skips_run_summary_and_procedure(kind):
     validate_secret_guard(kind, "Request mentioned <redacted>.")
+    with raises("semantic learning content appears to contain secret material", "content"):
+        validate_secret_guard("fact", "Request mentioned <redacted>.")  # the same text as a semantic kind
 
 
 def test_secret_guard_consults_memory_redaction(monkeypatch):
@@ -205,7 +213,7 @@ SECRET_CORPUS = [
     "secret_token=abc123456789",
     "pat: ghp_1234567890",
     '{"clientSecret":"hunter2hunter2"}',
-    "Access token is <redacted>.",
+    "My password is correcthorsebatterystaple.",  # issue 20: a secret stated in prose
 ]
 BENIGN_CORPUS = [
     "Token budget is 1000.",
@@ -214,6 +222,7 @@ BENIGN_CORPUS = [
     "Authentication strategy is still undecided.",
     "The private roadmap is still draft.",
     "Remember the demo token.",
+    "Access token is <redacted>.",  # issue 20: already redacted - a marker is not a secret
 ]
 
 
@@ -226,6 +235,8 @@ def test_real_classifier_rejects_key_shapes(real_secret_classifier, content):
 @pytest.mark.parametrize("content", BENIGN_CORPUS)
 def test_real_classifier_accepts_benign_content(real_secret_classifier, content):
     validate_secret_guard("fact", content)
+    with raises("semantic learning content appears to contain secret material", "content"):
+        validate_secret_guard("fact", f"{content} The API key is sk-proj-corpus-secret.")
 
 
 def test_real_classifier_precision_and_recall_on_reference_corpus(real_secret_classifier):
@@ -247,6 +258,8 @@ def test_real_classifier_precision_and_recall_on_reference_corpus(real_secret_cl
 
 def test_real_classifier_allows_redacted_run_summaries(real_secret_classifier):
     validate_secret_guard("run_summary", "Request: deploy with <redacted>")
+    with raises("semantic learning content appears to contain secret material", "content"):
+        validate_secret_guard("fact", "Request: deploy with api-key: abc123456789")
 
 
 # --- review, consistency ------------------------------------------------------------------------------
@@ -278,6 +291,13 @@ def test_consistent_learnings_pass():
     for status in ("superseded", "revoked"):
         for tier in ("active", "provisional"):
             consistency(status=status, publish_tier=tier, verification_status="failed")
+    # the near misses of those cases
+    with raises("provisional learnings must use the provisional publish tier", "publish_tier"):
+        consistency(status="provisional", publish_tier="active")
+    with raises("learning policy_actor is required when policy_decision is set", "policy_actor"):
+        consistency(policy_decision="automatic", policy_actor=None, verification_status="verified")
+    with raises("active learnings cannot use failed verification status", "verification_status"):
+        consistency(verification_status="failed")
 
 
 @pytest.mark.parametrize("actor", [None, "", "  "])
@@ -336,6 +356,13 @@ def test_valid_candidate_and_learning():
     validate_candidate(vars(Candidate()))
     validate_learning(Learning())
     validate_learning(vars(Learning()))
+    # one field off, refused with its message
+    with raises("run_summary candidates are captured by the service only", "kind"):
+        validate_candidate(Candidate(kind="run_summary", origin="api", content="Request mentioned <redacted>."))
+    with raises("learning confidence must be between 0 and 100", "confidence"):
+        validate_candidate(vars(Candidate(confidence=101)))
+    with raises("active learnings must use the active publish tier", "publish_tier"):
+        validate_learning(Learning(publish_tier="provisional"))
 
 
 def test_candidate_validation_order_scope_first():

@@ -179,3 +179,43 @@ def test_mount_paths_never_escape_the_root(skill_root, tmp_path):
     with pytest.raises(mount.MountError):
         mount.write_skill("learning-7", SkillDefinition(name="x", description="d", instructions="i"))
     assert list(outside.iterdir()) == []
+
+
+def test_an_agent_never_sees_another_agents_run_or_session_ids_in_skill_records(
+    ladder, procedure, api_client, other_client, operator_client, session_id
+):
+    """Issue 21 follow-up: a workspace skill verified on agent A's runs is visible to agent B, but the record's
+    evidence refs, verifier run ids and lifecycle events must not hand B A's run or session ids (operators
+    keep them; A keeps its own)."""
+    ladder(procedure)
+    full = operator_client.get(f"/v1/learning-skills/{NAME}").json()
+    foreign = set(full["verifier_run_ids"]) | {session_id}
+    assert full["verifier_run_ids"] and any(session_id in str(ref) for ref in full["evidence_refs"])
+    assert any(e.get("session_id") == session_id for e in full["lifecycle_events"])
+
+    def leaked(body) -> set[str]:
+        text = str(body)
+        return {value for value in foreign if value in text}
+
+    other_session = other_client.post("/v1/sessions", {}, format="json").json()["session_id"]
+    listed = other_client.get("/v1/learning-skills")
+    detail = other_client.get(f"/v1/learning-skills/{NAME}")
+    assert listed.status_code == 200 and detail.status_code == 200
+    assert [item["skill_name"] for item in listed.json()["results"]] == [NAME]
+    assert leaked(listed.json()) == set()
+    assert leaked(detail.json()) == set()
+    body = detail.json()
+    assert body["verifier_run_ids"] == [] and body["evidence_refs"] == []
+    assert [e["event"] for e in body["lifecycle_events"]] == [e["event"] for e in full["lifecycle_events"]]
+    assert body["successful_run_count"] == full["successful_run_count"]  # counts name nobody
+    # The runtime surfaces carry no evidence at all.
+    assert leaked(other_client.get("/v1/skills").json()) == set()
+    assert leaked(other_client.get(f"/v1/skills/{NAME}").json()) == set()
+    assert leaked(other_client.get(f"/v1/sessions/{other_session}/memory-context").json()) == set()
+    assert leaked(other_client.get(f"/v1/sessions/{other_session}/memory-search",
+                                   {"query": "release checklist"}).json()) == set()
+    # The agent whose runs verified the skill still sees its own ids.
+    own = api_client.get(f"/v1/learning-skills/{NAME}").json()
+    assert own["verifier_run_ids"] == full["verifier_run_ids"]
+    assert own["evidence_refs"] == full["evidence_refs"]
+    assert own["lifecycle_events"] == full["lifecycle_events"]

@@ -56,7 +56,7 @@ REQUEST_FIELDS: dict[str, frozenset[str]] = {
     "RunInputRequest": frozenset({"content", "attachments", "metadata"}),
     "CompactRequest": frozenset({"strategy", "budget_tokens"}),
     "CreateLearningCandidateRequest": frozenset({"scope", "kind", "sensitivity", "content", "confidence",
-                                                  "source", "evidence_refs", "expires_at_ms"}),
+                                                  "source", "evidence_refs", "expires_at_ms", "stated_at_ms"}),
     "PublishLearningCandidateRequest": frozenset({"scope", "kind", "sensitivity", "content", "confidence",
                                                    "expires_at_ms", "publish_tier", "evidence_refs",
                                                    "supersedes"}),
@@ -264,12 +264,13 @@ class _Surface:
     def propose_candidate(self, *, scope_kind: str, content: str, kind: str, scope_id: str | None = None,
                           sensitivity: str | None = None, confidence: int | None = None,
                           source: dict[str, Any] | None = None, evidence_refs: list[dict[str, Any]] | None = None,
-                          expires_at_ms: int | None = None) -> LearningCandidateView:
+                          expires_at_ms: int | None = None, stated_at_ms: int | None = None) -> LearningCandidateView:
         """Propose a learning. It is only a candidate: the learning policy and operators decide (never
-        published by this call)."""
+        published by this call). ``stated_at_ms``: when the statement was made (e.g. an imported turn's date)."""
         body = _clean({"scope": _scope(scope_kind, scope_id), "kind": kind, "sensitivity": sensitivity,
                        "content": content, "confidence": confidence, "source": source,
-                       "evidence_refs": evidence_refs, "expires_at_ms": expires_at_ms})
+                       "evidence_refs": evidence_refs, "expires_at_ms": expires_at_ms,
+                       "stated_at_ms": stated_at_ms})
         return self._send(_Call("POST", "/v1/learning-candidates", LearningCandidateView, json=body))
 
     def list_candidates(self, *, state: str | None = None, kind: str | None = None, scope_kind: str | None = None,

@@ -255,6 +255,7 @@ class LearningCandidateView(ApiModel):
     evidence_refs: list[LearningEvidenceRef]
     created_at_ms: int
     expires_at_ms: int | None = None
+    stated_at_ms: int | None = None
     state: str
     automation_review: dict[str, Any] | None = None
     published_learning_id: str | None = None
@@ -274,6 +275,7 @@ class LearningView(ApiModel):
     created_at_ms: int
     published_at_ms: int
     expires_at_ms: int | None = None
+    stated_at_ms: int | None = None
     status: str
     publish_tier: str
     policy_decision: str | None = None

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from memory.scrubbing import PHONE_MARKER, SSN_MARKER, ScrubResult, looks_like_secret, scrub
+from tests.memory.scrubbing.corpus import CLASSIFIER_BENIGN, CLASSIFIER_SECRETS, SCRUB_CLASSES
 
 
 def b64url(obj: dict) -> str:
@@ -97,7 +98,6 @@ UNCHANGED = {
         "token: ${{ secrets.GITHUB_TOKEN }}",
         "https://api.example.com/v1?key=$API_KEY&q=1",
         "postgres://app:${DB_PASSWORD}@db.internal/prod",
-        "AWS keys look like AKIAIOSFODNN7EXAMPLE in the docs.",
         "set PASSWORD=changeme before the first run",
         "api_key = settings.OPENAI_API_KEY",
     ],
@@ -190,57 +190,6 @@ def test_corpus_has_at_least_as_many_negatives_as_positives() -> None:
     assert negatives >= positives
 
 
-# -- classifier (learning content) ------------------------------------------------------------------------------
-CLASSIFIER_SECRETS = [
-    "SIGNING_KEY=9f8e7d6c5b4a39281706f5e4d3c2b1a0",
-    "Call https://api.example.com/v1/items?token=Zx9Qw3Er7Ty1Ui5Op2As8Df4Gh6Jk0L",  # a URL's query still counts
-    "The webhook signing secret is 7Hq2LmZ9xR4tP8vK3nB6",
-    "encryption key: q8Zr+0pLm3xW/v7Yt2Nc5Ba==",
-    "FERNET_KEY = 'Zk9vYmFyQmF6UXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWo='",
-    "Use passphrase Tr0ub4dor&3 for the archive.",
-    "hmac_salt = 'c29tZXNhbHQxMjM0NTY3OA'",
-    "The master password is swordfish.",
-    "ENC_PASS: Xk29dLq7Pz",
-    "The key for staging is aZ3kP9qL2mN8xV5t",
-    "k = 'Q2xpZW50S2V5OmFiY2RlZjEyMzQ1Njc4OTA'",
-    "Set JWT_SECRET to f3a9c1e5b7d24a6f8e0c2b4d6f8a0c2e",
-    "DB password: p4ssW0rd!2024",
-]
-CLASSIFIER_BENIGN = [
-    "Never log the Authorization header.",
-    "API keys are stored in Vault and rotated every 90 days.",
-    "The token is refreshed every hour.",
-    "Our password policy requires 14 characters.",
-    "Stripe secret keys begin with sk_live_ and test keys with sk_test_.",
-    "The X-API-Key header carries the key.",
-    "Set api_key in config.yaml to your own key.",
-    "api_key = os.environ['OPENAI_API_KEY']",
-    "password: ${DB_PASSWORD}",
-    "token: <your-token-here>",
-    "The access token is short-lived.",
-    "Refresh tokens are opaque to clients.",
-    "The signing secret is kept in the secrets manager.",
-    "Deploy commit 3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c2e4b6d8f0a to staging.",
-    "The encryption key is rotated quarterly.",
-    "The request id 123e4567-e89b-12d3-a456-426614174000 failed.",
-    "Passphrases must be four words or more.",
-    "Use the staging key key-2024-v3 for tests.",
-    "Token budget: 1000 per run.",
-    "The client secretariat prefers written updates.",
-    "Prefer `Authorization: Bearer <token>` over query-string tokens.",
-    "GitHub fine-grained tokens start with github_pat_.",
-    # A URL's path is a location, not a value: share links and short links carry random-looking ids.
-    "Here's the link to my pitch deck: https://drive.google.com/file/d/1QwErTyUiOp7AsDfGh3JkL/view, 12 slides.",
-    "I have the private SoundCloud right now: https://on.soundcloud.com/jkpTVH4zkTVHc2uHA",
-    "The recording is at www.loom.com/share/8f3a9C1e5B7d4A6f8E0c2B4d6F8a0C2e and lasts 4 minutes.",
-    "See https://gist.github.com/someone/4f1c9a7e2b6d8c0f3e5a7b9c1d3e5f7a for the script.",
-    # Paths and slash-joined phrases are not values, even near a secret noun.
-    "Where do I put the key? In /etc/freeradius/3.0/sites-enabled/default or in radiusd.conf?",
-    "Are you familiar with the global color token in design system/branding theming?",
-    "The secrets live under /var/lib/app/config/secrets.d on every node.",
-]
-
-
 @pytest.mark.parametrize("content", CLASSIFIER_SECRETS)
 def test_classifier_finds_secret_values(content: str) -> None:
     assert looks_like_secret(content)
@@ -249,3 +198,32 @@ def test_classifier_finds_secret_values(content: str) -> None:
 @pytest.mark.parametrize("content", CLASSIFIER_BENIGN)
 def test_classifier_accepts_talk_about_secrets(content: str) -> None:
     assert not looks_like_secret(content)
+
+
+# -- issue 20 classes (tests/memory/scrubbing/corpus.py) ------------------------------------------------------------
+
+
+def _class_cases(part: str) -> list:
+    return [pytest.param(case, id=f"{cls}-{i}") for cls, table in SCRUB_CLASSES.items()
+            for i, case in enumerate(table[part])]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", _class_cases("positives"))
+def test_issue20_secrets_never_survive_and_their_neighbours_do(case) -> None:
+    text, secret, context = case
+    out = scrub(text).text
+    assert secret not in out, out
+    assert not [secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in out], out
+    for kept in context:
+        assert kept in out, out
+    assert scrub(out) == ScrubResult(out, 0, {})  # idempotent
+
+
+@pytest.mark.parametrize("case", _class_cases("negatives"))
+def test_issue20_ordinary_text_comes_out_unchanged(case) -> None:
+    assert scrub(case) == ScrubResult(case, 0, {})
+
+
+@pytest.mark.parametrize("cls", list(SCRUB_CLASSES))
+def test_issue20_each_class_has_at_least_as_many_negatives_as_positives(cls: str) -> None:
+    assert len(SCRUB_CLASSES[cls]["negatives"]) >= len(SCRUB_CLASSES[cls]["positives"]) >= 1

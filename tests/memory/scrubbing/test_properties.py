@@ -54,7 +54,23 @@ PARAMS = st.lists(st.tuples(IDENTIFIERS, st.one_of(WORDS, NUMBERS)), max_size=3)
     lambda pairs: ("?" + "&".join(f"{k}={v}" for k, v in pairs)) if pairs else ""
 )
 URLS = st.tuples(IDENTIFIERS, PARAMS).map(lambda t: f"https://{t[0]}.example.com/v1/items{t[1]}")
-BENIGN = st.lists(st.one_of(PROSE, CODE, LOGS, JSONS, URLS), min_size=1, max_size=6).map("\n".join)
+# Issue 20: classes of ordinary text that used to be damaged - US ZIP+4 codes, SSH remotes, code that asks for a
+# secret (the call is not the value), text that is already redacted.
+ZIPS = st.tuples(st.sampled_from(["CA", "NY", "TX", "ZIP"]), st.integers(10000, 99999), st.integers(0, 9999)).map(
+    lambda t: f"{t[0]} {t[1]}-{t[2]:04d}"
+)
+REMOTES = st.tuples(IDENTIFIERS, IDENTIFIERS, IDENTIFIERS).map(lambda t: f"git@{t[0]}.example.com:{t[1]}/{t[2]}.git")
+ASKING = st.tuples(
+    st.sampled_from(["password", "api_key", "token", "secret", "db_pwd"]),
+    st.sampled_from(["getpass.getpass", "input", "prompt", "read_secret", "vault.read"]),
+    st.sampled_from(["'Password: '", '"API key: "', "", "'kv/app'"]),
+).map(lambda t: f"{t[0]} = {t[1]}({t[2]})")
+REDACTED_ALREADY = st.sampled_from(["secret_token", "api_key", "password", "Authorization: Bearer"]).map(
+    lambda key: f"{key}=<redacted>" if ":" not in key else f"{key} <redacted>"
+)
+BENIGN = st.lists(
+    st.one_of(PROSE, CODE, LOGS, JSONS, URLS, ZIPS, REMOTES, ASKING, REDACTED_ALREADY), min_size=1, max_size=6
+).map("\n".join)
 
 
 @SETTINGS

@@ -513,7 +513,6 @@ def test_module_imports_without_django_settings() -> None:
         "pat: " + "gh" + "p_1234567890",
         '{"clientSecret":"hunter2hunter2"}',
         "The API key is " + "sk-" + "proj-secret.",
-        "Access token is <redacted>.",
     ],
 )
 def test_key_shape_corpus_is_secret(content: str) -> None:
@@ -528,6 +527,7 @@ def test_key_shape_corpus_is_secret(content: str) -> None:
         "Pat prefers concise reports.",
         "Authentication strategy is still undecided.",
         "The private roadmap is still draft.",
+        "Access token is <redacted>.",  # already redacted: a marker is not a secret (issue 20)
         "",
         "   ",
     ],

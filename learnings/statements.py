@@ -1,0 +1,239 @@
+"""The deterministic extractor: unlabelled first-person statements worth remembering, without a model.
+
+Semantic capture (``learnings.capture``) tries, in order: labelled statements (``Preference:`` …, confidence
+98, ``learnings.extraction.heuristic_candidates``), then this extractor, then the model extractor when one is
+configured; the first that yields anything wins. Every draft is still a candidate: rules, judge, verification
+and review decide what is published.
+
+The input is split into sentences; a sentence is kept when it is a plain first-person statement of one of:
+
+* a **preference** — "I prefer dark mode in every editor", "I'd rather use tabs", "My favourite editor is
+  Helix", "I always write tests first", "From now on, answer in French", "Always report sizes in GB"
+  (a standing instruction), "I can't stand tabs", "I love hiking";
+* a **fact about the user and their work** — "My name is Dana and I work at Initech", "I live in Lyon",
+  "I'm a data engineer", "My manager is Lee", "I have two cats", "Our team uses Jira", "I use Neovim";
+* an **event of the user's life** — "I bought a new tennis racket", "We adopted a cat last spring", "I've
+  been learning Spanish" (``EVENT_CONFIDENCE``);
+* a **decision** — "We decided to use PostgreSQL 16 for analytics", "We agreed on weekly releases",
+  "We're going with Terraform", "I've chosen the blue theme";
+* an explicit **request to remember** — "Remember that the staging database is read-only", "Please note for
+  the future: …", "Keep in mind that …" (the remembered clause is the content, its kind classified as above,
+  a fact by default).
+
+and none of the signs of a non-statement is present: a question; a hypothetical or wish ("if", "suppose",
+"imagine", "would be", "maybe", "might"); a negated verb ("I don't prefer", "we haven't decided");
+reported speech or a quote ("she said she prefers…", "“I prefer tea,” he wrote"); a one-off instruction to
+the assistant ("Write a story in which my name is Dana", "Translate: I live in Lyon"); role-play; a second- or
+third-person subject. Confidence: ``CONFIDENCE`` (below the labelled path's 98), ``WEAK_CONFIDENCE`` for
+the weaker forms ("I like", "I use", "I have"). Measured on the labelled corpus in
+``tests/learnings/statement_corpus.py`` (``make bench``, ``--only capture``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from learnings.extraction import Draft, collapse_whitespace
+from learnings.validation import content_has_secret_material
+
+CONFIDENCE = 90
+WEAK_CONFIDENCE = 80
+EVENT_CONFIDENCE = 85
+"""Something the user did ("I bought a tennis racket", "We adopted a cat last spring"): a fact of their life."""
+MAX_SENTENCE_CHARS = 400
+"""A longer sentence is not a statement to keep as one learning (its clauses would be several)."""
+MIN_WORDS = 3
+
+_FLAGS = re.IGNORECASE
+
+# Sentences: a line break, or . ! ? followed by a space (not after a lone letter: "e.g. ", "i.e. ").
+_SENTENCE_END = re.compile(r"\n+|(?<=[.!?;])(?<![\s(][A-Za-z][.])\s+(?=\S)")
+_EDGE = re.compile(r"^(?:[\s\-*•>#]+|\d+[.)]\s+)+|[\s.;,!]+$")
+
+_QUESTION_START = re.compile(
+    r"^(?:who|what|when|where|why|how|which|whose|whom|do|does|did|is|are|am|was|were|can|could|would|should|"
+    r"shall|will|may|might|have|has|had|isn't|aren't|don't|doesn't|didn't|won't|wouldn't|shouldn't|"
+    r"couldn't|any idea|tell me|guess)\b", _FLAGS)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|unless|suppose|supposing|imagine|imagining|hypothetically|pretend|pretending|let's say|"
+    r"say that|what if|in case|assuming|wish|hope|hoping|maybe|perhaps|might|may be|probably|"
+    r"would be|would have|would like to know|could|ought|someday|one day|in a world)\b", _FLAGS)
+_NEGATION = re.compile(
+    r"\b(?:not|no longer|never (?:decided|agreed|said|chose|preferred)|don't|doesn't|didn't|haven't|hasn't|"
+    r"hadn't|isn't|aren't|wasn't|weren't|won't|cannot decide|can't decide|nobody|nothing|neither|nor)\b|n't\b",
+    _FLAGS)
+_NOT_NEGATIONS = re.compile(r"\b(?:can't|cannot|can not) stand\b", _FLAGS)
+_REPORTED = re.compile(
+    r"\b(?:said|says|say|told|tells|tell me|asked|asks|claims?|claimed|wrote|writes|mentioned|mentions|"
+    r"according to|thinks|thought|believes?|believed|reckons?|heard|reported|quoted?|quoting|"
+    r"replied|answered|explained|announced|insists?|insisted)\b", _FLAGS)
+_QUOTES = re.compile(r"[\"“”«»„]|(?:^|\s)'[^']+'(?:\s|$)")
+_INSTRUCTION = re.compile(
+    r"^(?:please\s+|can you\s+|could you\s+|now\s+|ok(?:ay)?,?\s+|then\s+)?(?:write|draft|compose|generate|create|"
+    r"translate|summari[sz]e|rewrite|rephrase|paraphrase|explain|describe|list|give|show|make|build|fix|"
+    r"debug|refactor|convert|format|correct|proofread|edit|review|check|find|search|look up|calculate|compute|"
+    r"act as|play|roleplay|role-play|pretend|simulate|continue|complete|answer|reply|respond|help|suggest|"
+    r"recommend|compare|tell|output|print|return|send|open|run|delete|remove|add|update|set|use this|"
+    r"here is|here's|below is|the following|consider|assume|let me know)\b", _FLAGS)
+_CONTEXT_WORDS = re.compile(
+    r"\b(?:in (?:this|the|a|my) (?:story|poem|novel|scene|script|game|dialogue|example)|for (?:this|the|an?) "
+    r"(?:exercise|example|story|game|test|demo)|character|persona|role-?play|example sentence)\b", _FLAGS)
+_YOU_SUBJECT = re.compile(r"^(?:(?:you|your|he|she|they|his|her|their|it|its|this|that|these|those|the user)\b|"
+                          r"(?!(?:We|I|My|Our|Us|So|And|Also|But)\b)[A-Z][a-z]+ (?:prefers|likes|loves|works|lives|"
+                          r"is|has|decided|wants|uses)\b)", _FLAGS)
+
+_REMEMBER = re.compile(
+    r"^(?:please\s+|also\s+|and\s+|oh,?\s+|btw,?\s+|by the way,?\s+)*(?:"
+    r"(?:remember|keep in mind|bear in mind|note for (?:the future|later|next time)|make a note|take note|"
+    r"for future reference|for the record|for your information|fyi)(?:\s+(?:that|this))?"
+    r"|(?:don't|do not) forget\s+that)"
+    r"(?:\s+for (?:the future|next time|later))?\s*[:,-]?\s+(?!to\s)(?P<body>.+)$", _FLAGS)
+
+_PREFERENCE_STRONG = re.compile(
+    r"^(?:(?:honestly|generally|personally|usually|also|and|but|oh|so),?\s+)*(?:"
+    r"i\s+(?:(?:really|strongly|much|definitely|generally|usually|always|also)\s+)*"
+    r"(?:prefer|'d prefer|would prefer|'d rather|would rather|favou?r)\b"
+    r"|i'd\s+(?:much\s+)?(?:prefer|rather)\b"
+    r"|my\s+(?:(?:absolute|all-time)\s+)?(?:favou?rite|preferred|go-to)\s+\w+(?:\s+\w+){0,3}\s+(?:is|are)\b"
+    r"|i\s+(?:always|never|only)\s+(?!said|say|told|asked|thought|wonder)\w+"
+    r"|i\s+(?:can't stand|cannot stand|hate|dislike|detest|avoid)\b"
+    r"|(?:please\s+)?(?:always|never)\s+(?:use|report|reply|answer|respond|write|format|show|give|keep|call|"
+    r"address|include|add|put|sign|spell|quote|express|round|cite|mention|start|end|list|sort|default)\b"
+    r"|from now on\b"
+    r"|going forward\b"
+    r"|in (?:the )?future,?\s+(?:please\s+)?(?:always|use|reply|answer|write|format)\b"
+    r")", _FLAGS)
+_PREFERENCE_WEAK = re.compile(
+    r"^(?:(?:honestly|generally|personally|usually|also|and|but|oh|so),?\s+)*i\s+(?:really\s+)?(?:like|love|enjoy|adore)\s+"
+    r"(?!(?:to know|to ask|to see|you|it when you|that you|your)\b)", _FLAGS)
+_DECISION = re.compile(
+    r"^(?:(?:so|ok(?:ay)?|alright|finally|and|also|after (?:some|much|a lot of) (?:discussion|thought|debate)),?\s+)*"
+    r"(?:(?:we|i|the team|our team|my team|management|the company)(?:\s*'ve|\s+have|\s+has|\s+finally|\s+just|"
+    r"\s+already|\s+now)*\s+"
+    r"(?:decided|agreed|chose|chosen|settled|opted|committed|picked|selected|resolved|determined)\b"
+    r"|(?:we|i)(?:'re| are| am|'m)\s+going\s+(?:with|to go with)\b"
+    r"|(?:we|i)(?:'ll| will)\s+(?:go with|stick with|standardi[sz]e on)\b"
+    r"|(?:the|our)\s+(?:final\s+)?decision\s+(?:is|was)\s+(?:to|that)\b"
+    r"|it(?:'s| is| has been| was)\s+(?:been\s+)?decided\b)", _FLAGS)
+_FACT_STRONG = re.compile(
+    r"^(?:(?:also|and|but|oh|so|btw|by the way|fyi|for context|hi|hello|hey),?\s+)*(?:"
+    r"my\s+(?:full\s+|first\s+|last\s+|nick)?name(?:'s| is)\b"
+    r"|i(?:'m| am)\s+called\b|call me\s+[A-Z]"
+    r"|i\s+(?:currently\s+|now\s+|still\s+)?(?:work|worked)\s+(?:at|for|in|on|as|with)\b"
+    r"|i(?:'m| am)\s+(?:currently\s+)?(?:working|employed)\s+(?:at|for|as|on)\b"
+    r"|i\s+(?:currently\s+|now\s+|still\s+)?(?:live|lived|reside|grew up|was born|moved)\s+(?:in|at|to|near|on)\b"
+    r"|i(?:'m| am)\s+(?:originally\s+)?from\b"
+    r"|i(?:'m| am)\s+(?:a|an)\s+(?:\w+\s+){0,3}(?:engineer|developer|designer|manager|teacher|nurse|doctor|"
+    r"student|analyst|scientist|writer|lawyer|consultant|architect|researcher|administrator|admin|lead|"
+    r"director|founder|owner|programmer|accountant|vegetarian|vegan|parent|father|mother|dad|mum|mom|"
+    r"freelancer|contractor|intern|professor|chef|pilot|artist|photographer|musician|officer|specialist)\b"
+    r"|i(?:'m| am)\s+allergic\b|i(?:'m| am)\s+\d+\s+years old\b"
+    r"|my\s+(?:(?:wife|husband|partner|son|daughter|kid|child|children|dog|cat|manager|boss|team|company|"
+    r"employer|project|team lead|colleague|sister|brother|mother|father|mom|dad|birthday|job|role|title|"
+    r"email|timezone|time zone|office|address|home|car|laptop|phone|team's|company's|project's|"
+    r"server|repo|repository|stack|language|os|editor|shell|setup)(?:'s)?(?:\s+\w+){0,2})\s+(?:is|are|was|were|'s)\b"
+    r"|(?:our|my)\s+(?:team|company|project|startup|org|organi[sz]ation|department|group|stack|product|app|"
+    r"service|codebase|office|backend|frontend)\s+(?:uses|use|runs|is|are|has|builds|ships|deploys|sells|"
+    r"makes|targets|relies)\b"
+    r"|we\s+(?:use|run|deploy|host|build|ship|store|keep)\s+\w+"
+    r")", _FLAGS)
+_EVENT = re.compile(
+    r"^(?:(?:also|and|but|oh|so|btw|by the way|actually|well|yesterday|today|last \w+|recently),?\s+)*"
+    r"(?:i|we|my (?:wife|husband|partner|family|team)(?: and i)?)(?:'ve|\s+have|\s+had)?\s+"
+    r"(?:just\s+|recently\s+|finally\s+|already\s+|also\s+|actually\s+)?"
+    r"(?:bought|purchased|got (?:a|an|my|the|our|new|married|engaged|promoted)|went|met|started|finished|took|made|"
+    r"visited|adopted|joined|moved|sold|booked|ordered|received|attended|completed|graduated|signed up|"
+    r"upgraded|switched|spent|paid|won|volunteered|painted|ran|hiked|baked|cooked|planted|redecorated|"
+    r"renovated|celebrated|travel+ed|returned|picked up|set up|organi[sz]ed|hosted|launched|published|"
+    r"been (?:working|learning|playing|taking|going|volunteering|training|using|reading|trying to learn))\b"
+    r"(?!\s+(?:an? |the |my |this |that |it |some )?(?:error|bug|problem|issue|exception|warning|question|idea|"
+    r"crash|stuck|confused|lost|tests?|build|command|script|code|docs?|documentation|migration|query|program|"
+    r"server|job|pipeline|linter|compiler|through|over|getting|into|back|wrong|nowhere|it\b|that\b|this\b))", _FLAGS)
+_FACT_WEAK = re.compile(
+    r"^(?:(?:also|and|but|oh|so|btw|by the way),?\s+)*i\s+(?:use|own|have|drive|speak|run|maintain|"
+    r"manage|lead|teach|study|studied|play|practi[sc]e)\s+(?!(?:a question|an idea|to|no|been|got|"
+    r"some questions|trouble|an issue|a problem|this|that|it|you)\b)\w+", _FLAGS)
+
+
+def sentences(text: str) -> Iterator[str]:
+    """The input's sentences, whitespace-collapsed, list markers and closing punctuation trimmed."""
+    for piece in _SENTENCE_END.split(text):
+        sentence = collapse_whitespace(_EDGE.sub("", piece.strip()))
+        if sentence:
+            yield sentence
+
+
+def _negated(sentence: str) -> bool:
+    """A negated main verb: a negation among the first four words, before any comma ("I don't prefer…",
+    "We have not decided…"; not "I prefer tea, not coffee")."""
+    head = " ".join(sentence.split(",", 1)[0].split()[:4])
+    return bool(_NEGATION.search(_NOT_NEGATIONS.sub("", head)))
+
+
+def _non_statement(sentence: str, raw: str) -> bool:
+    if raw.rstrip().endswith("?") or _QUESTION_START.match(sentence):
+        return True
+    if _HYPOTHETICAL.search(sentence) or _negated(sentence) or _REPORTED.search(sentence):
+        return True
+    if _QUOTES.search(raw) or (_YOU_SUBJECT.match(sentence) and not _DECISION.match(sentence)):
+        return True
+    return bool(_INSTRUCTION.match(sentence)) or bool(_CONTEXT_WORDS.search(sentence)) or ": " in raw
+
+
+def classify(sentence: str) -> tuple[str, int] | None:
+    """(kind, confidence) of a statement sentence, or ``None`` when it is not one."""
+    if _DECISION.match(sentence):
+        return "decision", CONFIDENCE
+    if _PREFERENCE_STRONG.match(sentence):
+        return "preference", CONFIDENCE
+    if _FACT_STRONG.match(sentence):
+        return "fact", CONFIDENCE
+    if _EVENT.match(sentence):
+        return "fact", EVENT_CONFIDENCE
+    if _PREFERENCE_WEAK.match(sentence):
+        return "preference", WEAK_CONFIDENCE
+    if _FACT_WEAK.match(sentence):
+        return "fact", WEAK_CONFIDENCE
+    return None
+
+
+def _statement(raw: str) -> Draft | None:
+    sentence = collapse_whitespace(_EDGE.sub("", raw.strip()))
+    if len(sentence) > MAX_SENTENCE_CHARS or len(sentence.split()) < MIN_WORDS:
+        return None
+    remember = _REMEMBER.match(sentence)
+    if remember is not None:
+        body = _EDGE.sub("", remember.group("body"))
+        if raw.rstrip().endswith("?") or _REPORTED.search(body) or _HYPOTHETICAL.search(body):
+            return None
+        if len(body.split()) < 2 or _negated(body):
+            return None
+        found = classify(body)
+        kind = found[0] if found else "fact"
+        return Draft(kind=kind, content=body[0].upper() + body[1:], confidence=CONFIDENCE)
+    if _non_statement(sentence, raw):
+        return None
+    found = classify(sentence)
+    if found is None:
+        return None
+    return Draft(kind=found[0], content=sentence, confidence=found[1])
+
+
+def extract(text: str | None, max_candidates: int) -> list[Draft]:
+    """The statement drafts of ``text`` in order, at most ``max_candidates``, secret-looking ones and
+    duplicates (by kind and semantic key, ``extraction._dedupe``) dropped."""
+    from learnings.extraction import _dedupe
+
+    if not text or max_candidates <= 0:
+        return []
+    drafts: list[Draft] = []
+    for piece in re.split(r"\n+|(?<=[.!?])\s+(?=\S)", text):
+        if not piece.strip():
+            continue
+        draft = _statement(piece)
+        if draft is None or content_has_secret_material(draft.content):
+            continue
+        drafts.append(draft)
+        if len(drafts) >= max_candidates:
+            break
+    return _dedupe(drafts)
