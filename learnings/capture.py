@@ -47,7 +47,14 @@ def draft_statements(text: str | None, max_candidates: int) -> list[extraction.D
     """Labelled statements (98) first; when there are none, the deterministic extractor's (below 98). The
     model extractor is asked only when both yield nothing."""
     drafts = extraction.heuristic_candidates(text, max_candidates)
-    return drafts or statements.extract(text, max_candidates)
+    drafts = drafts or statements.extract(text, max_candidates)
+    return [draft for draft in drafts if not _lost_to_scrubbing(draft.content)]
+
+
+def _lost_to_scrubbing(content: str) -> bool:
+    """A statement whose value the scrubber removed ("the deploy token is <redacted>") holds nothing worth
+    remembering: it is not drafted (the canonical journal keeps what was said)."""
+    return "<redacted" in content
 
 
 @dataclass
