@@ -189,6 +189,16 @@ class LearningCandidate(ScopedRecord):
         null=True, blank=True, editable=False, help_text="Learning-policy revision of the last review"
     )
     review_lease_until_ms = models.BigIntegerField(null=True, blank=True, editable=False)
+    screening = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The memory-poisoning screen's findings at write time (learnings.screening): "
+        "{version, flagged, categories, findings: [{category, rule, excerpt}]}",
+    )
+    screen_flagged = models.BooleanField(
+        default=False, editable=False, help_text="screening.flagged, for filtering and counting"
+    )
 
     objects = LearningCandidateQuerySet.as_manager()
 
@@ -222,6 +232,7 @@ class LearningCandidate(ScopedRecord):
             models.Index(fields=["state", "-id"], name="candidate_state_idx"),
             models.Index(fields=["scope_key", "state"], name="candidate_scope_idx"),
             models.Index(fields=["matched_rule_name"], name="candidate_rule_idx"),
+            models.Index(fields=["state"], condition=Q(screen_flagged=True), name="candidate_flagged_idx"),
         ]
 
     def __str__(self) -> str:

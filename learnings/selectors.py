@@ -256,3 +256,30 @@ def filter_learnings(params: dict, queryset: QuerySet | None = None) -> QuerySet
 
 
 SCOPE_KIND_CHOICES = ScopeKind.choices
+
+
+# ---- the memory-poisoning screen (issue 19.5) ----------------------------------------------------------------
+
+
+def screening_counts() -> dict:
+    """What ``/v1/status`` reports about the screen (one query over the flagged rows' partial index):
+    flagged candidates in all, those waiting for an operator (pending or escalated), those an operator
+    published anyway, those rejected, and the flagged count per category."""
+    from django.db.models import Count, Q
+
+    from learnings.screening import CATEGORIES
+
+    counts = LearningCandidate.objects.filter(screen_flagged=True).aggregate(
+        flagged_total=Count("id"),
+        flagged_awaiting_review=Count(
+            "id", filter=Q(state__in=(CandidateState.PENDING, CandidateState.ESCALATED))
+        ),
+        flagged_published=Count("id", filter=Q(state=CandidateState.PUBLISHED)),
+        flagged_rejected=Count("id", filter=Q(state=CandidateState.REJECTED)),
+        **{f"category_{name}": Count("id", filter=Q(screening__categories__contains=[name])) for name in CATEGORIES},
+    )
+    return {
+        **{key: counts[key] for key in ("flagged_total", "flagged_awaiting_review", "flagged_published",
+                                        "flagged_rejected")},
+        "by_category": {name: counts[f"category_{name}"] for name in CATEGORIES},
+    }

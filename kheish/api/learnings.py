@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
 from kheish.api.schema import OPERATOR, described
@@ -35,7 +35,7 @@ from learnings.models import (
     Sensitivity,
 )
 from learnings.validation import LearningScope
-from memory import run_memory
+from memory import public_ids, run_memory
 from memory.errors import Forbidden, ValidationFailed
 from memory.models import Run, Session
 
@@ -90,9 +90,17 @@ class LearningCandidateViewSerializer(serializers.Serializer):
     state = serializers.CharField()
     automation_review = serializers.JSONField(allow_null=True)
     published_learning_id = serializers.CharField(allow_null=True)
+    screening = serializers.JSONField(
+        allow_null=True,
+        help_text="Operators only (null for agents): what the memory-poisoning screen found when the candidate was "
+        "written, {version, flagged, categories, findings: [{category, rule, excerpt}]}. A flagged candidate is "
+        "never published by automation.")
 
     def to_representation(self, instance):
-        return selectors.candidate_view(instance)
+        view = selectors.candidate_view(instance)
+        request = self.context.get("request")
+        view["screening"] = instance.screening if request is not None and caller_is_operator(request) else None
+        return view
 
 
 class LearningViewSerializer(serializers.Serializer):
@@ -191,7 +199,7 @@ class RevokeMatchingLearningsSerializer(StrictSerializer):
     policy_actor = _filter_text(150)
     matched_rule_name = _filter_text()
     reason = _filter_text(2000)
-    all = serializers.BooleanField(required=False, default=False,
+    all = StrictBooleanField(required=False, default=False,
                                    help_text="required (true) to revoke with no filter: every matching learning")
 
 
@@ -221,8 +229,8 @@ def caller_can_use_scope(request, scope: LearningScope) -> bool:
         return True
     owned = Session.objects.filter(owner=request.user)
     if scope.kind == ScopeKind.SESSION:
-        prefix, _, digits = scope.id.rpartition("-")
-        return prefix == "session" and digits.isdigit() and len(digits) < 19 and owned.filter(pk=int(digits)).exists()
+        pk = public_ids.parse_id(scope.id, public_ids.SESSION)
+        return pk is not None and owned.filter(pk=pk).exists()
     if scope.kind == ScopeKind.PERSONA:
         return owned.filter(persona__persona_id=scope.id).exists()
     return owned.filter(Q(projects__project_id=scope.id)).exists()
@@ -239,10 +247,7 @@ def _require_scope(request, scope: LearningScope) -> None:
 
 
 def _owned_id(value: object, prefix: str) -> int | None:
-    if not isinstance(value, str) or not value.startswith(f"{prefix}-"):
-        return None
-    digits = value[len(prefix) + 1:]
-    return int(digits) if digits.isdigit() and len(digits) < 19 else None
+    return public_ids.parse_id(value, prefix)
 
 
 def _require_own_provenance(request, source: object, evidence_refs: object) -> None:
@@ -298,7 +303,7 @@ class _LearningPlaneViewSet(viewsets.GenericViewSet):
 
     def _page(self, queryset, serializer_class):
         page = self.paginate_queryset(self.filter_queryset(queryset))
-        return self.get_paginated_response(serializer_class(page, many=True).data)
+        return self.get_paginated_response(serializer_class(page, many=True, context={"request": self.request}).data)
 
 
 _FILTER_ENUMS = {"scope_kind": ScopeKind.values, "kind": LearningKind.values, "state": CandidateState.values,
@@ -359,13 +364,13 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
             evidence_refs=body["evidence_refs"],
             expires_at_ms=body["expires_at_ms"],
         )
-        return Response(LearningCandidateViewSerializer(candidate).data)
+        return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
     @described("Get a learning candidate", "One candidate, with its review state and, once published, the "
                "learning it became. 404 when it is not in a scope of the calling agent's sessions.")
     def retrieve(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
-        return Response(LearningCandidateViewSerializer(candidate).data)
+        return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
     @described("Publish a candidate",
                "Publishes a pending candidate as a learning (publish_tier active or shadow), optionally editing "
@@ -404,7 +409,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         candidate = selectors.get_candidate(candidate_id)
         EmptyRequest(data=request.data if request.data else {}).is_valid(raise_exception=True)
         candidate = services.candidate_reject(candidate=candidate, actor=request.user)
-        return Response(LearningCandidateViewSerializer(candidate).data)
+        return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
 
 class LearningViewSet(_LearningPlaneViewSet):

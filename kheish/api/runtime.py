@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish import composition
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
@@ -76,7 +76,7 @@ class RunMemoryPolicyView(APIView):
 
 class RedactionPreviewSerializer(StrictSerializer):
     text = StrictCharField(max_length=500_000, allow_blank=True, trim_whitespace=False)
-    redact_pii = serializers.BooleanField(required=False, default=True)
+    redact_pii = StrictBooleanField(required=False, default=True)
 
 
 class RedactionPreviewView(APIView):
@@ -102,10 +102,13 @@ class RedactionPreviewView(APIView):
 class StatusView(APIView):
     @described("Service status",
                "Whether the service is healthy and run memory is on. An agent gets health.ok and "
-               "run_memory.enabled only; an operator also gets the counters, policies and maintenance reports.",
+               "run_memory.enabled only; an operator also gets the counters, policies and maintenance reports, "
+               "and learnings.screening: the candidates the memory-poisoning screen flagged (flagged_total, "
+               "flagged_awaiting_review, flagged_published, flagged_rejected, by_category).",
                responses=inline_serializer("StatusView", fields={
         "health": serializers.JSONField(), "run_memory": serializers.JSONField(),
-        "session_memory": serializers.JSONField()}))
+        "session_memory": serializers.JSONField(),
+        "learnings": serializers.JSONField(required=False, help_text="operators only")}))
     def get(self, request):
         view = composition.status_view()
         if caller_is_operator(request):

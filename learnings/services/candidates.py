@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from learnings import validation
+from learnings import screening, validation
 from learnings.models import (
     CandidateOrigin,
     CandidateState,
@@ -29,6 +29,7 @@ from learnings.services.cleaning import (
 from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import guarded_move
 from learnings.validation import LearningScope, LearningValidationError
+from memory import metrics
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, ValidationFailed
@@ -86,7 +87,18 @@ def _new_candidate(
             domain=DOMAIN,
             code="invalid_learning_candidate",
         )
+    screened = screening.screen(content)  # the poisoning screen (issue 19.5), on content already validated
+    candidate.screening = screened.to_dict()
+    candidate.screen_flagged = screened.flagged
     return candidate
+
+
+def _screen_audit(candidate: LearningCandidate) -> dict:
+    """What the audit row of a new candidate says about the screen (only when it flagged something)."""
+    if not candidate.screen_flagged:
+        return {}
+    metrics.increment("learning.screening.flagged_total")
+    return {"screening": {"flagged": True, "categories": (candidate.screening or {}).get("categories", [])}}
 
 
 @transaction.atomic
@@ -126,7 +138,8 @@ def candidate_create(
         action="create",
         actor=actor,
         to_state=CandidateState.PENDING,
-        data={"origin": candidate.origin, "kind": candidate.kind, "scope": candidate.scope_key},
+        data={"origin": candidate.origin, "kind": candidate.kind, "scope": candidate.scope_key,
+              **_screen_audit(candidate)},
     )
     _enqueue_review(candidate.pk)
     return candidate
@@ -211,6 +224,7 @@ def daemon_candidate_create(
             "kind": kind,
             "scope": candidate.scope_key,
             "run_id": run.public_id,
+            **_screen_audit(candidate),
         },
     )
     _enqueue_review(candidate.pk)

@@ -146,6 +146,13 @@ def candidate_publish(
             domain=DOMAIN,
             code="candidate_already_published",
         )
+    if automation is not None and locked.screen_flagged:  # the screen gate, held here too (issue 19.5)
+        raise Conflict(
+            f"learning candidate {locked.public_id} was flagged by the memory-poisoning screen: only an operator "
+            "may publish it",
+            domain=DOMAIN,
+            code="candidate_screen_flagged",
+        )
 
     at = now_ms()
     scope = (
