@@ -13,7 +13,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import Count, Q
 
-from memory import embedding, hooks, metrics, policies, ranking, sql
+from memory import embedding, hooks, metrics, policies, public_ids, ranking, sql
 from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
@@ -243,7 +243,7 @@ class PruneOutcome:
     overflow: list[str] = field(default_factory=list)
 
     def run_pks(self) -> set[int]:
-        return {int(run_id.split("-")[1]) for run_id in (*self.ttl, *self.overflow)}
+        return {public_ids.parse_id(run_id, public_ids.RUN) for run_id in (*self.ttl, *self.overflow)}
 
 
 def _partition(pairs: list[tuple[int, int]], policy: RunMemoryPolicy, now: int) -> PruneOutcome:

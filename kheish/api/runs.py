@@ -10,10 +10,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from kheish import composition
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import caller_is_operator
 from kheish.api.schema import described
 from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin, parse_int_param
+from memory import public_ids
 from memory import runs as run_service
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
@@ -198,7 +199,7 @@ class ToolCallStartedSerializer(StrictSerializer):
 class ToolCallFinishedSerializer(StrictSerializer):
     call_id = StrictCharField(max_length=200)
     output = serializers.JSONField(required=False, default=None)
-    is_error = serializers.BooleanField(required=False, default=False)
+    is_error = StrictBooleanField(required=False, default=False)
 
 
 class WaitSerializer(StrictSerializer):
@@ -274,9 +275,8 @@ class RunFilter(filters.FilterSet):
         fields = ["session_id", "status", "kind"]
 
     def filter_session(self, queryset, name, value):
-        if not value.startswith("session-") or not value[8:].isdigit():
-            return queryset.none()
-        return queryset.filter(session_id=int(value[8:]))
+        pk = public_ids.parse_id(value, public_ids.SESSION)
+        return queryset.none() if pk is None else queryset.filter(session_id=pk)
 
 
 ACTIONS = {
