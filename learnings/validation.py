@@ -36,7 +36,6 @@ MAX_CONTENT_CHARS = 1600
 MSG_SCOPE_ID_REQUIRED = "learning scope id is required"
 MSG_SCOPE_ID_WHITESPACE = "learning scope id must not contain leading or trailing whitespace"
 MSG_WORKSPACE_SCOPE_ID = "workspace learning scope id must be `default`"
-MSG_SESSION_SCOPE_ID = "session learning scope id must be a session id: session-N, N in ASCII digits"
 MSG_QUERY_SCOPE_ID_REQUIRED = "scope_id is required for the selected learning scope"
 MSG_QUERY_SCOPE_KIND_REQUIRED = "scope_kind is required when scope_id is provided"
 MSG_CONTENT_REQUIRED = "learning content is required"
@@ -112,17 +111,7 @@ def normalise_scope(kind: str, scope_id: str | None, *, field: str = "scope") ->
         return LearningScope(kind=kind, id=DEFAULT_WORKSPACE_SCOPE_ID)
     if not trimmed:
         raise LearningValidationError(f"{field}.id", MSG_SCOPE_ID_REQUIRED)
-    _check_session_scope_id(kind, trimmed, field)
     return LearningScope(kind=kind, id=trimmed)
-
-
-def _check_session_scope_id(kind: str, scope_id: str, field: str) -> None:
-    """A session scope names a session by its canonical public id (issue 19.9): ``session-١`` or
-    ``session-01`` would make a scope key that no session's ever matches."""
-    from memory.public_ids import SESSION, is_canonical
-
-    if kind == "session" and not is_canonical(scope_id, SESSION):
-        raise LearningValidationError(f"{field}.id", MSG_SESSION_SCOPE_ID)
 
 
 def validate_scope(kind: str, scope_id: str | None, *, field: str = "scope") -> None:
@@ -137,7 +126,6 @@ def validate_scope(kind: str, scope_id: str | None, *, field: str = "scope") -> 
         raise LearningValidationError(f"{field}.id", MSG_SCOPE_ID_WHITESPACE)
     if kind == "workspace" and scope_id != DEFAULT_WORKSPACE_SCOPE_ID:
         raise LearningValidationError(f"{field}.id", MSG_WORKSPACE_SCOPE_ID)
-    _check_session_scope_id(kind, scope_id, field)
 
 
 def parse_scope_query(scope_kind: str | None, scope_id: str | None) -> LearningScope | None:

@@ -23,7 +23,7 @@ from learnings.services.cleaning import (
     clean_expiry,
     clean_source,
     invalid,
-    normalise_scope,
+    scope_to_store,
     semantic_key_digests,
 )
 from learnings.services.queue import enqueue_review_on_commit
@@ -120,7 +120,7 @@ def candidate_create(
         raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
     candidate = _new_candidate(
         origin=CandidateOrigin.API,
-        scope=normalise_scope(scope.kind, scope.id),
+        scope=scope_to_store(scope.kind, scope.id),
         kind=kind,
         content=content.strip(),
         sensitivity=sensitivity,

@@ -24,7 +24,7 @@ from learnings.services.cleaning import (
     clean_content,
     clean_evidence_refs,
     clean_expiry,
-    normalise_scope,
+    scope_to_store,
     semantic_key_digests,
 )
 from learnings.services.rows import (
@@ -156,7 +156,7 @@ def candidate_publish(
 
     at = now_ms()
     scope = (
-        normalise_scope(scope.kind, scope.id)
+        scope_to_store(scope.kind, scope.id)
         if scope is not None
         else LearningScope(kind=locked.scope_kind, id=locked.scope_id)
     )

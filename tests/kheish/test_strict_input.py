@@ -79,16 +79,19 @@ def test_run_list_filter_by_a_non_canonical_session_id_matches_nothing(api_clien
 
 
 @pytest.mark.django_db
-def test_a_candidate_scoped_to_a_non_canonical_session_id_is_400(operator_client, api_client, session_id):
+def test_a_candidate_scoped_to_a_non_canonical_session_id_is_refused(operator_client, api_client, session_id):
+    """Before, ``session-١`` parsed as the agent's own ``session-1`` and the candidate was stored under a scope
+    key no session ever matches."""
     number = session_id.removeprefix("session-")
     arabic = "session-" + "".join(chr(0x0660 + int(d)) for d in number)
-    for client in (operator_client, api_client):
-        response = client.post("/v1/learning-candidates", {"scope": {"kind": "session", "id": arabic},
-                                                           "kind": "fact", "content": "Codename Atlas."},
-                               format="json")
-        assert_problem(response, 400, field="scope.id")
-    ok = api_client.post("/v1/learning-candidates", {"scope": {"kind": "session", "id": session_id},
-                                                     "kind": "fact", "content": "Codename Atlas."}, format="json")
+    body = {"scope": {"kind": "session", "id": arabic}, "kind": "fact", "content": "Codename Atlas."}
+    assert_problem(operator_client.post("/v1/learning-candidates", body, format="json"), 400, field="scope.id")
+    # an agent: not one of its sessions' scopes (as for any id that names no session of its own)
+    assert_problem(api_client.post("/v1/learning-candidates", body, format="json"), 403, field="scope")
+    assert_problem(operator_client.post("/v1/learning-candidates", {**body, "scope": {
+        "kind": "session", "id": f"session-0{number}"}}, format="json"), 400, field="scope.id")
+    ok = api_client.post("/v1/learning-candidates", {**body, "scope": {"kind": "session", "id": session_id}},
+                         format="json")
     assert ok.status_code == 200 and ok.json()["scope"] == {"kind": "session", "id": session_id}
 
 
