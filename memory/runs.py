@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from memory import hooks, public_ids, sql
+from memory import hooks, limits, public_ids, sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
@@ -136,6 +136,7 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
     """Queue a run for the session. Returns (run, created); a repeated idempotency key returns the first run."""
     if kind not in RunKind.values:
         raise ValidationFailed(f"kind must be one of: {', '.join(RunKind.values)}", field="kind")
+    limits.check_metadata(run_input.metadata, field="input.metadata")
     fingerprint = request_fingerprint(run_input, kind)
     # Lock the session row: serialises concurrent opens so "session busy" is decided once.
     Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()

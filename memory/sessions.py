@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import QuerySet
 
-from memory import grants, sql
+from memory import grants, limits, sql
 from memory.audit import record_audit
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
@@ -61,6 +61,7 @@ def session_create(*, owner: object, persona_id: str | None = None, project_ids:
             raise ValidationFailed(f"unknown project {missing[0]}", field="project_ids")
     if metadata is not None and not isinstance(metadata, dict):
         raise ValidationFailed("metadata must be an object", field="metadata")
+    limits.check_metadata(metadata, field="metadata")
     if not (operator if operator is not None else is_operator(owner)):
         grants.check_binding(owner, persona=persona, projects=projects)
     session = Session.objects.create(
