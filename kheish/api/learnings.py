@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from django.db.models import Q
 from django.urls import path
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
@@ -20,9 +21,10 @@ from rest_framework.views import APIView
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
-from kheish.api.schema import OPERATOR, described
+from kheish.api.schema import OPERATOR, described, openapi_schema
 from learnings import policy_store, selectors, services
 from learnings.models import (
+    MAX_CONTENT_CHARS,
     CandidateOrigin,
     CandidateState,
     Learning,
@@ -34,6 +36,7 @@ from learnings.models import (
     ScopeKind,
     Sensitivity,
 )
+from learnings.services.cleaning import EVIDENCE_REFS_SCHEMA, SOURCE_SCHEMA
 from learnings.validation import LearningScope
 from memory import public_ids, run_memory
 from memory.errors import Forbidden, ValidationFailed
@@ -53,9 +56,36 @@ class LearningKindField(serializers.ChoiceField):
         super().__init__(choices=LearningKind.choices, **kwargs)
 
 
+_SCOPE_KINDS = {"type": "string", "enum": ["session"]}
+SCOPE_SCHEMA = {
+    "description": "A learning scope: a session (its id, session-N), a persona or project (its id), or the workspace "
+                   "(id default, blank or null). Ids are trimmed.",
+    "oneOf": [
+        {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
+            "kind": {"type": "string", "enum": ["session"]},
+            "id": {"type": "string", "pattern": "^\\s*session-[1-9][0-9]{0,17}\\s*$"}}},
+        {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
+            "kind": {"type": "string", "enum": ["persona", "project"]},
+            "id": {"type": "string", "maxLength": 200, "pattern": "\\S"}}},
+        {"type": "object", "additionalProperties": False, "required": ["kind"], "properties": {
+            "kind": {"type": "string", "enum": ["workspace"]},
+            "id": {"type": "string", "nullable": True, "maxLength": 200, "pattern": "^\\s*(default)?\\s*$"}}},
+    ],
+}
+"""What the scope rules accept (§2.3 and issue 19.9), stated in the schema (issue 22.5)."""
+
+
+@extend_schema_serializer(component_name="LearningScope")
 class LearningScopeSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=ScopeKind.choices)
     id = StrictCharField(required=False, allow_blank=True, allow_null=True, trim_whitespace=False, max_length=200)
+
+
+class LearningScopeSchema(OpenApiSerializerExtension):
+    target_class = LearningScopeSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        return SCOPE_SCHEMA
 
 
 class LearningSourceRefSerializer(serializers.Serializer):
@@ -132,8 +162,50 @@ class LearningViewSerializer(serializers.Serializer):
         return selectors.learning_view(instance)
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS, "pattern": "\\S",
+                      "description": f"at most {MAX_CONTENT_CHARS} characters once trimmed, not blank"})
+class ContentField(StrictCharField):
+    """Learning content: the service trims it and keeps the 1,600-character rule with its literal message; the
+    schema says so (issue 22.5)."""
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS, "pattern": "\\S",
+                      "nullable": True, "description": "null keeps the current content"})
+class NullableContentField(ContentField):
+    pass
+
+
 def _content_field(**kwargs) -> StrictCharField:
-    return StrictCharField(allow_blank=True, trim_whitespace=False, max_length=MAX_INPUT_CONTENT, **kwargs)
+    field = NullableContentField if kwargs.get("allow_null") else ContentField
+    return field(allow_blank=True, trim_whitespace=False, max_length=MAX_INPUT_CONTENT, **kwargs)
+
+
+@extend_schema_field(openapi_schema(SOURCE_SCHEMA) | {"nullable": True})
+class SourceField(serializers.JSONField):
+    """``LearningSourceRef`` (null: none), checked by the service against the schema it declares."""
+
+
+@extend_schema_field(openapi_schema(EVIDENCE_REFS_SCHEMA) | {"nullable": True})
+class EvidenceRefsField(serializers.JSONField):
+    """``LearningEvidenceRef[]`` (null: none), checked by the service against the schema it declares."""
+
+
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": 100})
+class ConfidenceField(serializers.IntegerField):
+    """0..100, checked by the service with its literal message; the schema says so."""
+
+
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": 100, "nullable": True})
+class NullableConfidenceField(ConfidenceField):
+    """0..100 or null (keep the current value)."""
+
+
+@extend_schema_field({"allOf": [{"$ref": "#/components/schemas/LearningKindEnum"},
+                                 {"not": {"type": "string", "enum": [LearningKind.RUN_SUMMARY.value]}}],
+                      "description": "fact, preference, decision or procedure (run_summary is written by capture "
+                                     "only)"})
+class ProposableKindField(LearningKindField):
+    """The kinds an API caller may propose; run_summary is refused by the service with its literal message."""
 
 
 def _expiry_field() -> serializers.IntegerField:
@@ -142,12 +214,12 @@ def _expiry_field() -> serializers.IntegerField:
 
 class CreateLearningCandidateSerializer(StrictSerializer):
     scope = LearningScopeSerializer()
-    kind = LearningKindField()
+    kind = ProposableKindField()
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED)
     content = _content_field()
-    confidence = serializers.IntegerField(required=False, default=80)
-    source = serializers.JSONField(required=False, default=dict)
-    evidence_refs = serializers.JSONField(required=False, default=list)
+    confidence = ConfidenceField(required=False, default=80)
+    source = SourceField(required=False, default=dict, allow_null=True)
+    evidence_refs = EvidenceRefsField(required=False, default=list, allow_null=True)
     expires_at_ms = _expiry_field()
 
 
@@ -156,14 +228,14 @@ class PublishLearningCandidateSerializer(StrictSerializer):
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
     content = _content_field(required=False, allow_null=True, default=None)
-    confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
+    confidence = NullableConfidenceField(required=False, allow_null=True, default=None)
     expires_at_ms = _expiry_field()
     publish_tier = serializers.ChoiceField(choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE)
     evidence_refs = serializers.JSONField(required=False, default=None, allow_null=True)
     supersedes = StrictCharField(required=False, allow_null=True, default=None, max_length=100)
 
 
-class EmptyRequest(StrictSerializer):
+class RejectCandidateSerializer(StrictSerializer):
     pass
 
 
@@ -208,7 +280,7 @@ class SupersedeLearningSerializer(StrictSerializer):
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
     content = _content_field()
-    confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
+    confidence = NullableConfidenceField(required=False, allow_null=True, default=None)
     expires_at_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
 
 
@@ -403,11 +475,11 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
     @described("Reject a candidate", "Rejects a pending or escalated candidate; it never reaches a prompt. "
                "Body: {}. Rejecting a rejected candidate answers it unchanged. 404 for an unknown candidate; 409 "
                "when it was already published.",
-               caller=OPERATOR, request=EmptyRequest, responses=LearningCandidateViewSerializer)
+               caller=OPERATOR, request=RejectCandidateSerializer, responses=LearningCandidateViewSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
     def reject(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id)
-        EmptyRequest(data=request.data if request.data else {}).is_valid(raise_exception=True)
+        RejectCandidateSerializer(data=request.data).is_valid(raise_exception=True)  # null is 400, not {}
         candidate = services.candidate_reject(candidate=candidate, actor=request.user)
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from django.db import transaction
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from kheish import composition
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
+from kheish.api.pagination import int_parameter
 from kheish.api.permissions import caller_is_operator
 from kheish.api.schema import described
 from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin, parse_int_param
@@ -322,7 +322,7 @@ def _action_view(name: str):
     serializer_class, call = ACTIONS[name]
 
     def view(self, request, run_id: str):
-        data = serializer_class(data=request.data if request.data else {})
+        data = serializer_class(data=request.data)  # JSON null, [] or false is 400, not {} (issue 22.5)
         data.is_valid(raise_exception=True)
         with transaction.atomic():
             # One query checks visibility and takes the row lock the service would otherwise take again.
@@ -374,8 +374,9 @@ class RunViewSet(viewsets.GenericViewSet):
                "Page with cursor = the previous page's next_cursor (null on the last page). 400 for a cursor or "
                "limit out of range; 404 when the run is not the calling agent's.",
                responses=RunOutputsPageSerializer, parameters=[
-        OpenApiParameter("cursor", int, description="the next_cursor of the previous page (an offset)"),
-        OpenApiParameter("limit", int, description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)")])
+        int_parameter("cursor", minimum=0, maximum=2**62, description="the previous page's next_cursor"),
+        int_parameter("limit", minimum=1, maximum=OUTPUTS_PAGE_MAX,
+                      description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)")])
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def outputs(self, request, run_id: str):
         """Every output of the run, whole, oldest first, from the journal (issue 14.10)."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish import composition
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
+from kheish.api.pagination import MAX_QUERY_CHARS, int_parameter, query_parameter, query_text
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
@@ -175,8 +176,8 @@ class MemoryContextView(SessionScopedMixin, APIView):
     @described("Preview a session's memory",
                "What the session's next input would receive, without side effects: the learned_context and "
                "recovered_memory sections (entries and rendered text) for query, and the skills it may see. 400 "
-               "for a query over 10,000 characters; 404 when the session is not the calling agent's.",
-               parameters=[OpenApiParameter("query", str)], responses=inline_serializer(
+               f"for a query over {MAX_QUERY_CHARS} characters; 404 when the session is not the calling agent's.",
+               parameters=[query_parameter()], responses=inline_serializer(
         "SessionMemoryContextView", fields={
             "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
             "learning_scopes": serializers.ListField(child=serializers.CharField()),
@@ -186,19 +187,17 @@ class MemoryContextView(SessionScopedMixin, APIView):
             "visible_skills": serializers.JSONField()}))
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
-        query = request.query_params.get("query")
-        if query is not None and len(query) > 10_000:
-            raise ValidationFailed("query exceeds the 10000 character limit", field="query")
-        return Response(composition.memory_context(session, query))
+        return Response(composition.memory_context(session, query_text(request)))
 
 
 class MemorySearchView(SessionScopedMixin, APIView):
     @described("Search a session's memory",
                "Ranked hits for query over what the session may see: published learnings of its scopes, its "
                "recovered runs and its visible skills (limit 1..50, default 12; prompt_eligible says whether a "
-               "hit would enter the next prompt). 400 for a query over 10,000 characters; 404 when the session is "
-               "not the calling agent's.",
-               parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int)],
+               f"hit would enter the next prompt). 400 for a query over {MAX_QUERY_CHARS} characters; 404 when the "
+               "session is not the calling agent's.",
+               parameters=[query_parameter(), int_parameter("limit", minimum=-(2**31), maximum=2**31,
+                                                            description="clamped to 1..50 (default 12)")],
                    responses=inline_serializer("SessionMemorySearchView", fields={
                        "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
                        "learning_scopes": serializers.ListField(child=serializers.CharField()),
@@ -206,12 +205,6 @@ class MemorySearchView(SessionScopedMixin, APIView):
                        "results": SearchResultSerializer(many=True)}))
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
-        raw_limit = request.query_params.get("limit")
-        limit = 12
-        if raw_limit not in (None, ""):
-            limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
-            limit = max(1, min(50, limit))
-        query = request.query_params.get("query")
-        if query is not None and len(query) > 10_000:
-            raise ValidationFailed("query exceeds the 10000 character limit", field="query")
-        return Response(composition.memory_search(session, query, limit))
+        limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
+        limit = max(1, min(50, limit))
+        return Response(composition.memory_search(session, query_text(request), limit))

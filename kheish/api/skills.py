@@ -21,16 +21,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish.api.fields import StrictCharField, StrictSerializer
-from kheish.api.pagination import LimitOffsetPagination, paginated
+from kheish.api.pagination import (
+    MAX_QUERY_CHARS,
+    LimitOffsetPagination,
+    page_parameters,
+    paginated,
+    query_parameter,
+    query_text,
+)
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin
-from memory.errors import ValidationFailed
 from memory.sessions import learning_scope_keys
 from skills import selectors, services
 from skills.models import SkillStatus
 
-MAX_QUERY_CHARS = 10_000
 STATUS_HELP = "draft | verified | canary | active | revoked"
 NAME_PARAMETER = OpenApiParameter("name", str, OpenApiParameter.PATH, description="skill name")
 
@@ -152,10 +157,7 @@ class SkillReasonSerializer(StrictSerializer):
 
 
 def _query(request) -> str | None:
-    query = request.query_params.get("query")
-    if query is not None and len(query) > MAX_QUERY_CHARS:
-        raise ValidationFailed(f"query exceeds the {MAX_QUERY_CHARS} character limit", field="query")
-    return query
+    return query_text(request)
 
 
 def _hide_paths(request, item):
@@ -197,9 +199,9 @@ class SkillListView(APIView):
         "List skills",
         "The runtime catalog: catalog skills plus active promoted skills, filtered by query (name, "
         "description, when_to_use). Agents see skill paths relative to the skills directory. Paged (limit, "
-        "offset). 400 for a query over 10,000 characters.",
+        f"offset). 400 for a query over {MAX_QUERY_CHARS} characters.",
         operation_id="skills_list",
-        parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
     def get(self, request):
@@ -223,7 +225,7 @@ class SessionSkillsView(SessionScopedMixin, APIView):
         "session's learning scopes (canary ones for canary sessions), filtered by query. Paged (limit, offset). "
         "404 when the session is not the calling agent's.",
         operation_id="sessions_skills_list",
-        parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
     def get(self, request, session_id: str):
@@ -284,8 +286,7 @@ class LearningSkillListView(APIView):
         parameters=[
             OpenApiParameter("source_learning_id", str),
             OpenApiParameter("status", str, enum=SkillStatus.values),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
+            *page_parameters(),
         ],
         responses=paginated(LearningSkillViewSerializer),
     )
@@ -377,17 +378,19 @@ class RollbackSkillView(APIView):
 
 
 # Names are matched with ``.+`` (not ``[^/]+``) so that an encoded ``/`` in a hostile name reaches the name
-# rules and gets a 400 instead of falling through to "unknown route".
+# rules and gets a 400 instead of falling through to "unknown route". [\s\S] and \Z: a name with a newline (%0A) is
+# a name too (a 400 or 404 problem), never Django's HTML 404 nor, with ``$``, the name without its newline.
 urlpatterns = [
     path("skills", SkillListView.as_view(), name="skills"),
-    re_path(r"^skills/(?P<name>.+)$", SkillDetailView.as_view(), name="skill-detail"),
+    re_path(r"^skills/(?P<name>[\s\S]+)\Z", SkillDetailView.as_view(), name="skill-detail"),
     path("sessions/<str:session_id>/skills", SessionSkillsView.as_view(), name="session-skills"),
     path("learnings/<str:learning_id>/promote-skill", PromoteSkillView.as_view(), name="learning-promote-skill"),
     path("learning-skills", LearningSkillListView.as_view(), name="learning-skills"),
-    re_path(
-        r"^learning-skills/(?P<name>.+)/rollout-result$", RolloutResultView.as_view(), name="learning-skill-rollout"
-    ),
-    re_path(r"^learning-skills/(?P<name>.+)/revoke$", RevokeSkillView.as_view(), name="learning-skill-revoke"),
-    re_path(r"^learning-skills/(?P<name>.+)/rollback$", RollbackSkillView.as_view(), name="learning-skill-rollback"),
-    re_path(r"^learning-skills/(?P<name>.+)$", LearningSkillDetailView.as_view(), name="learning-skill-detail"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)/rollout-result\Z", RolloutResultView.as_view(),
+            name="learning-skill-rollout"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)/revoke\Z", RevokeSkillView.as_view(), name="learning-skill-revoke"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)/rollback\Z", RollbackSkillView.as_view(),
+            name="learning-skill-rollback"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)\Z", LearningSkillDetailView.as_view(),
+            name="learning-skill-detail"),
 ]
