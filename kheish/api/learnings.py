@@ -386,7 +386,8 @@ _FILTER_ENUMS = {"scope_kind": ScopeKind.values, "kind": LearningKind.values, "s
 
 def _filter_parameters(names: tuple[str, ...]) -> list[OpenApiParameter]:
     """The list filters as query parameters, enums typed as enums (issue 14.15)."""
-    return [OpenApiParameter(name, str, enum=_FILTER_ENUMS.get(name)) for name in names]
+    return [OpenApiParameter(name, str, enum=[*_FILTER_ENUMS[name], ""] if name in _FILTER_ENUMS else None,
+                             description="blank: no filter") for name in names]
 
 
 _CANDIDATE_FILTERS = _filter_parameters(("query", "scope_kind", "scope_id", "kind", "state", "origin"))
@@ -406,7 +407,8 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
     @described("List learning candidates",
                "Proposed learnings, newest first, filtered by query (text), scope, kind, state and origin. An "
                "agent sees the candidates of the scopes of its own sessions; an operator sees all (the review "
-               "queue is state=pending). Paged (limit, offset).",
+               "queue is state=pending). A scope_kind other than workspace needs scope_id (400 otherwise); blank "
+               "filters are no filter. Paged (limit, offset).",
                parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
@@ -497,7 +499,8 @@ class LearningViewSet(_LearningPlaneViewSet):
     @described("List learnings",
                "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "
                "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions; an "
-               "operator sees all. Paged (limit, offset).",
+               "operator sees all. A scope_kind other than workspace needs scope_id (400 otherwise); blank filters "
+               "are no filter. Paged (limit, offset).",
                parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningViewSerializer)

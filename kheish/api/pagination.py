@@ -21,9 +21,10 @@ def single_query_value(request, name: str) -> str | None:
 
 
 def int_query_value(request, name: str, *, default: int | None, minimum: int, maximum: int) -> int | None:
-    """An integer query parameter in [minimum, maximum]: ASCII digits (an optional ``-``), else 400."""
+    """An integer query parameter in [minimum, maximum]: ASCII digits (an optional ``-``), else 400 (blank too:
+    ``?cursor=`` is not an integer)."""
     raw = single_query_value(request, name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     text = raw[1:] if raw.startswith("-") else raw
     if not (text.isascii() and text.isdigit()) or len(text) > 19:

@@ -99,7 +99,24 @@ def problem_responses(result, generator, request, public):
 
 # ---- request bodies: what the serializers enforce, said in the schema (issue 22.5) ---------------------------
 
-from drf_spectacular.extensions import OpenApiSerializerExtension  # noqa: E402
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension  # noqa: E402
+
+
+class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
+    """A non-blank ``StrictCharField`` says so: ``minLength: 1``, or, when it trims, ``pattern: \\S`` (a
+    whitespace-only value trims to blank and is refused)."""
+
+    target_class = "kheish.api.fields.StrictCharField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if not self.target.allow_blank and schema.get("type") == "string":
+            if self.target.trim_whitespace:
+                schema.setdefault("pattern", "\\S")
+            else:
+                schema.setdefault("minLength", 1)
+        return schema
 
 
 class StrictSerializerSchema(OpenApiSerializerExtension):

@@ -37,7 +37,8 @@ from skills import selectors, services
 from skills.models import SkillStatus
 
 STATUS_HELP = "draft | verified | canary | active | revoked"
-NAME_PARAMETER = OpenApiParameter("name", str, OpenApiParameter.PATH, description="skill name")
+NAME_PARAMETER = OpenApiParameter("name", {"type": "string", "pattern": "^[A-Za-z0-9:_-]{1,64}$"},
+                                 OpenApiParameter.PATH, description="skill name (ASCII letters, digits, :, _, -)")
 
 
 # ---- serializers ------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ def parameter(doc: dict, path: str, name: str, method: str = "get") -> dict:
 # ---- query parameters: strict, and their ranges documented ------------------------------------------------------
 
 @pytest.mark.parametrize("query", ["offset=null&offset=null", "offset=1&offset=2", "offset=null", "offset=-1",
-                                   "limit=0", "limit=abc", "limit=%D9%A1", "limit=1&limit=2", "offset=1e3"])
+                                   "limit=0", "limit=abc", "limit=%D9%A1", "limit=1&limit=2", "offset=1e3",
+                                   "offset=", "limit="])
 def test_bad_paging_parameters_are_400(api_client, query):
     response = api_client.get(f"/v1/sessions?{query}")
     assert_problem(response, 400, field=query.split("=")[0])
@@ -65,6 +66,7 @@ def test_integer_parameters_document_the_range_they_enforce(operator_client, api
     assert api_client.get(f"{url}?{name}={low}").status_code == 200
     assert api_client.get(f"{url}?{name}={high}").status_code == 200
     assert_problem(api_client.get(f"{url}?{name}={high + 1}"), 400, field=name)
+    assert_problem(api_client.get(f"{url}?{name}="), 400, field=name)  # blank is not an integer
 
 
 # ---- bodies ---------------------------------------------------------------------------------------------------
@@ -77,6 +79,14 @@ def test_strict_bodies_say_additional_properties_false(operator_client):
             assert components[name].get("additionalProperties") is False, name
     strict = [n for n, c in components.items() if n.endswith("Request") and c.get("additionalProperties") is False]
     assert len(strict) >= 15
+
+
+def test_non_blank_text_fields_say_so(operator_client):
+    components = schema(operator_client)["components"]["schemas"]
+    wait = components["WaitRequest"]["properties"]["request_ids"]["items"]
+    assert wait.get("pattern") == "\\S" or wait.get("minLength") == 1
+    assert parameter(schema(operator_client), "/v1/skills/{name}", "name", "get")["schema"]["pattern"] == (
+        "^[A-Za-z0-9:_-]{1,64}$")
 
 
 def test_the_learning_scope_schema_states_the_scope_rules(operator_client):
