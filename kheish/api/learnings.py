@@ -59,6 +59,9 @@ class LearningKindField(serializers.ChoiceField):
 SCOPE_SCHEMA = {
     "description": "A learning scope: a session (its id, session-N), a persona or project (its id), or the workspace "
                    "(id default, blank or null). Ids are trimmed.",
+    "type": "object",
+    "properties": {"kind": {"type": "string"}, "id": {"type": "string", "nullable": True}},
+    "required": ["kind"],
     "oneOf": [
         {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
             "kind": {"type": "string", "pattern": "^session$"},
@@ -602,7 +605,7 @@ class LearningPolicyView(APIView):
         request=inline_serializer(
             "SetLearningPolicy",
             fields={
-                "policy": serializers.JSONField(),
+                "policy": serializers.DictField(help_text="the whole learning policy (an object)"),
                 "expected_revision": serializers.IntegerField(required=False),
             },
         ),

@@ -165,10 +165,16 @@ class RunOutputsPageSerializer(serializers.Serializer):
     next_cursor = serializers.IntegerField(allow_null=True)
 
 
+def _metadata(value: object) -> object:
+    """A run input's metadata: null (or absent) is none, ``{}``."""
+    return {} if value is None else value
+
+
 class RunInputSerializer(StrictSerializer):
     content = StrictCharField(max_length=200_000, trim_whitespace=False)
     attachments = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=100)
-    metadata = serializers.JSONField(required=False, default=dict)
+    metadata = serializers.JSONField(required=False, default=dict, allow_null=True,
+                                     help_text="any JSON (null: none); at most KHEISH_MAX_METADATA_BYTES as JSON")
 
 
 class ModelHintSerializer(StrictSerializer):
@@ -193,12 +199,12 @@ class OutputSerializer(StrictSerializer):
 class ToolCallStartedSerializer(StrictSerializer):
     call_id = StrictCharField(max_length=200)
     name = StrictCharField(max_length=200)
-    input = serializers.JSONField(required=False, default=None)
+    input = serializers.JSONField(required=False, default=None, allow_null=True)
 
 
 class ToolCallFinishedSerializer(StrictSerializer):
     call_id = StrictCharField(max_length=200)
-    output = serializers.JSONField(required=False, default=None)
+    output = serializers.JSONField(required=False, default=None, allow_null=True)
     is_error = StrictBooleanField(required=False, default=False)
 
 
@@ -259,7 +265,7 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
             session=session,
             run_input=run_service.RunInput(content=body["input"]["content"],
                                            attachments=body["input"].get("attachments", []),
-                                           metadata=body["input"].get("metadata", {})),
+                                           metadata=_metadata(body["input"].get("metadata"))),
             kind=body["kind"], idempotency_key=key, model=body.get("model"), actor=request.user,
         )
         return Response(run_view(run), status=status.HTTP_202_ACCEPTED)

@@ -56,7 +56,8 @@ class RunMemoryPolicyView(APIView):
                "records it no longer keeps; the report is in maintenance). 400 for an invalid policy; 409 when "
                "expected_revision is not the current revision (someone changed it first).",
                caller=OPERATOR, request=inline_serializer("SetRunMemoryPolicy", fields={
-                   "policy": serializers.JSONField(), "expected_revision": serializers.IntegerField(required=False)}),
+                   "policy": serializers.DictField(help_text="the whole run-memory policy (an object)"),
+                   "expected_revision": serializers.IntegerField(required=False)}),
                responses=POLICY_RESPONSE)
     def post(self, request):
         body = request.data

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from django.urls import path, re_path
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -127,8 +127,24 @@ def _text(max_length: int, **kwargs) -> StrictCharField:
     )
 
 
+@extend_schema_field({"type": "string", "enum": ["verification", "canary"]})
+class RolloutKindField(StrictCharField):
+    """verification | canary, checked by the service with its literal message; the schema says so."""
+
+
+@extend_schema_field({"type": "string", "nullable": True, "maxLength": 2000})
+class SkillReasonField(StrictCharField):
+    """At most 2,000 characters, checked by the service with its literal message; the schema says so."""
+
+
+@extend_schema_field({"type": "string", "pattern": "^[A-Za-z0-9:_-]{1,64}$"})
+class SkillNameField(StrictCharField):
+    """A skill name (the service's rules, with their literal messages; the schema says so)."""
+
+
 class CreateLearningSkillSerializer(StrictSerializer):
-    skill_name = _text(1000)
+    skill_name = SkillNameField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                max_length=1000)
     description = _text(10_000)
     when_to_use = _text(10_000)
     version = _text(1000)
@@ -144,14 +160,15 @@ class CreateLearningSkillSerializer(StrictSerializer):
 
 
 class RolloutResultSerializer(StrictSerializer):
-    kind = StrictCharField(max_length=40, help_text="verification | canary")
+    kind = RolloutKindField(max_length=40, help_text="verification | canary")
     run_id = StrictCharField(max_length=40)
     expected_output_contains = _text(10_000)
     definition_fingerprint = _text(200)
 
 
 class SkillReasonSerializer(StrictSerializer):
-    reason = _text(10_000)
+    reason = SkillReasonField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                              max_length=10_000)
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------
