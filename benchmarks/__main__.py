@@ -1,7 +1,7 @@
 """`make bench`: build data at the stated sizes in a throw-away database, measure, print a table and write
 benchmarks/results.json. Not a test: figures are printed, never asserted.
 
-    python -m benchmarks [--quick] [--only plane1,plane2,learnings,skills,broker,recall,recall_scale,screening]
+    python -m benchmarks [--quick] [--only plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,screening]
                          [--recall-data PATH] [--recall-limit N] [--scale-sizes 10000,100000]
 """
 
@@ -22,7 +22,8 @@ os.environ.setdefault("CELERY_BROKER_URL", "memory://")
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10x smaller data, for a smoke run")
-    parser.add_argument("--only", default="plane1,plane2,learnings,skills,broker,recall,recall_scale,screening")
+    parser.add_argument("--only",
+                        default="plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,screening")
     parser.add_argument("--recall-data", default=None,
                         help="LongMemEval-format .jsonl or .jsonl.gz (default ../shared/data/longmemeval/...)")
     parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
@@ -75,6 +76,10 @@ def main() -> int:
             from benchmarks import skills
 
             skills.run(results, scale=scale)
+        if "throttle" in wanted:
+            from benchmarks import throttle
+
+            throttle.run(results, scale=scale)
         if "recall" in wanted:
             from benchmarks import recall
 

@@ -18,7 +18,7 @@ from learnings.review import review_candidate
 from learnings.semantic import semantic_keys
 from memory.clock import now_ms
 from memory.identity import api_key_create
-from memory.models import Project, Session
+from memory.models import AgentGrant, Project, Session
 from memory.sessions import learning_scope_keys
 
 SUBJECTS = ["report sizes", "deploy window", "on-call rotation", "preferred editor", "database engine",
@@ -55,6 +55,7 @@ def seed(scale: int) -> list[int]:
             rows = []
     Learning.objects.bulk_create(rows, batch_size=5000)
     owner = api_key_create(name="bench-learnings", role="agent", actor="bench").api_key.user
+    AgentGrant.objects.create(user=owner).projects.set(project_pks)  # what a session reads is bound ∩ granted
     sessions = 10_000 // scale
     Session.objects.bulk_create([Session(owner=owner, created_at_ms=ts, updated_at_ms=ts) for _ in range(sessions)],
                                 batch_size=2000)

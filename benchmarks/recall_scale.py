@@ -30,8 +30,10 @@ from learnings.services.publish import PublishOptions
 from learnings.validation import LearningScope
 from memory import embedding
 from memory.clock import now_ms
+from memory.grants import grants_set
 from memory.identity import api_key_create
 from memory.sessions import learning_scope_keys, project_create, session_create
+from memory.sessions import project_ids as sessions_project_ids
 
 QUERIES = ["Where do I keep my old sneakers?", "What did I decide about the deploy window?",
            "Which editor do I prefer for writing code?", "How many hours did I spend practising guitar?",
@@ -85,11 +87,14 @@ def run(results: Results, *, sizes: list[int]) -> None:
     results.add("recall_scale.rss_after_model_load", peak_rss_mib(), "MiB", "process peak so far")
     owner = api_key_create(name="bench-scale", role="agent", actor="bench").api_key.user
     operator = api_key_create(name="bench-scale-ops", role="operator", actor="bench").api_key.user
+    granted: list[str] = []
     for size in sizes:
         project_id = f"scale-{size}"
         label = f"{size} learnings visible to one session (one project)"
         print(f"recall_scale: {label}", flush=True)
         project_create(project_id=project_id, name=project_id, actor=operator)
+        granted.append(project_id)  # what a session reads is its bindings ∩ its owner's grants
+        grants_set(agent=owner, project_ids=granted, persona_ids=[], actor=operator)
         seed(size, project_id)
         session = session_create(owner=owner, project_ids=[project_id], operator=True)
         keys = learning_scope_keys(session)
@@ -138,6 +143,7 @@ def http_figures(results: Results, size: int, label: str, session) -> None:
     key = api_key_create(name=f"bench-scale-http-{size}", role="agent", actor="bench")
     Session = type(session)
     Session.objects.filter(pk=session.pk).update(owner=key.api_key.user)
+    grants_set(agent=key.api_key.user, project_ids=sessions_project_ids(session), persona_ids=[], actor="bench")
     headers = {"Authorization": f"Bearer {key.plaintext}"}
     with gunicorn_server(connection.settings_dict) as port:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)

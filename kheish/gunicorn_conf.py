@@ -14,13 +14,25 @@ below are this project's.
 * ``limit_request_line`` 8190 bytes (``KHEISH_WEB_LIMIT_REQUEST_LINE``), gunicorn's largest bounded value (its
   default, 4094, answered an HTML 414 before the API saw a long ``query``). The API's search texts are at most
   600 characters (``kheish.api.pagination.MAX_QUERY_CHARS``), which fit it even percent-encoded 12 bytes each.
+* ``/metrics`` sums every worker (prometheus-client's multiprocess mode): ``PROMETHEUS_MULTIPROC_DIR`` is set
+  here, before any worker imports prometheus-client (default ``var/prometheus/web-<port>``: one per gunicorn
+  instance), emptied when the master starts (``on_starting``: counts start from zero with the server, as
+  Prometheus expects after a restart), and a dead worker's live gauges are dropped (``child_exit``); its
+  counters and histograms stay in the sums, so they never go backwards while the server runs.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
-bind = [f"127.0.0.1:{os.environ.get('PORT') or '8000'}"]
+from kheish import runtime
+
+# Loopback by default; a node behind a load balancer listens where the balancer reaches it
+# (KHEISH_WEB_BIND=0.0.0.0:8000, comma-separated for several addresses).
+bind = [address.strip() for address in (os.environ.get("KHEISH_WEB_BIND") or "").split(",") if address.strip()] or [
+    f"127.0.0.1:{os.environ.get('PORT') or '8000'}"]
 workers = int(os.environ.get("KHEISH_WEB_WORKERS") or 2)
 threads = int(os.environ.get("KHEISH_WEB_THREADS") or 4)
 worker_class = "gthread"
@@ -35,3 +47,24 @@ if _control_socket:
     control_socket = _control_socket
 else:
     control_socket_disable = True
+
+def _metrics_dir() -> Path:
+    return Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                or runtime.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}")
+
+
+def on_starting(server) -> None:
+    """The master, before any worker is forked (they inherit the variable and import prometheus-client after):
+    no file of a previous server may leak into the sums. Set here, not when this file is read, so that
+    loading the configuration elsewhere (a test) leaves that process alone."""
+    path = _metrics_dir()
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+
+
+def child_exit(server, worker) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

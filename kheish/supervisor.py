@@ -11,6 +11,9 @@ one command need. The Procfile stays the declaration of the processes.
   at most 30 s; back to 1 s after it ran 60 s), and each exit and restart is logged. What it left in its
   process group (a crashed Celery worker's pool processes) is killed first. The other processes go on: a
   crashed worker never takes the web server down.
+* A *watched service* (``Watched``: the embedded PostgreSQL, which ``pg_ctl`` daemonises, so it is no child of
+  ours) is checked once a second and restarted with the same backoff when it is gone; the processes keep
+  running and reconnect (Django's ``CONN_HEALTH_CHECKS``) once it is back.
 * Ctrl-C / SIGTERM / SIGHUP: SIGTERM to every process (gunicorn's graceful shutdown, Celery's warm shutdown:
   in-flight tasks finish), then up to ``KHEISH_STOP_TIMEOUT`` seconds (default 60) before SIGKILL. A second
   Ctrl-C kills at once.
@@ -68,10 +71,42 @@ class _Process:
     pumps: list[threading.Thread] = field(default_factory=list)
 
 
+class Watched:
+    """A service the supervisor keeps alive without owning its process: ``alive()`` is polled once a second;
+    when it is False, ``restart()`` is called (it raises when the service could not be started: retried with
+    the supervisor's backoff). Subclasses set ``name`` and may describe the process in ``describe()``."""
+
+    name = "service"
+
+    def alive(self) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def restart(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return ""
+
+
+@dataclass
+class _WatchState:
+    service: Watched
+    down_since: float | None = None
+    attempts: int = 0
+    next_try: float = 0.0
+    last_check: float = 0.0
+    restarts: int = 0
+
+
+WATCH_EVERY_S = 1.0
+
+
 class Supervisor:
     def __init__(self, entries: Sequence[tuple[str, str]], *, cwd: Path, env: dict[str, str] | None = None,
-                 log: Callable[[str], None], stop_timeout: float = 60.0, out=None) -> None:
+                 log: Callable[[str], None], stop_timeout: float = 60.0, out=None,
+                 watched: Sequence[Watched] = ()) -> None:
         self.processes = [_Process(name, command) for name, command in entries]
+        self.watched = [_WatchState(service) for service in watched]
         self.cwd = cwd
         self.env = env
         self.log = log
@@ -146,6 +181,32 @@ class Supervisor:
         self.log(f"{proc.name} exited ({self._describe(returncode)}) after {ran:.1f}s; "
                  f"restarting in {delay:.0f}s, the other processes keep running")
 
+    def _check_watched(self, state: _WatchState, now: float) -> None:
+        if now - state.last_check < WATCH_EVERY_S or now < state.next_try:
+            return
+        state.last_check = now
+        service = state.service
+        if state.down_since is None:
+            if service.alive():
+                return
+            state.down_since = now
+            self.log(f"{service.name} is gone{f' ({service.describe()})' if service.describe() else ''}; "
+                     "restarting it, the processes keep running and reconnect once it is back")
+        state.attempts += 1
+        try:
+            service.restart()
+        except Exception as exc:  # noqa: BLE001 - any failure: try again after the backoff
+            delay = min(BACKOFF_FIRST_S * 2 ** (state.attempts - 1), BACKOFF_MAX_S)
+            state.next_try = now + delay
+            self.log(f"{service.name} did not start (attempt {state.attempts}: {type(exc).__name__}: "
+                     f"{(str(exc).strip().splitlines() or [''])[-1][:200]}); next try in {delay:.0f}s")
+            return
+        state.restarts += 1
+        self.log(f"{service.name} restarted after {time.monotonic() - state.down_since:.1f}s "
+                 f"(restart #{state.restarts}{f', {service.describe()}' if service.describe() else ''})")
+        state.down_since = None
+        state.attempts = 0
+
     # ---- the loop ---------------------------------------------------------------------------------------
     def run(self) -> int:
         """Start every process, restart those that exit, stop all on a signal. Returns 0 after a requested
@@ -160,6 +221,8 @@ class Supervisor:
                 now = time.monotonic()
                 for proc in self.processes:
                     self._check(proc, now)
+                for state in self.watched:
+                    self._check_watched(state, now)
         finally:
             self._shutdown()
             for sig, handler in previous.items():

@@ -15,6 +15,8 @@ from kheish.api.sessions import PersonaViewSet, ProjectViewSet, SessionViewSet
 from kheish.console import console_urls
 from memory.errors import NotFound
 
+handler500 = "kheish.api.errors.server_error"  # database unavailable: 503 problem+json (issue 22.2)
+
 
 class SchemaView(JsonErrorsMixin, SpectacularAPIView):
     pass

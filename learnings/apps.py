@@ -16,7 +16,9 @@ class LearningsConfig(AppConfig):
 
         def queue_capture(run) -> None:
             run_pk = run.pk
-            transaction.on_commit(lambda: tasks.queue_captures([run_pk]))  # claimed: a replay will not repeat it
+            # Claimed: a replay will not repeat it. robust: the write has committed, so its response is a success
+            # even when the database or broker fails here; what was not queued the replay takes (issue 22.2).
+            transaction.on_commit(lambda: tasks.queue_captures([run_pk]), robust=True)
 
         def semantic_capture_enabled() -> bool:
             return policy_store.current_policy().capture.semantic_candidates.enabled

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
@@ -198,6 +199,16 @@ class LearningCandidate(ScopedRecord):
     )
     screen_flagged = models.BooleanField(
         default=False, editable=False, help_text="screening.flagged, for filtering and counting"
+    )
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        help_text="Who proposed it: the API caller, or the owner of the session whose run it was captured from. "
+        "Agents see only their own candidates.",
     )
 
     objects = LearningCandidateQuerySet.as_manager()

@@ -85,21 +85,20 @@ def _fingerprint_sql(model: type[Model], shape: str) -> str:
 
 
 def caller_scope_q(user: object) -> Q:
-    """The scopes an agent can see: those of the sessions it owns (session, persona, projects) and the
-    workspace. Built as subqueries so an agent with many sessions costs one query, not a key list."""
-    from memory.models import Session
+    """The scopes an agent can see: the workspace, its own sessions, and the personas and projects its sessions
+    are bound to *and* it is granted now (``memory.sessions.caller_scopes``, the one place that rule lives)."""
+    from memory.sessions import caller_scopes
 
-    owned = Session.objects.filter(owner=user)
-    session_ids = owned.annotate(
-        public=Concat(Value("session-"), Cast("pk", CharField()), output_field=CharField())
-    ).values("public")
-    persona_ids = owned.filter(persona__isnull=False).values("persona__persona_id")
-    project_ids = owned.filter(projects__isnull=False).values("projects__project_id")
+    scopes = caller_scopes(user)
+    session_ids = (
+        scopes.session_pks.annotate(public=Concat(Value("session-"), Cast("pk", CharField()), output_field=CharField()))
+        .values("public")
+    )
     return (
         Q(scope_kind="workspace")
         | Q(scope_kind="session", scope_id__in=session_ids)
-        | Q(scope_kind="persona", scope_id__in=persona_ids)
-        | Q(scope_kind="project", scope_id__in=project_ids)
+        | Q(scope_kind="persona", scope_id__in=scopes.persona_ids)
+        | Q(scope_kind="project", scope_id__in=scopes.project_ids)
     )
 
 
@@ -138,6 +137,16 @@ class _ScopedQuerySet(QuerySet):
 
 class LearningCandidateQuerySet(_ScopedQuerySet):
     id_prefix = "learning-candidate"
+
+    def visible_to(self, user: object, *, operator: bool) -> QuerySet:
+        """Candidates are unreviewed proposals (issue 19.4): an agent sees only its own - those it proposed or
+        that were captured from its runs (``proposed_by``) - and only in scopes it can still see; operators see
+        all. What other agents published reaches it as learnings (``LearningQuerySet.visible_to``)."""
+        if operator:
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(caller_scope_q(user), proposed_by=user)
 
     def pending_review(self) -> QuerySet:
         """The review queue: pending and escalated candidates."""

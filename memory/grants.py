@@ -2,7 +2,9 @@
 
 A session's persona and projects decide which learnings, candidates and (with ``search_visibility=
 learning_scopes``) which other agents' run records it sees, so binding is something an operator grants and an
-agent can never claim. Operators are not limited by grants."""
+agent can never claim - and what it reads is always its bindings intersected with its current grants
+(``memory.sessions.learning_scope_keys`` / ``caller_scopes``), so withdrawing a grant narrows live sessions at
+once (issue 19.2). Operators are not limited by grants."""
 
 from __future__ import annotations
 
@@ -86,14 +88,23 @@ def grants_set(*, agent: object, project_ids: list[str], persona_ids: list[str],
     return after
 
 
-def check_binding(user: object, *, persona: Persona | None, projects: list[Project]) -> None:
-    """403 naming the field when an agent binds a session to a persona or project it was not granted."""
+def refuse_binding(kind: str, scope_id: str):
+    """The one answer to an agent binding a persona or project it may not use, whether it exists or not."""
+    field = "persona_id" if kind == "persona" else "project_ids"
+    raise Forbidden(f"{kind} {scope_id} is not granted to this agent", field=field, domain="sessions",
+                    code="binding_not_granted")
+
+
+def check_binding(user: object, *, persona: Persona | None, projects: list[Project],
+                  unknown_persona_id: str | None = None, unknown_project_ids: list[str] = ()) -> None:
+    """403 naming the field when an agent binds a session to a persona or project it was not granted; ids that
+    name nothing (``unknown_*``) are refused in the same words, so that an agent cannot tell them apart."""
+    if unknown_persona_id is not None:
+        refuse_binding("persona", unknown_persona_id)
     if persona is not None and not granted_personas(user).filter(pk=persona.pk).exists():
-        raise Forbidden(f"persona {persona.persona_id} is not granted to this agent", field="persona_id",
-                        domain="sessions", code="binding_not_granted")
-    if projects:
+        refuse_binding("persona", persona.persona_id)
+    if projects or unknown_project_ids:
         allowed = set(granted_projects(user).filter(pk__in=[p.pk for p in projects]).values_list("pk", flat=True))
-        denied = sorted(p.project_id for p in projects if p.pk not in allowed)
+        denied = sorted([p.project_id for p in projects if p.pk not in allowed] + list(unknown_project_ids))
         if denied:
-            raise Forbidden(f"project {denied[0]} is not granted to this agent", field="project_ids",
-                            domain="sessions", code="binding_not_granted")
+            refuse_binding("project", denied[0])

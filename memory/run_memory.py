@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
+from django.db.models.functions import Concat
 
 from memory import embedding, hooks, metrics, policies, public_ids, ranking, sql
 from memory import run_memory_store as store
@@ -20,7 +21,9 @@ from memory.errors import ValidationFailed
 from memory.models import (
     TERMINAL_STATUSES,
     MaintenanceReport,
+    Persona,
     PolicyKind,
+    Project,
     Run,
     RunMemoryRecord,
     RunMemoryScope,
@@ -28,7 +31,12 @@ from memory.models import (
     Session,
 )
 from memory.recall import rank_entries
-from memory.run_memory_policy import PolicyValidationError, RunMemoryPolicy
+from memory.run_memory_policy import (
+    SEARCH_VISIBILITY_LEARNING_SCOPES,
+    SEARCH_VISIBILITY_WORKSPACE,
+    PolicyValidationError,
+    RunMemoryPolicy,
+)
 from memory.run_records import RecoveredEntry, RunFacts, build_record, partition_for_retention
 
 logger = logging.getLogger(__name__)
@@ -171,12 +179,15 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
 # on-commit queueing of a terminal run) never queue the same run twice. The task clears the claim when it ends;
 # a lost task's claim lapses after the lease and the next replay queues the run again.
 
-DEFAULT_QUEUE_LEASE_S = 600
+DEFAULT_QUEUE_LEASE_S = 40
 
 
 def queue_lease_ms() -> int:
-    """How long a queued task's claim holds (``KHEISH_QUEUE_LEASE_S``, 10 minutes by default): longer than a
-    task waits in a busy queue plus its run time, short enough that a lost task is queued again soon."""
+    """How long a queued task's claim holds (``KHEISH_QUEUE_LEASE_S``, 40 s by default). The broker keeps a
+    queued message until a worker acknowledges it, so the claim lapsing matters only when the task itself was
+    lost or failed (a send or a release that hit a dead database): the next replay then queues the run again
+    within a minute. A message that waits longer than this in a busy queue may be queued a second time; the
+    tasks are idempotent, so that costs one cheap no-op delivery."""
     from django.conf import settings
 
     return int(float(getattr(settings, "KHEISH_QUEUE_LEASE_S", DEFAULT_QUEUE_LEASE_S)) * 1000)
@@ -323,14 +334,14 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
 
 
 def _repair_scopes(*, apply: bool, diag) -> int:
-    """Stale scope keys: a record's keys must equal its session's current learning scopes."""
-    from memory.sessions import learning_scope_keys
+    """Stale scope keys: a record's keys must equal its session's bound scope keys."""
+    from memory.sessions import bound_scope_keys
 
     fixed = 0
     sessions = Session.objects.filter(memory_records__isnull=False).distinct().select_related("persona") \
         .prefetch_related("projects")
     for session in sessions.iterator(chunk_size=200):
-        keys = learning_scope_keys(session)
+        keys = bound_scope_keys(session)  # records are indexed under the bindings; reads narrow them
         for record in RunMemoryRecord.objects.filter(session=session).prefetch_related("scopes"):
             indexed = sorted(s.scope_key for s in record.scopes.all())
             if record.scope_keys == keys and indexed == sorted(set(keys)):
@@ -347,33 +358,63 @@ def _repair_scopes(*, apply: bool, diag) -> int:
     return fixed
 
 
-def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> list[str]:
+@dataclass
+class MissingRecords:
+    """What rebuilding missing records does: ``rebuilt`` runs whose record is (re)written, and the records of
+    other runs their retention prunes to make room (the older ones beyond ``max_tracked_per_session``, or
+    expired), so that a report reconciles: records before + rebuilt - pruned = records after."""
+
+    rebuilt: list[str] = field(default_factory=list)
+    pruned_overflow: int = 0
+    pruned_ttl: int = 0
+
+
+def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> MissingRecords:
     """Terminal runs that should have a record and do not (e.g. recorded while disabled). Rebuilds them.
 
     A run is missing only if retention would keep its record: with the session's records and the other
     candidates counted in, a run beyond ``max_tracked_per_session`` (or expired) is what pruning removed, not
-    a loss, so a repair after ``--apply`` finds nothing and the counters do not move."""
+    a loss, so a repair after ``--apply`` finds nothing and the counters do not move. A rebuilt record may push
+    older records of its session out (issue 22.7): those are reported as pruned, predicted by a dry run and
+    counted from what is stored after ``--apply``."""
     policy = policy or current_policy()
+    result = MissingRecords()
     if not policy.enabled:
-        return []
+        return result
     now = now_ms()
     missing = Run.objects.filter(status__in=TERMINAL_STATUSES, memory_record__isnull=True,
                                  finished_at_ms__gte=now - policy.retention_ms)
     by_session: dict[int, list[tuple[int, int]]] = {}
     for session_id, pk, finished in missing.values_list("session_id", "pk", "finished_at_ms").iterator(2000):
         by_session.setdefault(session_id, []).append((pk, finished))
-    found = []
     for session_id, pairs in sorted(by_session.items()):
-        doomed = _partition(store.record_pairs(session_id) + pairs, policy, now).run_pks()
+        existing = store.record_pairs(session_id)
+        outcome = _partition(existing + pairs, policy, now)
+        doomed = outcome.run_pks()
         kept = sorted({pk for pk, _ in pairs} - doomed)
-        for run in Run.objects.filter(pk__in=kept).order_by("id"):
-            if build_record(run_facts(run), redact_pii=policy.redact_pii) is None:
-                continue  # nothing to record (record_terminal_run would store nothing either)
-            found.append(run.public_id)
-            if apply:
-                with transaction.atomic():
-                    record_terminal_run(run, policy=policy)
-    return found
+        rebuildable = [run for run in Run.objects.filter(pk__in=kept).order_by("id")
+                       if build_record(run_facts(run), redact_pii=policy.redact_pii) is not None]
+        if not rebuildable:  # nothing written here: what retention drops, enforce_policy prunes and reports
+            continue
+        if not apply:
+            held = {pk for pk, _ in existing}
+            result.rebuilt += [run.public_id for run in rebuildable]
+            result.pruned_overflow += sum(1 for r in outcome.overflow if int(r.split("-")[1]) in held)
+            result.pruned_ttl += sum(1 for r in outcome.ttl if int(r.split("-")[1]) in held)
+            continue
+        before = {pk for pk, _ in existing}
+        written = []
+        for run in rebuildable:
+            with transaction.atomic():
+                if record_terminal_run(run, policy=policy) is not None:
+                    written.append(run)
+        after = {pk for pk, _ in store.record_pairs(session_id)}
+        result.rebuilt += [run.public_id for run in written if run.pk in after]
+        gone = before - after
+        expired = {int(r.split("-")[1]) for r in outcome.ttl}
+        result.pruned_ttl += len(gone & expired)
+        result.pruned_overflow += len(gone - expired)
+    return result
 
 
 # ---- reading: bundle, search ----------------------------------------------------------------------------
@@ -442,12 +483,17 @@ def recovered_bundle(session: Session, query: str | None, *, usage: str = "previ
 
 def search_records(session: Session, scope_keys: list[str], *, policy: RunMemoryPolicy | None = None) -> \
         list[RunMemoryRecord]:
-    """Records visible to memory-search: the session's own, or every learning-scope key's when widened."""
+    """Records visible to memory-search (``search_visibility``, issue 19.3): the session's own; with
+    ``learning_scopes`` also those indexed under one of the session's effective persona/project keys
+    (``scope_keys``, already narrowed to its owner's grants) whose own session's owner is still granted that key
+    too - never through ``workspace:default`` or a session key; with ``workspace`` every record."""
     policy = policy or current_policy()
     if not policy.enabled:
         return []
-    if policy.search_visibility == "learning_scopes":
-        qs = RunMemoryRecord.objects.filter(scopes__scope_key__in=scope_keys).distinct()
+    if policy.search_visibility == SEARCH_VISIBILITY_WORKSPACE:
+        qs = RunMemoryRecord.objects.all()
+    elif policy.search_visibility == SEARCH_VISIBILITY_LEARNING_SCOPES:
+        qs = RunMemoryRecord.objects.filter(Q(session=session) | Q(Exists(_shared_scope(scope_keys))))
     else:
         qs = RunMemoryRecord.objects.filter(session=session)
     now = now_ms()
@@ -458,6 +504,23 @@ def search_records(session: Session, scope_keys: list[str], *, policy: RunMemory
             RunMemoryRecord.objects.filter(pk__in=expired).delete()
         metrics.increment(M + "pruned_ttl_total", len(expired))
     return [r for r in records if r.pk not in expired]
+
+
+def _shared_scope(scope_keys: list[str]):
+    """The outer record's scope rows that are one of these persona/project keys and that the record's own
+    session owner is granted now (or is an operator)."""
+    shared = [key for key in scope_keys if key.startswith(("persona:", "project:"))]
+    owner = OuterRef("record__session__owner")
+    granted_personas = Persona.objects.filter(agent_grants__user=owner).annotate(
+        key=Concat(Value("persona:"), "persona_id", output_field=CharField())).values("key")
+    granted_projects = Project.objects.filter(agent_grants__user=owner).annotate(
+        key=Concat(Value("project:"), "project_id", output_field=CharField())).values("key")
+    return RunMemoryScope.objects.filter(
+        Q(record=OuterRef("pk")),
+        Q(scope_key__in=shared),
+        Q(record__session__owner__is_staff=True) | Q(scope_key__in=granted_personas)
+        | Q(scope_key__in=granted_projects),
+    )
 
 
 # ---- status ---------------------------------------------------------------------------------------------

@@ -10,7 +10,12 @@ from typing import Any, ClassVar
 
 SEARCH_VISIBILITY_SESSION_ONLY = "session_only"
 SEARCH_VISIBILITY_LEARNING_SCOPES = "learning_scopes"
-SEARCH_VISIBILITIES = (SEARCH_VISIBILITY_SESSION_ONLY, SEARCH_VISIBILITY_LEARNING_SCOPES)
+SEARCH_VISIBILITY_WORKSPACE = "workspace"
+SEARCH_VISIBILITIES = (SEARCH_VISIBILITY_SESSION_ONLY, SEARCH_VISIBILITY_LEARNING_SCOPES, SEARCH_VISIBILITY_WORKSPACE)
+"""What memory-search shows of recovered runs (issue 19.3): ``session_only`` - the session's own runs;
+``learning_scopes`` - also the runs of other sessions that share a persona or project with it, both sessions'
+owners being granted that persona or project now (never through the workspace alone); ``workspace`` - every
+session's runs, an explicit operator choice. Injection into prompts is session-only whatever the value."""
 
 DEFAULT_RETENTION_MS = 30 * 24 * 60 * 60 * 1000  # 2_592_000_000
 DEFAULT_MAX_TRACKED_PER_SESSION = 32

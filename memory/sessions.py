@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from django.db import transaction
-from django.db.models import QuerySet
+from dataclasses import dataclass
 
-from memory import grants, limits, sql
+from django.db import transaction
+from django.db.models import CharField, QuerySet, Value
+from django.db.models.functions import Concat
+
+from memory import grants, limits, public_ids, sql
 from memory.audit import record_audit
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
-from memory.models import Persona, Project, Session
+from memory.models import AgentGrant, Persona, Project, Session
 from memory.runs import parse_public_id
 
 WORKSPACE_SCOPE_KEY = "workspace:default"
@@ -46,29 +49,31 @@ def _string_list(value: object, field: str, *, allow_none: bool = True) -> list[
 def session_create(*, owner: object, persona_id: str | None = None, project_ids: list[str] | None = None,
                    capability_scope: list[str] | None = None, metadata: dict | None = None,
                    operator: bool | None = None) -> Session:
-    """An agent may bind only the personas and projects an operator granted it (memory.grants); operators any."""
-    persona = None
-    if persona_id is not None:
-        persona = Persona.objects.filter(persona_id=persona_id).first()
-        if persona is None:
-            raise ValidationFailed(f"unknown persona {persona_id}", field="persona_id")
-    projects: list[Project] = []
-    if project_ids:
-        wanted = _string_list(project_ids, "project_ids") or []
-        projects = list(Project.objects.filter(project_id__in=wanted))
-        missing = sorted(set(wanted) - {p.project_id for p in projects})
-        if missing:
-            raise ValidationFailed(f"unknown project {missing[0]}", field="project_ids")
+    """An agent may bind only the personas and projects an operator granted it (memory.grants); operators any.
+    To an agent an unknown persona or project is refused exactly as an existing ungranted one (403
+    ``binding_not_granted``, issue 19.6), so that ids cannot be enumerated; an operator gets 400 "unknown …"."""
+    as_operator = operator if operator is not None else is_operator(owner)
     if metadata is not None and not isinstance(metadata, dict):
         raise ValidationFailed("metadata must be an object", field="metadata")
     limits.check_metadata(metadata, field="metadata")
-    if not (operator if operator is not None else is_operator(owner)):
-        grants.check_binding(owner, persona=persona, projects=projects)
+    wanted = (_string_list(project_ids, "project_ids") or []) if project_ids else []
+    capability = _string_list(capability_scope, "capability_scope")
+    persona = Persona.objects.filter(persona_id=persona_id).first() if persona_id is not None else None
+    projects = list(Project.objects.filter(project_id__in=wanted)) if wanted else []
+    missing = sorted(set(wanted) - {p.project_id for p in projects})
+    if not as_operator:  # unknown and ungranted alike: one 403
+        grants.check_binding(owner, persona=persona, projects=projects,
+                             unknown_persona_id=persona_id if persona is None else None,
+                             unknown_project_ids=missing)
+    if persona_id is not None and persona is None:
+        raise ValidationFailed(f"unknown persona {persona_id}", field="persona_id")
+    if missing:
+        raise ValidationFailed(f"unknown project {missing[0]}", field="project_ids")
     session = Session.objects.create(
         owner=owner,
         persona=persona,
         persona_version=persona.version if persona else "",
-        capability_scope=_string_list(capability_scope, "capability_scope"),
+        capability_scope=capability,
         metadata=metadata or {},
     )
     if projects:
@@ -85,8 +90,9 @@ def project_ids(session: Session) -> list[str]:
     return list(session.projects.order_by("project_id").values_list("project_id", flat=True))
 
 
-def learning_scope_keys(session: Session) -> list[str]:
-    """Ordered: session, persona (if bound), projects, workspace:default."""
+def bound_scope_keys(session: Session) -> list[str]:
+    """The scope keys a session was *bound* to (stored; never narrowed): session, persona (if bound), projects,
+    workspace:default. What run-memory records are indexed under; reads use :func:`learning_scope_keys`."""
     keys = [f"session:{session.public_id}"]
     if session.persona_id:
         keys.append(f"persona:{session.persona.persona_id}")
@@ -95,8 +101,84 @@ def learning_scope_keys(session: Session) -> list[str]:
     return keys
 
 
+# ---- effective scopes (issue 19.2) ------------------------------------------------------------------------
+# What an agent may read or write is always its session's bindings *intersected with its current grants*
+# (memory.grants): withdrawing a grant narrows every live session at once, and granting it again restores it
+# (the bindings themselves are never changed). Operators (staff users) are not limited by grants. The two
+# functions below are the only places this rule is computed: per session (every session-scoped read: prompt,
+# memory-context, memory-search, skills) and per caller (lists and filters, proposing into a scope).
+
+
+def learning_scope_keys(session: Session) -> list[str]:
+    """The session's *effective* scope keys, ordered: session, persona, projects, workspace:default - the
+    persona and projects only while the owner is still granted them (one query when ``persona`` is selected and
+    ``projects`` prefetched, as the API's session reads do)."""
+    return learning_scope_keys_many([session])[session.pk]
+
+
+def learning_scope_keys_many(sessions: list[Session]) -> dict[int, list[str]]:
+    """:func:`learning_scope_keys` of many sessions (a page of a list) by session pk: their bound keys narrowed
+    to their owners' current grants, read in one query whatever their number (only the grants that matter)."""
+    bound = {session.pk: bound_scope_keys(session) for session in sessions}
+    limited = [s for s in sessions if not s.owner.is_staff]  # operators are not limited by grants
+    wanted = {key for s in limited for key in bound[s.pk] if key.startswith(("persona:", "project:"))}
+    granted: set[tuple[int, str]] = set()
+    if wanted:
+        owners = {s.owner_id for s in limited}
+        personas = [key.split(":", 1)[1] for key in wanted if key.startswith("persona:")]
+        projects = [key.split(":", 1)[1] for key in wanted if key.startswith("project:")]
+        by_persona = AgentGrant.objects.filter(user_id__in=owners, personas__persona_id__in=personas).annotate(
+            key=Concat(Value("persona:"), "personas__persona_id", output_field=CharField())).values_list("user_id",
+                                                                                                        "key")
+        by_project = AgentGrant.objects.filter(user_id__in=owners, projects__project_id__in=projects).annotate(
+            key=Concat(Value("project:"), "projects__project_id", output_field=CharField())).values_list("user_id",
+                                                                                                        "key")
+        granted = set(by_persona.union(by_project, all=True))
+    staff = {s.pk for s in sessions if s.owner.is_staff}
+    return {
+        s.pk: bound[s.pk] if s.pk in staff else [
+            key for key in bound[s.pk] if not key.startswith(("persona:", "project:")) or (s.owner_id, key) in granted]
+        for s in sessions
+    }
+
+
+@dataclass(frozen=True)
+class CallerScopes:
+    """The scopes an agent can see, as subqueries (an agent with many sessions costs one query, not a key
+    list): its own sessions' ids, and the personas and projects its sessions are bound to *and* it is granted
+    now. The workspace scope is always visible."""
+
+    session_pks: QuerySet
+    persona_ids: QuerySet
+    project_ids: QuerySet
+
+    def allows(self, kind: str, scope_id: str) -> bool:
+        """Whether one scope (kind, id) is among these (one query; the workspace always is)."""
+        if kind == "workspace":
+            return True
+        if kind == "session":
+            pk = public_ids.parse_id(scope_id, public_ids.SESSION)  # canonical ASCII only (issue 19.9)
+            return pk is not None and self.session_pks.filter(pk=pk).exists()
+        if kind == "persona":
+            return Persona.objects.filter(persona_id=scope_id, persona_id__in=self.persona_ids).exists()
+        if kind == "project":
+            return Project.objects.filter(project_id=scope_id, project_id__in=self.project_ids).exists()
+        return False
+
+
+def caller_scopes(user: object) -> CallerScopes:
+    owned = Session.objects.filter(owner=user)
+    personas = Persona.objects.filter(sessions__owner=user)
+    projects = Project.objects.filter(sessions__owner=user)
+    if not getattr(user, "is_staff", False):
+        personas = personas.filter(agent_grants__user=user)
+        projects = projects.filter(agent_grants__user=user)
+    return CallerScopes(session_pks=owned.values("pk"), persona_ids=personas.values("persona_id"),
+                        project_ids=projects.values("project_id"))
+
+
 def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list[str]:
-    """``learning_scope_keys`` from the rows of :data:`memory.sql.SCOPE_PARTS_SQL`."""
+    """``bound_scope_keys`` from the rows of :data:`memory.sql.SCOPE_PARTS_SQL`."""
     keys = [f"session:session-{session_id}"]
     keys += [f"persona:{value}" for part, value in parts if part == "persona"]
     keys += [f"project:{value}" for value in sorted(value for part, value in parts if part == "project")]
@@ -105,7 +187,7 @@ def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list
 
 
 def session_scope_keys(session_id: int) -> list[str]:
-    """``learning_scope_keys`` for a session known only by id, in one query."""
+    """``bound_scope_keys`` for a session known only by id, in one query."""
     return scope_keys_from_parts(session_id, sql.session_scope_parts(session_id))
 
 

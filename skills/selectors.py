@@ -10,6 +10,8 @@ Two surfaces, kept apart (memory-planes.md, "Skills"):
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from django.db.models import Prefetch, Q, QuerySet
 
 from learnings.models import Learning
@@ -95,11 +97,15 @@ def learning_skill_view(skill: LearningSkill) -> dict:
     }
 
 
-def learning_skills(*, source_learning_id: str | None = None, status: str | None = None) -> QuerySet[LearningSkill]:
-    """``GET /v1/learning-skills?source_learning_id&status``."""
+def learning_skills(*, source_learning_id: str | None = None, status: str | None = None,
+                    visible_learnings: QuerySet | None = None) -> QuerySet[LearningSkill]:
+    """``GET /v1/learning-skills?source_learning_id&status``; with ``visible_learnings`` (an agent's) only the
+    records promoted from those learnings."""
     qs = LearningSkill.objects.prefetch_related(
         Prefetch("lifecycle_events", queryset=LearningSkillEvent.objects.order_by("recorded_at_ms", "id"))
     )
+    if visible_learnings is not None:
+        qs = qs.filter(source_learning__in=visible_learnings.values("pk"))
     if source_learning_id not in (None, ""):
         learning_pk = public_ids.parse_id(source_learning_id, public_ids.LEARNING)
         if learning_pk is None:
@@ -122,9 +128,9 @@ def learning_skills(*, source_learning_id: str | None = None, status: str | None
     return qs.order_by("skill_name")
 
 
-def get_learning_skill(name: str) -> LearningSkill:
+def get_learning_skill(name: str, *, visible_learnings: QuerySet | None = None) -> LearningSkill:
     validate_skill_name(name)
-    skill = learning_skills().filter(skill_name=name).first()
+    skill = learning_skills(visible_learnings=visible_learnings).filter(skill_name=name).first()
     if skill is None:
         raise skill_not_found(name)
     return skill
@@ -188,6 +194,20 @@ def _promoted_entry(row: dict, *, with_instructions: bool = False) -> dict:
     return entry
 
 
+def without_server_paths(item):
+    """A skill view as agents see it (issues 14.5, 19.7): ``skill_root`` is the skills directory's name and
+    ``skill_path`` relative to its parent (``code-review/SKILL.md``), never the server's absolute paths."""
+    if not isinstance(item, dict) or "skill_root" not in item:
+        return item
+    root = PurePath(item["skill_root"] or "")
+    skill_path = PurePath(item.get("skill_path") or "")
+    try:
+        relative = skill_path.relative_to(root.parent) if root.name else PurePath(skill_path.name)
+    except ValueError:
+        relative = PurePath(skill_path.name)
+    return {**item, "skill_root": root.name, "skill_path": str(relative)}
+
+
 def _matches(entry: dict, needle: str | None) -> bool:
     if not needle:
         return True
@@ -210,28 +230,43 @@ def _catalog_entries() -> list[dict]:
     return entries
 
 
-def catalog_skills(query: str | None = None) -> list[dict]:
+def _hidden_learning_ids(rows: list[dict], visible_learnings: QuerySet | None) -> set[int]:
+    """The source learnings of ``rows`` that ``visible_learnings`` leaves out (none when it is ``None``)."""
+    if visible_learnings is None or not rows:
+        return set()
+    ids = {row["source_learning_id"] for row in rows}
+    return ids - set(visible_learnings.filter(pk__in=ids).values_list("pk", flat=True))
+
+
+def catalog_skills(query: str | None = None, *, visible_learnings: QuerySet | None = None) -> list[dict]:
     """``GET /v1/skills?query``: catalog skills plus active promoted skills, by name. ``query`` is a
     case-insensitive substring of the name, description or when_to_use. An active promoted skill wins a
-    name clash with a file (the database record is the authority; doctor reports the clash)."""
+    name clash with a file (the database record is the authority; doctor reports the clash).
+    ``visible_learnings`` (an agent's): a promoted skill whose source learning is not among them is left out,
+    as the session views leave out one outside the session's scopes (its name too)."""
     needle = (query or "").strip().lower() or None
     entries: dict[str, dict] = {}
     for entry in _catalog_entries():
         if _matches(entry, needle):
             entries[entry["name"]] = entry
-    for row in LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values(*_PROMOTED_FIELDS):
+    rows = list(LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values(*_PROMOTED_FIELDS))
+    hidden = _hidden_learning_ids(rows, visible_learnings)
+    for row in rows:
         entry = _promoted_entry(row)
-        if _matches(entry, needle):
+        if row["source_learning_id"] not in hidden and _matches(entry, needle):
             entries[entry["name"]] = entry
         else:
             entries.pop(entry["name"], None)
     return [entries[name] for name in sorted(entries)]
 
 
-def catalog_skill(name: str) -> dict:
-    """``GET /v1/skills/{name}`` (with instructions). Non-active promoted skills are not found here."""
+def catalog_skill(name: str, *, visible_learnings: QuerySet | None = None) -> dict:
+    """``GET /v1/skills/{name}`` (with instructions). Non-active promoted skills are not found here, nor (with
+    ``visible_learnings``) one whose source learning the caller cannot see."""
     validate_skill_name(name, field_name="name")
     row = LearningSkill.objects.filter(status=SkillStatus.ACTIVE, skill_name=name).values(*_PROMOTED_FIELDS).first()
+    if row is not None and _hidden_learning_ids([row], visible_learnings):
+        raise NotFound(f"unknown skill {name}", domain="skills", code="skill_not_found")
     if row is not None:
         return _promoted_entry(row, with_instructions=True)
     skill = catalog.load_catalog().get(name)

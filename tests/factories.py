@@ -130,6 +130,22 @@ class SessionFactory(DjangoModelFactory[Session]):
         if create and extracted:
             self.projects.add(*extracted)
 
+    @factory.post_generation
+    def granted(self, create: bool, extracted: bool | None, **kwargs: Any) -> None:
+        """Binding needs a grant (issue 14.1) and a session reads only its bindings its owner is granted now
+        (19.2), so the owner is granted the session's persona and projects, as through the API;
+        ``SessionFactory(granted=False)`` leaves the grants alone (a withdrawn grant)."""
+        if not create or extracted is False:
+            return
+        projects = list(self.projects.all())
+        if self.persona_id is None and not projects:
+            return
+        grant, _ = AgentGrant.objects.get_or_create(user=self.owner)
+        if self.persona_id is not None:
+            grant.personas.add(self.persona)
+        if projects:
+            grant.projects.add(*projects)
+
 
 class RunFactory(DjangoModelFactory[Run]):
     """A queued run; ``RunFactory(terminal=True)`` (or ``TerminalRunFactory``) a completed one with an output.

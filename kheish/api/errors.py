@@ -3,11 +3,15 @@ field?}. Services raise memory.errors.AppError; DRF's own exceptions are mapped 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import sys
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, HttpResponse
+from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -18,7 +22,10 @@ logger = logging.getLogger("kheish.api")
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
           406: "Not Acceptable", 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
-          429: "Too Many Requests", 500: "Internal Server Error"}
+          429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+# How long a client is told to wait when the database is unreachable (the embedded server is restarted by its
+# supervisor within seconds; a managed server fails over in tens of seconds).
+DATABASE_RETRY_AFTER_S = 5
 
 
 def problem(status: int, *, domain: str, code: str, detail: str, field: str | None = None,
@@ -58,7 +65,38 @@ def _first_error(detail, path: str = "") -> tuple[str, str]:
     return path, str(detail)
 
 
+def database_unavailable(exc: BaseException | None) -> bool:
+    """The database could not be reached, or went away mid-request (Django's wrappers of the driver's errors:
+    refused or lost connection, server shutting down, a statement cancelled by the server)."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def _database_unavailable_body() -> dict:
+    return problem(503, domain="api", code="database_unavailable",
+                   detail=f"the database is unavailable; retry in {DATABASE_RETRY_AFTER_S} s",
+                   extra={"retry_after": DATABASE_RETRY_AFTER_S})
+
+
+def server_error(request) -> HttpResponse:
+    """``handler500``: an exception outside DRF's handler (the console, the admin, a middleware, a response
+    being finished). Database unavailability is 503 problem+json with ``Retry-After``; anything else is
+    Django's 500 page."""
+    exc = sys.exc_info()[1]
+    if database_unavailable(exc):
+        logger.warning("database unavailable: %s %s: %s", request.method, request.path, type(exc).__name__)
+        response = HttpResponse(json.dumps(_database_unavailable_body()), status=503,
+                                content_type=PROBLEM_CONTENT_TYPE)
+        response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+        return response
+    return defaults.server_error(request)
+
+
 def problem_exception_handler(exc, context):
+    if database_unavailable(exc):
+        logger.warning("database unavailable: %s", type(exc).__name__)
+        response = Response(_database_unavailable_body(), status=503, content_type=PROBLEM_CONTENT_TYPE)
+        response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+        return response
     if isinstance(exc, AppError):
         return problem_response(exc.status, domain=exc.domain, code=exc.code, detail=exc.detail, field=exc.field)
     if isinstance(exc, Http404):

@@ -1,13 +1,13 @@
 """/v1 learning plane: candidates (§2.3), learnings (§2.4) and the learning policy (§2.1).
 
-Agents create candidates and read candidates/learnings only within the scopes of the sessions they own
-(others are 404); publish, reject, revoke, revoke-matching, supersede and the policy are operator-only.
+Agents create candidates and read learnings only within their effective scopes - the scopes of the sessions
+they own, narrowed to what they are granted now - and read only the candidates they proposed (others are 404);
+publish, reject, revoke, revoke-matching, supersede and the policy are operator-only.
 Every write goes through ``learnings.services`` / ``learnings.policy_store``.
 """
 
 from __future__ import annotations
 
-from django.db.models import Q
 from django.urls import path
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field, extend_schema_serializer, inline_serializer
@@ -38,7 +38,7 @@ from learnings.models import (
 )
 from learnings.services.cleaning import EVIDENCE_REFS_SCHEMA, SOURCE_SCHEMA
 from learnings.validation import LearningScope
-from memory import public_ids, run_memory
+from memory import public_ids, run_memory, sessions
 from memory.errors import Forbidden, ValidationFailed
 from memory.models import Run, Session
 
@@ -298,18 +298,11 @@ def _scope(data: dict | None) -> LearningScope | None:
 
 
 def caller_can_use_scope(request, scope: LearningScope) -> bool:
-    """Operators may use any scope; an agent only the scopes of the sessions it owns."""
+    """Operators may use any scope; an agent only the workspace, its own sessions, and the personas and projects
+    its sessions are bound to and it is still granted (``memory.sessions.caller_scopes``)."""
     if caller_is_operator(request):
         return True
-    if scope.kind == ScopeKind.WORKSPACE:
-        return True
-    owned = Session.objects.filter(owner=request.user)
-    if scope.kind == ScopeKind.SESSION:
-        pk = public_ids.parse_id(scope.id, public_ids.SESSION)
-        return pk is not None and owned.filter(pk=pk).exists()
-    if scope.kind == ScopeKind.PERSONA:
-        return owned.filter(persona__persona_id=scope.id).exists()
-    return owned.filter(Q(projects__project_id=scope.id)).exists()
+    return sessions.caller_scopes(request.user).allows(scope.kind, scope.id)
 
 
 def _require_scope(request, scope: LearningScope) -> None:
@@ -409,9 +402,9 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
 
     @described("List learning candidates",
                "Proposed learnings, newest first, filtered by query (text), scope, kind, state and origin. An "
-               "agent sees the candidates of the scopes of its own sessions; an operator sees all (the review "
-               "queue is state=pending). A scope_kind other than workspace needs scope_id (400 otherwise); blank "
-               "filters are no filter. Paged (limit, offset).",
+               "agent sees only the candidates it proposed or that were captured from its runs, in scopes it "
+               "can still see; an operator sees all (the review queue is state=pending). A scope_kind other than "
+               "workspace needs scope_id (400 otherwise); blank filters are no filter. Paged (limit, offset).",
                parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
@@ -420,8 +413,9 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
                "Proposes a learning (a fact, preference, decision or procedure) for a scope; the learning policy "
                "then publishes it, holds it for operator review, or rejects it (see state and "
                "automation_review). Answers 200 with the candidate. 400 for invalid content (over 1,600 "
-               "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one of the "
-               "calling agent's sessions, 403 provenance_forbidden when source or evidence_refs name another "
+               "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one the "
+               "calling agent can see (its sessions, or a persona or project it is bound to and granted), 403 "
+               "provenance_forbidden when source or evidence_refs name another "
                "agent's runs or sessions.",
                request=CreateLearningCandidateSerializer, responses={200: LearningCandidateViewSerializer})
     def create(self, request):
@@ -445,7 +439,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
     @described("Get a learning candidate", "One candidate, with its review state and, once published, the "
-               "learning it became. 404 when it is not in a scope of the calling agent's sessions.")
+               "learning it became. 404 when the calling agent did not propose it.")
     def retrieve(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
@@ -501,9 +495,9 @@ class LearningViewSet(_LearningPlaneViewSet):
 
     @described("List learnings",
                "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "
-               "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions; an "
-               "operator sees all. A scope_kind other than workspace needs scope_id (400 otherwise); blank filters "
-               "are no filter. Paged (limit, offset).",
+               "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions that "
+               "it is still granted; an operator sees all. A scope_kind other than workspace needs scope_id (400 "
+               "otherwise); blank filters are no filter. Paged (limit, offset).",
                parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningViewSerializer)

@@ -4,6 +4,7 @@
 - a ``Transfer-Encoding: chunked`` body is read here (the server has de-chunked it when it says so with
   ``wsgi.input_terminated``, as gunicorn does) and handed on with its real length, or refused with 411 when the
   server cannot frame it - Django alone would see no ``Content-Length`` and read the body as empty (issue 14.8);
+  malformed chunked framing is 400 ``malformed_chunked_body`` (issue 22.4);
 - NUL characters in the path or the query string are 400 (PostgreSQL text cannot hold them, issue 14.6)."""
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ def _too_large(limit: int) -> HttpResponse:
                              detail=f"request body exceeds the {limit} byte limit", field="body")
 
 
+def _malformed_chunked(exc: Exception) -> HttpResponse:
+    """The server could not de-chunk the body: a chunk size that is not hex, a chunk longer or shorter than it
+    says, no terminating chunk. The rest of the connection cannot be framed either, so it is closed."""
+    reason = type(exc).__name__
+    response = _problem_response(400, domain="api", code="malformed_chunked_body", field="body",
+                                 detail=f"request body: malformed Transfer-Encoding: chunked framing ({reason})")
+    response["Connection"] = "close"
+    return response
+
+
 def _read_chunked(request, limit: int) -> HttpResponse | None:
     if not request.META.get("wsgi.input_terminated"):
         return _problem_response(411, domain="api", code="length_required", field="body",
@@ -37,7 +48,10 @@ def _read_chunked(request, limit: int) -> HttpResponse | None:
     parts: list[bytes] = []
     size = 0
     while True:
-        part = stream.read(min(READ_CHUNK, limit + 1 - size))
+        try:
+            part = stream.read(min(READ_CHUNK, limit + 1 - size))
+        except Exception as exc:  # noqa: BLE001 - the server's framing error (gunicorn: InvalidChunkSize, ...)
+            return _malformed_chunked(exc)
         if not part:
             break
         parts.append(part)

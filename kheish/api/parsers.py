@@ -88,8 +88,12 @@ class SafeJSONParser(JSONParser):
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = codecs.getreader(encoding)(stream).read()
-        except UnicodeDecodeError as exc:
-            raise ValidationFailed("request body is not valid UTF-8", field="body", code="malformed_json") from exc
+        except LookupError as exc:  # a charset Python does not know
+            raise ValidationFailed(f"request body: unknown charset {str(encoding)[:40]!r} in Content-Type "
+                                   "(send UTF-8 JSON)", field="body", code="malformed_json") from exc
+        except UnicodeError as exc:  # not decodable as declared (also UTF-16 without a byte-order mark)
+            raise ValidationFailed(f"request body is not valid {str(encoding)[:40]} (the charset its Content-Type "
+                                   "names; send UTF-8 JSON)", field="body", code="malformed_json") from exc
         try:
             data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
         except RecursionError as exc:

@@ -15,6 +15,8 @@ from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
 from memory import run_memory
 from memory.errors import ValidationFailed
+from memory.run_memory_policy import SEARCH_VISIBILITIES
+from skills import selectors as skill_selectors
 
 POLICY_RESPONSE = inline_serializer("RuntimeSettingsView", fields={
     "run_memory_policy": serializers.JSONField(), "learning_policy": serializers.JSONField(),
@@ -38,6 +40,12 @@ def parse_expected_revision(body: dict) -> int | None:
     return value
 
 
+SEARCH_VISIBILITY_HELP = (
+    "Which recovered runs memory-search shows: session_only - the session's own; learning_scopes - also the runs "
+    "of sessions sharing a persona or project with it that both agents are granted now (never the workspace "
+    "alone); workspace - every session's runs. Prompt injection is session-only whatever the value.")
+
+
 class RunMemoryPolicyView(APIView):
     permission_classes = [IsOperator]
 
@@ -47,7 +55,8 @@ class RunMemoryPolicyView(APIView):
                caller=OPERATOR, responses=inline_serializer("RunMemoryPolicyConfig", fields={
         "enabled": serializers.BooleanField(), "retention_ms": serializers.IntegerField(),
         "max_tracked_per_session": serializers.IntegerField(), "max_prompt_entries": serializers.IntegerField(),
-        "redact_pii": serializers.BooleanField(), "search_visibility": serializers.CharField()}))
+        "redact_pii": serializers.BooleanField(),
+        "search_visibility": serializers.ChoiceField(choices=SEARCH_VISIBILITIES, help_text=SEARCH_VISIBILITY_HELP)}))
     def get(self, request):
         return Response(run_memory.current_policy().to_dict())
 
@@ -188,7 +197,10 @@ class MemoryContextView(SessionScopedMixin, APIView):
             "visible_skills": serializers.JSONField()}))
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
-        return Response(composition.memory_context(session, query_text(request)))
+        context = composition.memory_context(session, query_text(request))
+        if not caller_is_operator(request):  # agents never see server paths (issue 19.7)
+            context["visible_skills"] = [skill_selectors.without_server_paths(s) for s in context["visible_skills"]]
+        return Response(context)
 
 
 class MemorySearchView(SessionScopedMixin, APIView):

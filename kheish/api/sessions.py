@@ -125,7 +125,8 @@ class SessionSerializer(serializers.Serializer):
         return sessions.effective_capability_scope(obj)
 
     def get_learning_scopes(self, obj) -> list[str]:
-        return sessions.learning_scope_keys(obj)
+        keys = self.context.get("learning_scopes")  # a list page: read for the whole page at once
+        return keys[obj.pk] if keys and obj.pk in keys else sessions.learning_scope_keys(obj)
 
     def get_active_run_id(self, obj) -> str | None:
         cache = getattr(obj, "_prefetched_objects_cache", {})
@@ -223,12 +224,14 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
     def list(self, request):
         qs = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(qs)
-        return self.get_paginated_response(SessionSerializer(page, many=True).data)
+        context = {"learning_scopes": sessions.learning_scope_keys_many(list(page))}
+        return self.get_paginated_response(SessionSerializer(page, many=True, context=context).data)
 
     @described("Open a session",
                "Opens a session owned by the caller, optionally bound to a persona and projects (which decide the "
-               "learning scopes its runs read and write). 400 for an unknown persona or project, 403 when the "
-               "calling agent was not granted them.",
+               "learning scopes its runs read and write). 403 binding_not_granted when the calling agent was not "
+               "granted them - the same answer whether or not they exist; an operator gets 400 for an unknown "
+               "persona or project.",
                request=SessionCreateSerializer, responses={201: SessionSerializer})
     def create(self, request):
         data = SessionCreateSerializer(data=request.data)

@@ -12,8 +12,6 @@ so a hostile name (``..%2F..%2Fetc``, a Cyrillic look-alike, 300 characters) is 
 
 from __future__ import annotations
 
-from pathlib import PurePath
-
 from django.urls import path, re_path
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field, inline_serializer
 from rest_framework import serializers
@@ -32,6 +30,7 @@ from kheish.api.pagination import (
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin
+from learnings.models import Learning
 from memory.sessions import learning_scope_keys
 from skills import selectors, services
 from skills.models import SkillStatus
@@ -181,15 +180,17 @@ def _query(request) -> str | None:
 def _hide_paths(request, item):
     """Agents see a skill's location relative to its skills directory (``code-review/SKILL.md``), never the
     server's absolute paths (issue 14.5); operators see them whole."""
-    if caller_is_operator(request) or not isinstance(item, dict) or "skill_root" not in item:
+    if caller_is_operator(request):
         return item
-    root = PurePath(item["skill_root"] or "")
-    skill_path = PurePath(item.get("skill_path") or "")
-    try:
-        relative = skill_path.relative_to(root.parent) if root.name else PurePath(skill_path.name)
-    except ValueError:
-        relative = PurePath(skill_path.name)
-    return {**item, "skill_root": root.name, "skill_path": str(relative)}
+    return selectors.without_server_paths(item)
+
+
+def _visible_learnings(request):
+    """What bounds the promoted skills a caller sees: for an agent the learnings it can see (a skill promoted
+    from a project it is not granted stays out of every list and detail); ``None`` (all) for an operator."""
+    if caller_is_operator(request):
+        return None
+    return Learning.objects.visible_to(request.user, operator=False)
 
 
 def _shown(request, item):
@@ -223,7 +224,8 @@ class SkillListView(APIView):
         responses=paginated(SkillSummarySerializer),
     )
     def get(self, request):
-        return _paginated(self, request, selectors.catalog_skills(_query(request)))
+        return _paginated(self, request, selectors.catalog_skills(_query(request),
+                                                                  visible_learnings=_visible_learnings(request)))
 
 
 class SkillDetailView(APIView):
@@ -233,7 +235,7 @@ class SkillDetailView(APIView):
         "the name rules refuse; 404 when no catalog or active promoted skill has that name.",
         operation_id="skills_retrieve", parameters=[NAME_PARAMETER], responses=SkillDetailSerializer)
     def get(self, request, name: str):
-        return _shown(request, selectors.catalog_skill(name))
+        return _shown(request, selectors.catalog_skill(name, visible_learnings=_visible_learnings(request)))
 
 
 class SessionSkillsView(SessionScopedMixin, APIView):
@@ -312,6 +314,7 @@ class LearningSkillListView(APIView):
         qs = selectors.learning_skills(
             source_learning_id=request.query_params.get("source_learning_id"),
             status=request.query_params.get("status"),
+            visible_learnings=_visible_learnings(request),
         )
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
@@ -327,7 +330,8 @@ class LearningSkillDetailView(APIView):
         operation_id="learning_skills_retrieve", parameters=[NAME_PARAMETER], responses=LearningSkillViewSerializer
     )
     def get(self, request, name: str):
-        return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(name)))
+        return _shown(request, selectors.learning_skill_view(
+            selectors.get_learning_skill(name, visible_learnings=_visible_learnings(request))))
 
 
 class RolloutResultView(APIView):

@@ -4,10 +4,10 @@ Two mechanisms, two caches, on purpose:
 
 * ``PrincipalRateThrottle`` (a DRF throttle, in ``DEFAULT_THROTTLE_CLASSES``) caps how many requests one
   principal makes: ``KHEISH_THROTTLE_AGENT`` / ``KHEISH_THROTTLE_OPERATOR`` (``6000/m`` by default, 100 a
-  second: a ceiling against a runaway client, never a busy agent's pace). It runs on every request, so it
-  counts in the ``default`` cache (``KHEISH_CACHE_URL``, local memory unless set): no database round trip on
-  the hot path. With local memory each gunicorn worker counts on its own (the ceiling is then per worker);
-  point ``KHEISH_CACHE_URL`` at Redis for one shared count.
+  second: a ceiling against a runaway client, never a busy agent's pace). It runs on every request and counts
+  in the ``throttle`` cache (``KHEISH_THROTTLE_CACHE_URL``): by default PostgreSQL (``kheish.counters``: one
+  atomic upsert, one count for every gunicorn worker and every node), Redis when ``KHEISH_CACHE_URL`` names
+  it; local memory is an explicit choice (each worker then counts on its own).
 * ``AuthFailureLimiter`` counts wrong API keys per client address and per key prefix in the ``auth_failures``
   cache (``KHEISH_AUTH_FAILURE_CACHE_URL``, by default Django's database cache: one count for every worker
   and process, kept across restarts). It is only touched when a key has already failed, so valid traffic
@@ -169,7 +169,7 @@ class PrincipalRateThrottle(throttling.BaseThrottle):
     count as operators. Unauthenticated requests are not counted here: every /v1 view needs a principal, so
     they are refused before throttles run, and bad credentials are the AuthFailureLimiter's."""
 
-    cache_alias = "default"
+    cache_alias = "throttle"
 
     def __init__(self):
         self._wait = 0
@@ -193,13 +193,17 @@ class PrincipalRateThrottle(throttling.BaseThrottle):
         index, left = rate.window(time.time())
         key = f"kheish:throttle:{scope}:{request.user.pk}:{rate.period}:{index}"
         cache = caches[self.cache_alias]
-        if cache.add(key, 1, timeout=left + 1):
+        hit = getattr(cache, "hit", None)  # kheish.counters: count in one statement
+        if hit is not None:
+            count = hit(key, timeout=left + 1)
+        elif cache.add(key, 1, timeout=left + 1):
             return True
-        try:
-            count = cache.incr(key)
-        except ValueError:
-            cache.add(key, 1, timeout=left + 1)
-            return True
+        else:
+            try:
+                count = cache.incr(key)
+            except ValueError:
+                cache.add(key, 1, timeout=left + 1)
+                return True
         if count > rate.limit:
             self._wait = left
             return False

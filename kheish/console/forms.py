@@ -274,8 +274,10 @@ class RunMemoryPolicyForm(forms.Form):
                                     help_text="Emails, phones, cards, SSNs are scrubbed from the records.")
     search_visibility = forms.ChoiceField(
         choices=_choices(SEARCH_VISIBILITIES), label="Search visibility",
-        help_text="session_only: a session searches its own runs · learning_scopes: runs of every session "
-                  "sharing a scope (injection stays session-only either way).")
+        help_text="session_only: a session searches its own runs · learning_scopes: also the runs of sessions "
+                  "that share a persona or project with it, both agents being granted it now (the workspace alone "
+                  "shares nothing) · workspace: every session's runs, every agent's · injection into prompts "
+                  "stays session-only whatever you choose.")
     expected_revision = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
 
     FIELDS = ("enabled", "retention_ms", "max_tracked_per_session", "max_prompt_entries", "redact_pii",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from learnings import screening, validation
@@ -55,6 +56,7 @@ def _new_candidate(
     created_at_ms: int,
     expires_at_ms: int | None,
     source_run: Run | None,
+    proposed_by: object = None,
 ) -> LearningCandidate:
     content_key, subject_key = semantic_key_digests(content)
     candidate = LearningCandidate(
@@ -72,6 +74,7 @@ def _new_candidate(
         expires_at_ms=expires_at_ms,
         state=CandidateState.PENDING,
         source_run=source_run,
+        proposed_by=proposed_by if isinstance(proposed_by, get_user_model()) else None,
         content_key=content_key,
         subject_key=subject_key,
         updated_at_ms=now_ms(),
@@ -130,6 +133,7 @@ def candidate_create(
         created_at_ms=now_ms(),
         expires_at_ms=clean_expiry(expires_at_ms),
         source_run=None,
+        proposed_by=actor,
     )
     candidate.save()
     record_audit(
@@ -183,6 +187,7 @@ def daemon_candidate_create(
         created_at_ms=now_ms() if created_at_ms is None else created_at_ms,
         expires_at_ms=expires_at_ms,
         source_run=run,
+        proposed_by=run.session.owner,
     )
     existing = LearningCandidate.objects.filter(
         origin=CandidateOrigin.DAEMON,

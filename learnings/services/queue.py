@@ -42,8 +42,10 @@ def send_task(task_name: str, *args: object) -> None:
 
 
 def enqueue_on_commit(task_name: str, *args: object) -> None:
-    """Queue ``task_name(*args)`` once the current transaction commits (at once outside one)."""
-    transaction.on_commit(lambda: send_task(task_name, *args))
+    """Queue ``task_name(*args)`` once the current transaction commits (at once outside one). A failure to
+    queue is logged, never raised: the write committed (its caller answers success) and the beat schedule runs
+    the same work again."""
+    transaction.on_commit(lambda: send_task(task_name, *args), robust=True)
 
 
 def claim_reviews(candidate_pks: Iterable[int], *, at_ms: int | None = None) -> list[int]:
@@ -83,5 +85,6 @@ def queue_reviews(candidate_pks: Iterable[int]) -> list[int]:
 
 
 def enqueue_review_on_commit(candidate_pk: int) -> None:
-    """Queue the review of a new candidate once its transaction commits (claiming it first)."""
-    transaction.on_commit(lambda: queue_reviews([candidate_pk]))
+    """Queue the review of a new candidate once its transaction commits (claiming it first). A failure to
+    claim or queue is logged, never raised (the candidate is stored): the shadow sweep reviews it."""
+    transaction.on_commit(lambda: queue_reviews([candidate_pk]), robust=True)

@@ -69,7 +69,7 @@ def unmount_if_orphaned(learning_pk: int) -> bool:
 
 
 def unmount_on_commit(learning_pk: int) -> None:
-    transaction.on_commit(lambda: unmount_if_orphaned(learning_pk))
+    transaction.on_commit(lambda: unmount_if_orphaned(learning_pk), robust=True)  # the repair re-checks mounts
 
 
 def refresh_mount_metadata(skill: LearningSkill, *, skill_path: str, skill_root: str, digest: str) -> None:

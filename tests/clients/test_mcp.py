@@ -210,3 +210,33 @@ def test_mcp_http_requires_a_valid_key(http_mcp):
     wrong = httpx2.post(http_mcp, json=body, headers={**headers, "Authorization": "Bearer khm_bad_key"},
                         timeout=TIMEOUT)
     assert wrong.status_code == 401
+
+
+def test_mcp_http_passes_the_auth_failure_limit_through(http_mcp, settings, agent_key):
+    """Issue 22.4: once /v1's per-address auth-failure limit trips, the MCP HTTP server answered 500; it answers
+    /v1's 429 (with Retry-After), and a valid key still gets in."""
+    from django.core.cache import caches
+
+    caches["auth_failures"].clear()  # committed counts of earlier tests (this test's data is committed too)
+    settings.KHEISH_AUTH_FAILURES_PER_ADDRESS = "3/5m"
+    settings.KHEISH_AUTH_FAILURES_PER_PREFIX = "off"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    headers = {"Accept": "application/json, text/event-stream"}
+
+    def post(key: str):
+        return httpx2.post(http_mcp, json=body, headers={**headers, "Authorization": f"Bearer {key}"},
+                           timeout=TIMEOUT)
+
+    for n in range(3):
+        wrong = post(f"khm_{n:012x}_{'0' * 48}")
+        assert wrong.status_code == 401, wrong.text
+        assert "Bearer" in wrong.headers.get("www-authenticate", "")
+    limited = post(f"khm_{9:012x}_{'0' * 48}")
+    assert limited.status_code == 429, limited.text
+    assert int(limited.headers["retry-after"]) >= 1
+    assert limited.headers["content-type"] == "application/problem+json"
+    assert limited.json()["code"] == "too_many_auth_failures"
+    assert post(agent_key.plaintext).status_code == 200  # a valid key is never refused because of failures
+    caches["auth_failures"].clear()

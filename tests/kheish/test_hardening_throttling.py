@@ -102,7 +102,7 @@ def test_default_limits_leave_an_honest_client_alone(agent_key):
 
 def test_requests_per_principal_are_capped_with_429_and_retry_after(settings, agent_key, other_agent_key):
     settings.KHEISH_THROTTLE_AGENT = "5/m"
-    caches["default"].clear()
+    caches["throttle"].clear()
     client = client_for(agent_key.plaintext)
     for _ in range(5):
         assert client.get("/v1/sessions").status_code == 200
@@ -116,7 +116,7 @@ def test_requests_per_principal_are_capped_with_429_and_retry_after(settings, ag
 def test_operators_have_their_own_rate(settings, agent_key, operator_key):
     settings.KHEISH_THROTTLE_AGENT = "2/m"
     settings.KHEISH_THROTTLE_OPERATOR = "off"
-    caches["default"].clear()
+    caches["throttle"].clear()
     operator = client_for(operator_key.plaintext)
     for _ in range(5):
         assert operator.get("/v1/sessions").status_code == 200
@@ -180,3 +180,21 @@ def test_a_success_resets_the_count(settings, staff_user):
     sign_in(client, "wrong")
     sign_in(client, "wrong")
     assert sign_in(client, "right-password-123").status_code == 302
+
+
+def test_wrong_keys_on_metrics_are_counted_and_limited_like_v1(settings, operator_key):
+    """Issue 22.4: /metrics counted bad keys but never answered 429; the limit is one count with /v1."""
+    settings.KHEISH_AUTH_FAILURES_PER_ADDRESS = "4/5m"
+    settings.KHEISH_AUTH_FAILURES_PER_PREFIX = "off"
+    settings.KHEISH_METRICS_TOKEN = "the-metrics-token"
+    for n in range(2):
+        assert wrong_key_client(f"khm_{n:012x}").get("/metrics").status_code == 401
+    for n in range(2, 4):  # /v1 failures from the same address add to the same count
+        assert_problem(wrong_key_client(f"khm_{n:012x}").get("/v1/sessions"), 401, "unauthenticated")
+    assert_throttled(wrong_key_client("khm_00000000ffff").get("/metrics"), "too_many_auth_failures")
+    assert_throttled(wrong_key_client("khm_00000000fffe").get("/v1/sessions"), "too_many_auth_failures")
+    # a valid operator key and the metrics token are never refused because of failures
+    assert client_for(operator_key.plaintext).get("/metrics").status_code == 200
+    token = APIClient(REMOTE_ADDR="127.0.0.1")
+    token.credentials(HTTP_AUTHORIZATION="Bearer the-metrics-token")
+    assert token.get("/metrics").status_code == 200

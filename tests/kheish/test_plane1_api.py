@@ -70,7 +70,6 @@ def test_agents_cannot_create_personas(api_client):
 
 
 @pytest.mark.parametrize("body,field", [
-    ({"persona_id": "missing"}, "persona_id"),
     ({"project_ids": "atlas"}, "project_ids"),
     ({"capability_scope": [1, 2]}, "capability_scope[0]"),
     ({"metadata": [1]}, "metadata"),
@@ -80,6 +79,16 @@ def test_session_create_bad_input(api_client, body, field):
     before = JournalEvent.objects.count()
     body_json = assert_problem(api_client.post("/v1/sessions", body, format="json"), 400)
     assert body_json.get("field", "").startswith(field.split("[")[0])
+    assert JournalEvent.objects.count() == before
+
+
+def test_session_create_unknown_persona(api_client, operator_client):
+    """To an agent an unknown persona is an ungranted one (403, issue 19.6); an operator is told it is unknown."""
+    before = JournalEvent.objects.count()
+    assert_problem(api_client.post("/v1/sessions", {"persona_id": "missing"}, format="json"), 403,
+                   "sessions/binding_not_granted", field="persona_id")
+    assert_problem(operator_client.post("/v1/sessions", {"persona_id": "missing"}, format="json"), 400,
+                   field="persona_id")
     assert JournalEvent.objects.count() == before
 
 

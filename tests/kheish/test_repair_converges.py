@@ -78,3 +78,31 @@ def test_lowering_the_bound_prunes_once_then_converges(api_client, session_id, o
     call_command("repair", "--apply", stdout=io.StringIO())
     assert metrics.read(COUNTERS) == before
     assert RunMemoryRecord.objects.count() == 2
+
+
+def _records() -> set[int]:
+    return set(RunMemoryRecord.objects.values_list("run_id", flat=True))
+
+
+def test_the_report_reconciles_with_what_the_repair_did(api_client, session_id, operator_client):
+    """Issue 22.7: rebuilding the newer runs' lost records pushes the older records out (the overflow bound);
+    the report said "rebuilt N, overflow 0" while fewer records existed than it implied. Now records before +
+    rebuilt - (overflow + expired + orphans) = records after, and the dry run predicts the same report."""
+    _set_policy(operator_client, max_tracked_per_session=8, max_prompt_entries=8)
+    pks = [int(finish(api_client, session_id, f"task {i}", output=f"done {i}").split("-")[1]) for i in range(8)]
+    RunMemoryRecord.objects.filter(run_id__in=pks[3:]).delete()  # the five newest records lost
+    _set_policy(operator_client, max_tracked_per_session=3, max_prompt_entries=3)
+    before = _records()
+    assert before == set(pks[:3])
+
+    dry = maintenance.repair_all(apply=False, source="test")["run_memory"]
+    assert _records() == before
+    summary = maintenance.repair_all(apply=True, source="test")["run_memory"]
+    after = _records()
+    assert after == set(pks[-3:])  # the newest three, as the bound says
+    removed = summary["overflow"] + summary["expired"] + summary["orphans"]
+    assert summary["missing_records_rebuilt"] == len(after - before) == 3
+    assert removed == len(before - after) == 3 and summary["overflow"] == 3
+    assert len(before) + summary["missing_records_rebuilt"] - removed == len(after)
+    assert dry == summary
+    assert _nothing_to_fix(maintenance.repair_all(apply=False, source="test"))

@@ -126,3 +126,54 @@ def test_stop_lets_a_process_finish_its_in_flight_work(tmp_path):
     assert 6 <= time.monotonic() - started < 30
     assert any("worker stopped (exit code 0)" in line for line in lines), lines
     assert not any("SIGKILL" in line for line in lines)
+
+
+class _FlakyService(supervisor.Watched):
+    """Dies once; its first two restarts fail (as PostgreSQL's do while the killed server's backends linger)."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.up = True
+        self.attempts = 0
+
+    def alive(self) -> bool:
+        return self.up
+
+    def restart(self) -> None:
+        self.attempts += 1
+        if self.attempts <= 2:
+            raise RuntimeError("old processes still run")
+        self.up = True
+
+
+def test_a_watched_service_that_dies_is_restarted_with_backoff(tmp_path, monkeypatch):
+    monkeypatch.setattr(supervisor, "WATCH_EVERY_S", 0.2)
+    service = _FlakyService()
+    lines: list[str] = []
+    sup = supervisor.Supervisor([("steady", "sleep 30")], cwd=tmp_path, log=lines.append, stop_timeout=5,
+                                out=io.StringIO(), watched=[service])
+    threading.Timer(0.5, lambda: setattr(service, "up", False)).start()
+    stopper = threading.Timer(6, sup.request_stop)
+    stopper.start()
+    sup.run()
+    stopper.cancel()
+    assert service.up and service.attempts == 3, lines  # t≈0.6 fails, +1 s fails, +2 s succeeds
+    assert any("flaky is gone" in line for line in lines), lines
+    assert sum("flaky did not start" in line for line in lines) == 2, lines
+    assert any("next try in 2s" in line for line in lines), lines
+    assert any("flaky restarted after" in line for line in lines), lines
+    assert sum("steady started" in line for line in lines) == 1  # the processes were left alone
+
+
+def test_roles_select_the_procfile_processes(monkeypatch):
+    from kheish import launcher
+
+    assert launcher.selected_roles("") == ["web", "worker", "beat"]
+    assert launcher.selected_roles("all") == ["web", "worker", "beat"]
+    assert launcher.selected_roles("beat, web") == ["web", "beat"]
+    assert launcher.selected_roles("WORKER") == ["worker"]
+    with pytest.raises(SystemExit, match="unknown: scheduler"):
+        launcher.selected_roles("web,scheduler")
+    monkeypatch.setenv("KHEISH_ROLE", "worker,beat")
+    assert launcher.selected_roles() == ["worker", "beat"]

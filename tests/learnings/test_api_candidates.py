@@ -152,8 +152,10 @@ def test_get_and_list_are_scoped_to_the_caller(api_client, other_client, operato
     shared = created(api_client, "Release train is weekly.")
     assert api_client.get(f"{URL}/{mine['candidate_id']}").json() == mine
     assert_problem(other_client.get(f"{URL}/{mine['candidate_id']}"), 404, "learnings/learning_candidate_not_found")
+    # a pending workspace candidate is the proposer's alone (issue 19.4), not every agent's
     listed = other_client.get(URL).json()
-    assert listed["count"] == 1 and [c["candidate_id"] for c in listed["results"]] == [shared["candidate_id"]]
+    assert listed["count"] == 0 and listed["results"] == []
+    assert_problem(other_client.get(f"{URL}/{shared['candidate_id']}"), 404, "learnings/learning_candidate_not_found")
     assert set(listed) == {"count", "next", "previous", "results"}
     assert operator_client.get(URL).json()["count"] == 2
     assert api_client.get(URL).json()["count"] == 2

@@ -103,13 +103,12 @@ def test_gates_are_the_querysets(session, vectors):
 
 
 def test_the_run_section_is_bounded_by_the_policy(api_client, agent, operator_client):
-    ProjectFactory(project_id="budget")
+    budget = ProjectFactory(project_id="budget")
     for n in range(40):
         learning(f"Note {n}: the sneakers story number {n} " + "with many extra words " * 6,
                  scope=("project", "budget"))
     set_policy({"mode": "shadow", "retrieval": {"ranker": "hybrid", "max_tokens": 600, "max_entries": 24}})
-    session = SessionFactory(owner=agent, projects=[ProjectFactory(project_id="budget2")])
-    session.projects.set(list(session.projects.all()) + [ProjectFactory._meta.model.objects.get(project_id="budget")])
+    session = SessionFactory(owner=agent, projects=[ProjectFactory(project_id="budget2"), budget])  # bound, granted
     run = api_client.post(f"/v1/sessions/{session.public_id}/runs",
                           {"input": {"content": "tell me the sneakers story"}}, format="json").json()
     section = {s["name"]: s for s in run["prompt"]["sections"]}["learned_context"]

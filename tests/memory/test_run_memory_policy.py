@@ -134,7 +134,7 @@ def test_boolean_fields_reject_wrong_types(field, value):
 def test_search_visibility_rejects_unknown_values(value):
     error = _error({"search_visibility": value})
     assert error.field == "search_visibility"
-    assert error.message == "run memory search_visibility must be one of session_only, learning_scopes"
+    assert error.message == "run memory search_visibility must be one of session_only, learning_scopes, workspace"
 
 
 def test_error_is_a_value_error():

@@ -9,21 +9,27 @@ from memory import run_memory_store as store
 from memory.models import Run, RunMemoryRecord, RunMemoryScope
 from memory.run_memory import prune_session, record_terminal_run
 from memory.run_memory_policy import RunMemoryPolicy
-from memory.sessions import learning_scope_keys, session_scope_keys
-from tests.factories import PersonaFactory, ProjectFactory, SessionFactory, TerminalRunFactory
+from memory.sessions import bound_scope_keys, learning_scope_keys, session_scope_keys
+from tests.factories import AgentGrantFactory, PersonaFactory, ProjectFactory, SessionFactory, TerminalRunFactory
 
 pytestmark = pytest.mark.django_db
 
 
-def test_session_scope_keys_match_learning_scope_keys():
+def test_session_scope_keys_match_bound_scope_keys_and_reads_narrow_them_to_grants():
     bare = SessionFactory()
-    assert session_scope_keys(bare.pk) == learning_scope_keys(bare) == [f"session:{bare.public_id}",
-                                                                      "workspace:default"]
-    session = SessionFactory(persona=PersonaFactory(persona_id="ops"))
-    session.projects.set([ProjectFactory(project_id=pid) for pid in ("zeta", "alpha", "mid")])
-    assert session_scope_keys(session.pk) == learning_scope_keys(session) == [
+    assert session_scope_keys(bare.pk) == bound_scope_keys(bare) == learning_scope_keys(bare) == [
+        f"session:{bare.public_id}", "workspace:default"]
+    session = SessionFactory(persona=PersonaFactory(persona_id="ops"), granted=False)
+    projects = [ProjectFactory(project_id=pid) for pid in ("zeta", "alpha", "mid")]
+    session.projects.set(projects)
+    assert session_scope_keys(session.pk) == bound_scope_keys(session) == [
         f"session:{session.public_id}", "persona:ops", "project:alpha", "project:mid", "project:zeta",
         "workspace:default"]
+    # what the session reads is its bindings intersected with its owner's current grants (issue 19.2)
+    assert learning_scope_keys(session) == [f"session:{session.public_id}", "workspace:default"]
+    AgentGrantFactory(user=session.owner, projects=projects[1:], personas=[session.persona])
+    assert learning_scope_keys(session) == [f"session:{session.public_id}", "persona:ops", "project:alpha",
+                                            "project:mid", "workspace:default"]
 
 
 def _terminal_run(session, n: int, *, finished_at_ms: int) -> Run:
@@ -45,7 +51,7 @@ def test_record_insert_scopes_and_overflow_prune():
     kept = list(RunMemoryRecord.objects.order_by("recorded_at_ms").values_list("run_id", flat=True))
     assert kept == [r.pk for r in runs[2:]]  # the newest three
     keys = {(s.record.run_id, s.scope_key) for s in RunMemoryScope.objects.select_related("record")}
-    assert keys == {(r.pk, key) for r in runs[2:] for key in learning_scope_keys(session)}
+    assert keys == {(r.pk, key) for r in runs[2:] for key in bound_scope_keys(session)}
     # an older run than everything kept is dropped at once and never written
     late = _terminal_run(session, 9, finished_at_ms=base - 10)
     with transaction.atomic():

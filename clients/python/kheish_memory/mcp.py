@@ -15,15 +15,17 @@ Transports:
   ``KHEISH_SESSION_ID`` pins the current session (else one is created on first use, with ``KHEISH_PERSONA_ID``
   and ``KHEISH_PROJECT_IDS`` (comma-separated) when set).
 * streamable HTTP: ``kheish-memory-mcp --transport http --port 8765`` with ``KHEISH_BASE_URL``; each request
-  must carry ``Authorization: Bearer <api key>`` (no or an invalid key: 401), and that key is what the /v1 calls
-  use. The server holds no key of its own. The current session is the ``X-Kheish-Session`` header when sent,
-  else one session per key, created on first use.
+  must carry ``Authorization: Bearer <api key>`` (no or an invalid key: 401; past /v1's auth-failure limit:
+  429 with ``Retry-After``, as /v1 answers), and that key is what the /v1 calls use. The server holds no key
+  of its own. The current session is the ``X-Kheish-Session`` header when sent, else one session per key,
+  created on first use.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 import time
@@ -131,20 +133,74 @@ class ApiKeyVerifier:
         self.ttl = ttl_seconds
         self._valid: dict[str, float] = {}
 
-    async def verify_token(self, token: str) -> AccessToken | None:
+    async def check(self, token: str) -> KheishError | None:
+        """None when /v1 accepts ``token`` (cached for ``ttl_seconds``), else the /v1 error: 401/403 for a bad
+        key, 429 once /v1's auth-failure limits trip, 5xx or status 0 when the service is unavailable."""
         fp = _fingerprint(token)
         now = time.monotonic()
-        if self._valid.get(fp, 0.0) < now:
-            try:
-                async with AsyncKheishClient(self.base_url, token) as client:
-                    await client.list_sessions(limit=1)
-            except KheishError as exc:
-                if exc.status in (401, 403):
-                    self._valid.pop(fp, None)
-                    return None
-                raise
-            self._valid[fp] = now + self.ttl
-        return AccessToken(token=token, client_id=f"kheish-key-{fp[:12]}", scopes=[])
+        if self._valid.get(fp, 0.0) >= now:
+            return None
+        try:
+            async with AsyncKheishClient(self.base_url, token) as client:
+                await client.list_sessions(limit=1)
+        except KheishError as exc:
+            self._valid.pop(fp, None)
+            return exc
+        self._valid[fp] = now + self.ttl
+        return None
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        error = await self.check(token)
+        if error is not None:
+            if error.status in (401, 403):
+                return None
+            raise error
+        return AccessToken(token=token, client_id=f"kheish-key-{_fingerprint(token)[:12]}", scopes=[])
+
+
+class AuthPassThrough:
+    """ASGI wrapper of the HTTP transport: a bearer key /v1 refuses is answered here with /v1's own status and
+    problem (401 with ``WWW-Authenticate``, 429 with ``Retry-After`` once /v1's per-address auth-failure limit
+    trips, 503 when the service cannot be reached), instead of the SDK's auth layer turning anything but a
+    401 into a 500. Requests without a bearer key and accepted keys go on to the SDK (which finds the key in the
+    verifier's cache)."""
+
+    def __init__(self, app, verifier: ApiKeyVerifier):
+        self.app = app
+        self.verifier = verifier
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {name.lower(): value for name, value in scope.get("headers") or []}
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return await self.app(scope, receive, send)
+        error = await self.verifier.check(token.strip())
+        if error is None:
+            return await self.app(scope, receive, send)
+        await self._refuse(error, send)
+
+    @staticmethod
+    async def _refuse(error: KheishError, send) -> None:
+        status = error.status if error.status in (401, 403, 429) else 503
+        problem = dict(error.problem) if error.problem else {
+            "status": status, "code": "service_unavailable" if status == 503 else error.code,
+            "domain": error.domain, "detail": error.detail,
+        }
+        problem["status"] = status
+        extra: list[tuple[bytes, bytes]] = []
+        if status == 401:
+            extra.append((b"www-authenticate", b'Bearer realm="kheish"'))
+        retry_after = problem.get("retry_after")
+        if status in (429, 503):
+            wait = retry_after if isinstance(retry_after, int) and retry_after > 0 else 5
+            extra.append((b"retry-after", str(wait).encode()))
+        body = json.dumps(problem).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/problem+json"),
+                                (b"content-length", str(len(body)).encode()), *extra]})
+        await send({"type": "http.response.body", "body": body})
 
 
 # ---- tool payloads ------------------------------------------------------------------------------------------
@@ -325,10 +381,14 @@ def main(argv: list[str] | None = None) -> None:
     # HTTP: no key of its own; the caller's bearer key is verified against /v1 and used for every call.
     backend = Backend(args.base_url, persona_id=persona_id, project_ids=project_ids)
     auth = AuthSettings(issuer_url=args.base_url, resource_server_url=None, required_scopes=[])
-    server = build_server(backend, auth=auth, token_verifier=ApiKeyVerifier(args.base_url))
+    verifier = ApiKeyVerifier(args.base_url)
+    server = build_server(backend, auth=auth, token_verifier=verifier)
+    app = AuthPassThrough(server.streamable_http_app(streamable_http_path=args.path, stateless_http=True,
+                                                     host=args.host), verifier)
     print(f"kheish-memory-mcp: streamable HTTP on http://{args.host}:{args.port}{args.path}", file=sys.stderr)
-    server.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path,
-               stateless_http=True)
+    import uvicorn  # a dependency of the mcp SDK's HTTP transport
+
+    uvicorn.run(app, host=args.host, port=args.port, log_level=server.settings.log_level.lower())
 
 
 if __name__ == "__main__":  # pragma: no cover
