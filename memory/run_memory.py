@@ -399,8 +399,8 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
         if not apply:
             held = {pk for pk, _ in existing}
             result.rebuilt += [run.public_id for run in rebuildable]
-            result.pruned_overflow += sum(1 for r in outcome.overflow if int(r.split("-")[1]) in held)
-            result.pruned_ttl += sum(1 for r in outcome.ttl if int(r.split("-")[1]) in held)
+            result.pruned_overflow += sum(1 for r in outcome.overflow if public_ids.parse_id(r, public_ids.RUN) in held)
+            result.pruned_ttl += sum(1 for r in outcome.ttl if public_ids.parse_id(r, public_ids.RUN) in held)
             continue
         before = {pk for pk, _ in existing}
         written = []
@@ -411,7 +411,7 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
         after = {pk for pk, _ in store.record_pairs(session_id)}
         result.rebuilt += [run.public_id for run in written if run.pk in after]
         gone = before - after
-        expired = {int(r.split("-")[1]) for r in outcome.ttl}
+        expired = {public_ids.parse_id(r, public_ids.RUN) for r in outcome.ttl}
         result.pruned_ttl += len(gone & expired)
         result.pruned_overflow += len(gone - expired)
     return result
