@@ -26,6 +26,15 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictSlugField(serializers.SlugField):
+    """A slug that must be sent as a JSON string (``0`` is 400, never the slug "0")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictBooleanField(serializers.BooleanField):
     """A JSON boolean, nothing else (issue 19.9): ``"true"``, ``1`` or ``"yes"`` are 400, never coerced —
     ``{"all": "true"}`` must not revoke every learning. Every boolean read from a request body uses it

@@ -600,7 +600,7 @@ class LearningPolicyView(APIView):
             "SetLearningPolicy",
             fields={
                 "policy": serializers.DictField(help_text="the whole learning policy (an object)"),
-                "expected_revision": serializers.IntegerField(required=False),
+                "expected_revision": serializers.IntegerField(required=False, allow_null=True, min_value=0),
             },
         ),
         responses=POLICY_RESPONSE,

@@ -66,7 +66,7 @@ class RunMemoryPolicyView(APIView):
                "expected_revision is not the current revision (someone changed it first).",
                caller=OPERATOR, request=inline_serializer("SetRunMemoryPolicy", fields={
                    "policy": serializers.DictField(help_text="the whole run-memory policy (an object)"),
-                   "expected_revision": serializers.IntegerField(required=False)}),
+                   "expected_revision": serializers.IntegerField(required=False, allow_null=True, min_value=0)}),
                responses=POLICY_RESPONSE)
     def post(self, request):
         body = request.data

@@ -9,7 +9,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictCharField, StrictSerializer, StrictSlugField
 from kheish.api.pagination import int_parameter, int_query_value
 from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
 from kheish.api.schema import OPERATOR, described
@@ -26,7 +26,7 @@ class PersonaSerializer(serializers.ModelSerializer):
 
 
 class PersonaCreateSerializer(StrictSerializer):
-    persona_id = serializers.SlugField(max_length=120)
+    persona_id = StrictSlugField(max_length=120)
     display_name = StrictCharField(max_length=200)
     version = StrictCharField(max_length=40, required=False, default="1")
     soul = StrictCharField(required=False, allow_blank=True, default="", max_length=20000)
@@ -69,7 +69,7 @@ class ProjectSerializer(serializers.ModelSerializer):
 
 
 class ProjectCreateSerializer(StrictSerializer):
-    project_id = serializers.SlugField(max_length=120)
+    project_id = StrictSlugField(max_length=120)
     name = StrictCharField(max_length=200)
 
 
