@@ -10,12 +10,13 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help venv run key password test bench lint migrations-check ci
+.PHONY: help venv run url key password test bench lint migrations-check ci
 
 help:
 	@echo "make run               start web + worker + beat (embedded PostgreSQL unless DATABASE_URL is set)"
+	@echo "make url               print the running service's address (export KHEISH_URL=\$$(make -s url))"
 	@echo "make key NAME=my-agent ROLE=agent   print a new API key once (ROLE=operator: an operator key)"
-	@echo "make password OPERATOR=operator     set a new password for an operator account (prompts)"
+	@echo "make password OPERATOR=operator     set a new password for an operator account (prompts, or reads stdin)"
 	@echo "make test              run the test suite (PYTEST_ARGS='...' to pass pytest options)"
 	@echo "make bench             run the benchmarks (BENCH_ARGS='...')"
 	@echo "make lint              ruff check"
@@ -44,7 +45,10 @@ key: venv
 	@$(PY) manage.py create_api_key "$(NAME)" --role "$(or $(ROLE),agent)"
 
 password: venv
-	@$(PY) manage.py changepassword "$(or $(OPERATOR),operator)"
+	@$(PY) manage.py set_password "$(or $(OPERATOR),operator)"
+
+url: venv
+	@$(PY) -m kheish.launcher url
 
 test: venv
 	$(PY) -m kheish.launcher test $(PYTEST_ARGS)

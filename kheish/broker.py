@@ -116,8 +116,15 @@ class QoS(virtual.QoS):
         super().ack(delivery_tag)
 
     def held_row_ids(self) -> list[int]:
-        dirty = set(self._dirty)
-        return [_row_id(tag) for tag in list(self._delivered) if tag not in dirty]
+        """The rows of the messages delivered and not yet acknowledged. Acks may land from another thread (they
+        only add to ``_dirty``) while this copies: retry a copy that raced with one."""
+        for _ in range(5):
+            try:
+                dirty = set(self._dirty)
+                return [_row_id(tag) for tag in list(self._delivered) if tag not in dirty]
+            except RuntimeError:  # "changed size during iteration"
+                continue
+        return []
 
 
 class Channel(virtual.Channel):
@@ -212,6 +219,11 @@ class Transport(virtual.Transport):
     def __init__(self, client, **kwargs):
         super().__init__(client, **kwargs)
         self._listener: psycopg.Connection | None = None
+
+    @property
+    def default_connection_params(self):
+        """No host of its own: the database is Django's (kombu would otherwise warn and show ``localhost``)."""
+        return {"port": None}
 
     def driver_version(self):
         return psycopg.__version__

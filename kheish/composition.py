@@ -150,9 +150,15 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
             "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
             "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
         })
+    named: list[dict] = []
     if normalized:
-        results += skill_selectors.search_hits(session=session, scope_keys=scope_keys, query=normalized)
+        skill_hits = skill_selectors.search_hits(session=session, scope_keys=scope_keys, query=normalized)
+        named = skill_selectors.named_in_query(skill_hits, normalized)
+        results += [hit for hit in skill_hits if hit not in named]
     results.sort(key=lambda r: (-r["score"], -r["timestamp_ms"], r["source_id"]))
+    # A query that names a visible skill (equal to its name, or containing it) always returns that skill, first,
+    # whatever else matches (issue 25.7): many procedure learnings about other skills can outscore it.
+    results = named + results
     return {
         "session_id": session.public_id,
         "effective_capability_scope": effective_capability_scope(session),

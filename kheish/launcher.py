@@ -35,6 +35,7 @@ from kheish.runtime import DB_NAME, DB_USER, PGDATA, REPO_DIR, VAR_DIR, database
 
 DEFAULT_PORT = "8000"
 KEY_HINT = "make key NAME=my-agent ROLE=agent"
+URL_HINT = "export KHEISH_URL=$(make -s url)"
 PASSWORD_HINT = "make password OPERATOR={username}"
 
 USAGE = """\
@@ -46,9 +47,11 @@ commands:
   test [ARGS]   python -m pytest ARGS (adds -n 2 when more than one CPU and no -n/-p no:xdist/--pdb given;
                 KHEISH_TEST_WORKERS=N overrides the worker count, 0 disables xdist)
   bench [ARGS]  python -m benchmarks ARGS
+  url           print the address of the service running from this checkout (make url)
 
 DATABASE_URL unset -> an embedded PostgreSQL is started from var/pgdata and stopped at the end.
-Commands beside a running service: make key NAME=my-agent ROLE=agent, make password OPERATOR=operator.
+Commands beside a running service: make url (its address), make key NAME=my-agent ROLE=agent,
+make password OPERATOR=operator.
 """
 
 
@@ -510,10 +513,11 @@ def cmd_run(args: Sequence[str]) -> int:
             "\n"
             "  Kheish Memory is up.\n"
             f"    operator console : {base}/admin/   (user '{operator}')\n"
-            f"    API docs         : {base}/v1/docs/   (OpenAPI schema: {base}/v1/schema/)\n"
+            f"    API              : {base}/v1/   (docs: {base}/v1/docs/, OpenAPI schema: {base}/v1/schema/)\n"
             f"    database         : {where}\n"
             + ("" if everything else f"    roles            : {', '.join(roles)} (KHEISH_ROLE)\n")
             + f"  In another shell, in {REPO_DIR} (nothing to export; ROLE=operator for an operator key):\n"
+            f"    service URL      : {URL_HINT}   (prints {base})\n"
             f"    new API key      : {KEY_HINT}\n"
             f"    operator password: {PASSWORD_HINT.format(username=operator)}\n"
             f"  Press Ctrl-C to stop {_listing(roles)}"
@@ -578,7 +582,28 @@ def cmd_bench(args: Sequence[str]) -> int:
         return CHILDREN.call([sys.executable, "-m", "benchmarks", *args])
 
 
-COMMANDS = {"run": cmd_run, "test": cmd_test, "bench": cmd_bench}
+def cmd_url(args: Sequence[str]) -> int:
+    """``make url``: the address of the service ``make run`` is running from this checkout (its port is
+    recorded in ``var/service.json``), so that a shell can ``export KHEISH_URL=$(make -s url)``."""
+    recorded = runtime.recorded_service()
+    pid, port = recorded.get("pid"), recorded.get("port")
+    alive = isinstance(pid, int) and pid > 0
+    if alive:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            pass
+    if not port or not alive:
+        print("the service is not running from this checkout: start it with `make run` (in another shell)",
+              file=sys.stderr)
+        return 1
+    print(f"http://127.0.0.1:{port}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "test": cmd_test, "bench": cmd_bench, "url": cmd_url}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -57,6 +57,23 @@ REQUEST_LATENCY = Histogram(
 # The landing page, health and readiness
 
 
+FAVICON_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    '<rect width="32" height="32" rx="7" fill="#264b5d"/>'
+    '<path d="M9 7v18M9 16l10-9M12.5 13l7.5 12" stroke="#f5dd5d" stroke-width="3.2" fill="none" '
+    'stroke-linecap="round" stroke-linejoin="round"/></svg>'
+)
+"""The service's icon (a "K" on the admin's blue), served at /favicon.svg and /favicon.ico so that no page's
+browser request for an icon is a 404 (issue 25.5)."""
+
+
+@require_GET
+def favicon(request):
+    response = HttpResponse(FAVICON_SVG, content_type="image/svg+xml")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
+
+
 @require_GET
 def landing(request):
     """``/``: where the admin's "View site" goes. Says what runs here and where to go next."""
@@ -172,32 +189,38 @@ def metrics_token() -> str:
     return getattr(settings, "KHEISH_METRICS_TOKEN", None) or os.environ.get(METRICS_TOKEN_ENV, "")
 
 
-def metrics_allowed(request) -> bool:
+def metrics_access(request) -> str:
+    """``"allowed"`` (the metrics token or an operator key), ``"forbidden"`` (a valid key that is not an
+    operator's: 403) or ``"unauthenticated"`` (no or an invalid credential: 401)."""
     header = request.headers.get("Authorization", "")
     scheme, _, credential = header.partition(" ")
     if scheme.lower() != "bearer" or not credential.strip():
-        return False
+        return "unauthenticated"
     credential = credential.strip()
     token = metrics_token()
     if token and hmac.compare_digest(credential.encode(), token.encode()):
-        return True
+        return "allowed"
     try:
         result = ApiKeyAuthentication().authenticate(request)
     except Throttled:  # past the auth-failure limits, as on /v1: the caller answers 429
         raise
     except Exception:  # noqa: BLE001 - an invalid key is simply not allowed
-        return False
+        return "unauthenticated"
     if result is None:
-        return False
+        return "unauthenticated"
     request.user, request.auth = result
-    return caller_is_operator(request)
+    return "allowed" if caller_is_operator(request) else "forbidden"
+
+
+def metrics_allowed(request) -> bool:
+    return metrics_access(request) == "allowed"
 
 
 @never_cache
 @require_GET
 def metrics(request):
     try:
-        allowed = metrics_allowed(request)
+        access = metrics_access(request)
     except Throttled as exc:  # bad keys are counted and limited as on /v1 (kheish.api.throttling)
         wait = max(1, math.ceil(exc.wait or 1))
         body = problem(429, domain=getattr(exc, "problem_domain", "api"),
@@ -206,7 +229,10 @@ def metrics(request):
         response = HttpResponse(json.dumps(body), status=429, content_type=PROBLEM_CONTENT_TYPE)
         response["Retry-After"] = str(wait)
         return response
-    if not allowed:
+    if access == "forbidden":
+        return HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token; this key "
+                            "is an agent's\n", status=403, content_type="text/plain")
+    if access != "allowed":
         response = HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token\n",
                                 status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="kheish"'

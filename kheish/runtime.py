@@ -1,7 +1,7 @@
 """The runtime configuration every process of one checkout shares: where ``var/`` is, the secret key and the
 database. Standard library only: the settings, ``manage.py`` and the launcher all read it before Django starts.
 
-* ``var/``: ``KHEISH_VAR_DIR``, else ``<repo>/var`` (embedded PostgreSQL data, secret key, broker folders,
+* ``var/``: ``KHEISH_VAR_DIR``, else ``<repo>/var`` (embedded PostgreSQL data, secret key,
   static files, skills).
 * secret key: ``SECRET_KEY``, else ``var/secret_key`` (generated once, mode 0600, by ``make run`` or
   ``manage.py``).

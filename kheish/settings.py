@@ -39,7 +39,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "axes",
+    "kheish.apps.SignInLockoutsConfig",  # django-axes, labelled for operators
     "memory",
     "learnings",
     "skills",

@@ -36,7 +36,7 @@ class UnknownRoute(APIView):
     schema = None
 
     def dispatch_unknown(self, request, *args, **kwargs):
-        raise NotFound(f"unknown daemon API route {request.path}", domain="api", code="route_not_found")
+        raise NotFound(f"unknown API route {request.path}", domain="api", code="route_not_found")
 
     get = post = put = patch = delete = dispatch_unknown
 
@@ -60,6 +60,8 @@ v1 = [
 
 urlpatterns = [
     path("", ops.landing, name="landing"),
+    path("favicon.svg", ops.favicon, name="favicon"),
+    path("favicon.ico", ops.favicon),
     path("healthz", ops.healthz, name="healthz"),
     path("readyz", ops.readyz, name="readyz"),
     path("metrics", ops.metrics, name="metrics"),

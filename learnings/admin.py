@@ -17,7 +17,7 @@ from learnings.models import (
     LearningCandidate,
     ScopeKind,
 )
-from memory.admin_display import json_column, ms_column
+from memory.admin_display import json_column, json_pre, ms_column, plain_reason, readable_review
 
 
 class ReadOnlyModelAdmin(admin.ModelAdmin):
@@ -138,7 +138,10 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
     expires = ms_column("expires_at_ms", "Expires")
     source_json = json_column("source", "Source")
     evidence_json = json_column("evidence_refs", "Evidence")
-    review_json = json_column("automation_review", "Automation review")
+
+    @admin.display(description="Automated review")
+    def review_json(self, obj):
+        return json_pre(readable_review(obj.automation_review))
 
     @admin.display(description="Candidate", ordering="id")
     def public_id(self, obj):
@@ -170,7 +173,7 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description="Judge / rule reason")
     def review(self, obj):
-        return obj.review_reason or "—"
+        return plain_reason(obj.review_reason) or "—"
 
     @admin.display(description="Source run")
     def source_run_link(self, obj):

@@ -52,8 +52,9 @@ class Sensitivity(models.TextChoices):
 
 
 class CandidateOrigin(models.TextChoices):
-    API = "api"
-    DAEMON = "daemon"
+    # The wire values are the spec's (``api`` | ``daemon``); the labels are what an operator reads.
+    API = "api", "Posted through the API"
+    DAEMON = "daemon", "Captured from a run"
 
 
 class CandidateState(models.TextChoices):
@@ -119,7 +120,7 @@ class ScopedRecord(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="The daemon-known source run.",
+        help_text="The run it was captured from (or that its source names), when the service knows it.",
     )
     evidence_refs = models.JSONField(default=list, blank=True)
     content_key = models.CharField(max_length=64, blank=True, default="", editable=False)

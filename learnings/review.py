@@ -45,7 +45,8 @@ logger = logging.getLogger(__name__)
 
 REASON_CONFLICT = "; escalated because candidate conflicts with active learning {}"
 REASON_UNSUPPORTED = (
-    "; retained as provisional because no daemon-owned evidence matched the candidate content"
+    "; retained as provisional because no evidence the service recorded for the source run matched the "
+    "candidate content"
 )
 
 

@@ -15,7 +15,7 @@ LEARNED_CONTEXT_SECTION = "learned_context"
 
 LEARNED_CONTEXT_HEADING = "# Learned Context"
 LEARNED_CONTEXT_INTRO = (
-    "The daemon published the following durable notes for the current scope. Use them as stable context, "
+    "Kheish Memory published the following durable notes for the current scope. Use them as stable context, "
     "but prefer the current workspace and the latest explicit user instructions if anything conflicts."
 )
 LEARNED_CONTEXT_WARNING = (

@@ -108,7 +108,13 @@ def shadow_review_sweep(after_pk: int = 0) -> dict:
         return {"reviewed": 0, "failed": 0, "mode": "manual_only"}
     ids = claim_review_batch(after_pk=int(after_pk))
     reviewed = failed = 0
-    for pk in ids:
+    renewed_at = now_ms()
+    for index, pk in enumerate(ids):
+        if now_ms() - renewed_at > run_memory.queue_lease_ms() // 3:  # a long batch keeps what it has not reviewed
+            renewed_at = now_ms()
+            LearningCandidate.objects.filter(pk__in=ids[index:], review_lease_until_ms__isnull=False).update(
+                review_lease_until_ms=renewed_at + run_memory.queue_lease_ms()
+            )
         try:
             review.review_candidate(pk)
             reviewed += 1

@@ -14,10 +14,18 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.template.defaultfilters import pluralize
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from memory import identity
-from memory.admin_display import json_column, ms_column, ms_date
+from memory.admin_display import (
+    EMPTY,
+    actor_display,
+    json_column,
+    ms_column,
+    ms_date,
+    plain_reason,
+    readable_json,
+)
 from memory.errors import ValidationFailed
 from memory.models import (
     ApiKey,
@@ -153,18 +161,27 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(Session)
 class SessionAdmin(ReadOnlyAdmin):
-    list_display = ["public_id", "owner", "persona", "last_offset", "updated"]
+    list_display = ["public_id", "owner", "persona", "journal_events", "updated"]
+    ordering = ["-updated_at_ms", "-id"]  # the sessions active last come first (issue 25.5)
     list_filter = ["persona"]
     list_select_related = ["owner", "persona"]
     search_fields = ["id", "owner__username"]
     show_full_result_count = False
     readonly_fields = ["public_id", "owner", "persona", "projects_list", "capability_scope_json", "effective_scope",
-                       "learning_scopes", "metadata_json", "created", "updated", "journal"]
+                       "learning_scopes", "metadata_json", "created", "updated"]
     fields = readonly_fields
     change_form_template = "admin/memory/session/change_form.html"
     created = ms_column("created_at_ms", "Created")
     updated = ms_column("updated_at_ms", "Updated")
-    capability_scope_json = json_column("capability_scope", "Capability scope (null: any)")
+
+    @admin.display(description="Capability scope")
+    def capability_scope_json(self, obj):
+        scope = obj.capability_scope
+        return "any capability (not restricted)" if scope is None else ", ".join(scope) or "none"
+
+    @admin.display(description="Journal events", ordering="last_offset")
+    def journal_events(self, obj):
+        return obj.last_offset
 
     @admin.display(description="Session")
     def public_id(self, obj):
@@ -184,10 +201,6 @@ class SessionAdmin(ReadOnlyAdmin):
         return ", ".join(learning_scope_keys(obj))
 
     metadata_json = json_column("metadata", "Metadata")
-
-    @admin.display(description="Journal (newest first)")
-    def journal(self, obj):
-        return ""
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         session = self.get_object(request, object_id)
@@ -223,10 +236,21 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     search_fields = ["id", "session__id"]
     show_full_result_count = False
-    readonly_fields = ["session", "kind", "status", "submitted", "started", "finished",
+    readonly_fields = ["session", "kind", "status", "submitted", "started", "finished", "waiting_for",
                        "request_json", "input_json", "outputs_json", "error", "prompt_ledger"]
     fields = readonly_fields
     submitted = ms_column("submitted_at_ms", "Submitted")
+
+    @admin.display(description="Waiting for")
+    def waiting_for(self, obj):
+        """A waiting run's pending approvals or questions, with what the agent asked (wait-for-approval /
+        wait-for-user-question ``question``)."""
+        ids = list(obj.pending_approval_ids or []) + list(obj.pending_question_ids or [])
+        if not ids:
+            return EMPTY
+        what = "approval" if obj.pending_approval_ids else "answer"
+        asked = f": “{obj.pending_question}”" if obj.pending_question else ""
+        return f"{what} {', '.join(ids)}{asked}"
     started = ms_column("started_at_ms", "Started")
     finished = ms_column("finished_at_ms", "Finished")
     request_json = json_column("request", "Request")
@@ -249,15 +273,61 @@ class CheckpointAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["at", "subject_type", "subject_id", "action", "from_state", "to_state", "actor"]
+    list_display = ["at", "subject", "action", "transition", "who", "reason_excerpt"]
     list_filter = ["subject_type", "action"]
     search_fields = ["subject_id", "actor", "reason"]
     show_full_result_count = False
-    readonly_fields = ["at", "subject_type", "subject_id", "action", "from_state", "to_state", "actor", "reason",
+    readonly_fields = ["at", "subject_type", "subject_id", "action", "transition", "who", "reason_text", "change",
                        "data_json"]
     fields = readonly_fields
     at = ms_column("at_ms", "When")
     data_json = json_column("data", "Data")
+
+    @admin.display(description="Subject", ordering="subject_id")
+    def subject(self, obj):
+        return format_html('{}<br><span class="mono">{}</span>', obj.subject_type.replace("_", " "), obj.subject_id)
+
+    @admin.display(description="State (before → after)")
+    def transition(self, obj):
+        if not obj.from_state and not obj.to_state:
+            return EMPTY
+        return f"{obj.from_state or EMPTY} → {obj.to_state or EMPTY}"
+
+    @admin.display(description="Actor", ordering="actor")
+    def who(self, obj):
+        return actor_display(obj.actor)
+
+    @admin.display(description="Reason")
+    def reason_excerpt(self, obj):
+        text = plain_reason(obj.reason)
+        return (text if len(text) <= 90 else text[:90] + "…") or EMPTY
+
+    @admin.display(description="Reason")
+    def reason_text(self, obj):
+        return plain_reason(obj.reason) or EMPTY
+
+    @admin.display(description="Change (before → after)")
+    def change(self, obj):
+        """The settings that changed, side by side, when the event kept both states (policies, grants)."""
+        data = obj.data or {}
+        if not isinstance(data, dict) or "before" not in data or "after" not in data:
+            return EMPTY
+        before, after = data["before"] or {}, data["after"] or {}
+        if not isinstance(before, dict) or not isinstance(after, dict):
+            return format_html("{} → {}", json.dumps(before), json.dumps(after))
+        rows = [(key, before.get(key, EMPTY), after.get(key, EMPTY))
+                for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+        if not rows:
+            return "no change"
+        return format_html('<table class="audit-change"><thead><tr><th>setting</th><th>before</th><th>after</th>'
+                           "</tr></thead><tbody>{}</tbody></table>",
+                           format_html_join("", "<tr><td>{}</td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
+                                            ((key, _short_json(old), _short_json(new)) for key, old, new in rows)))
+
+
+def _short_json(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(readable_json(value), indent=1, ensure_ascii=False)
+    return text if len(text) <= 2000 else text[:2000] + "…"
 
 
 @admin.register(RunMemoryRecord)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 
 from memory import grants
-from memory.models import AgentGrant
+from memory.models import AgentGrant, ApiKeyRole
 
 
 @admin.register(AgentGrant)
@@ -16,6 +17,21 @@ class AgentGrantAdmin(admin.ModelAdmin):
     search_fields = ["user__username"]
     filter_horizontal = ["projects", "personas"]
     fields = ["user", "projects", "personas"]
+
+    change_list_template = "admin/memory/agentgrant/change_list.html"
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        """Only agents are offered: principals holding an agent API key, never an operator account (operators see
+        everything and bind anything; a grant would mean nothing for them)."""
+        if db_field.name == "user":
+            kwargs["queryset"] = (
+                get_user_model().objects.filter(is_staff=False, is_superuser=False,
+                                                api_keys__role=ApiKeyRole.AGENT)
+                .exclude(agent_grant__isnull=False).distinct().order_by("username"))
+            kwargs.setdefault("help_text", "Agents are the principals holding an agent API key (make key "
+                                           "NAME=... ROLE=agent); an agent that already has grants is edited "
+                                           "from the list instead.")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
         return ["user"] if obj is not None else []

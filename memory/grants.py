@@ -88,11 +88,17 @@ def grants_set(*, agent: object, project_ids: list[str], persona_ids: list[str],
     return after
 
 
+BINDING_HINT = ("an operator creates the {kind} if it does not exist yet (POST /v1/{kind}s) and grants it to this "
+                "agent (PUT /v1/agents/<agent>/grants or the admin's Agent grants page); see docs/agents.md, "
+                "\"Projects and grants\"")
+"""The same words whether the id exists or not: an agent cannot tell an unknown id from an ungranted one."""
+
+
 def refuse_binding(kind: str, scope_id: str):
     """The one answer to an agent binding a persona or project it may not use, whether it exists or not."""
     field = "persona_id" if kind == "persona" else "project_ids"
-    raise Forbidden(f"{kind} {scope_id} is not granted to this agent", field=field, domain="sessions",
-                    code="binding_not_granted")
+    raise Forbidden(f"{kind} {scope_id} is not granted to this agent: {BINDING_HINT.format(kind=kind)}", field=field,
+                    domain="sessions", code="binding_not_granted")
 
 
 def check_binding(user: object, *, persona: Persona | None, projects: list[Project],

@@ -144,6 +144,9 @@ class Run(models.Model):
     error = models.TextField(null=True, blank=True)
     pending_approval_ids = models.JSONField(default=list, blank=True)
     pending_question_ids = models.JSONField(default=list, blank=True)
+    pending_question = models.TextField(
+        blank=True, default="",
+        help_text="What the agent asked with wait-for-approval / wait-for-user-question (cleared on resume).")
     open_tool_calls = models.JSONField(default=dict, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")

@@ -39,5 +39,5 @@ def save_policy(*, kind: str, policy: dict, expected_revision: int | None, actor
     changed = sorted(k for k in set(policy) | set(before or {}) if (before or {}).get(k) != policy.get(k))
     record_audit(subject_type="policy", subject_id=kind, action="update", actor=actor,
                  from_state=f"r{revision}", to_state=f"r{row.revision}", data={"changed": changed,
-                                                                                "before": before})
+                                                                                "before": before, "after": policy})
     return row

@@ -129,6 +129,16 @@ def canonical_input(run_input: RunInput) -> dict:
     return data
 
 
+REQUEST_SOURCE_PLUGIN = "api"
+"""``request.source_plugin`` of a run opened through ``/v1`` (REST, the Python client and the MCP server alike)."""
+
+
+def _principal_name(actor: object) -> str:
+    """The username of the principal that opened the run (an agent's or an operator's), "" when unknown."""
+    get_username = getattr(actor, "get_username", None)
+    return get_username() if callable(get_username) else ""
+
+
 @_in_transaction
 def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT,
              idempotency_key: str | None = None, model: dict | None = None,
@@ -154,10 +164,12 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
         raise Conflict(f"session {session.public_id} already has run run-{busy} in flight",
                        domain="sessions", code="session_busy")
     ts = now_ms()
+    # RunRequestSummary (spec §1.2): the reference fills in fixed defaults (plugin "daemon", actor "api-user");
+    # here every run is opened through the /v1 API by a known principal, so the summary says so (issue 25.3).
     request = {
-        "source_plugin": "daemon",
+        "source_plugin": REQUEST_SOURCE_PLUGIN,
         "source_kind": "api",
-        "actor_id": "api-user",
+        "actor_id": _principal_name(actor) or session.owner.get_username(),
         "text_preview": truncate_preview(run_input.content),
     }
     if model and model.get("name"):
@@ -205,6 +217,7 @@ def run_transition(*, run: Run, to_status: str, actor: object = None, run_event:
         fields["finished_at_ms"] = ts
         fields["pending_approval_ids"] = []
         fields["pending_question_ids"] = []
+        fields["pending_question"] = ""
     updated = sql.update(Run, current.pk, where={"status": from_status}, **fields)
     if updated != 1:
         raise Conflict(f"run {current.public_id} changed concurrently; retry", domain="runs",
@@ -317,10 +330,15 @@ def run_tool_call_finished(*, run: Run, call_id: str, output: object = None, is_
 
 
 @_in_transaction
-def run_wait_for_approval(*, run: Run, request_ids: list[str], actor: object = None) -> Run:
-    return run_transition(run=run, to_status=RunStatus.WAITING_FOR_APPROVAL, actor=actor,
-                          run_event={"type": "waiting_for_approval", "request_ids": request_ids},
-                          changes={"pending_approval_ids": request_ids})
+def run_wait_for_approval(*, run: Run, request_ids: list[str], question: str = "",
+                          actor: object = None) -> Run:
+    """running → waiting_for_approval; ``question`` (what the approver is asked) is kept on the run and in the
+    journal event, and shown in ``pending_approvals`` until the run resumes."""
+    event = {"type": "waiting_for_approval", "request_ids": request_ids}
+    if question:
+        event["question"] = question
+    return run_transition(run=run, to_status=RunStatus.WAITING_FOR_APPROVAL, actor=actor, run_event=event,
+                          changes={"pending_approval_ids": request_ids, "pending_question": question})
 
 
 @_in_transaction
@@ -328,7 +346,7 @@ def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: st
                                actor: object = None) -> Run:
     updated = run_transition(run=run, to_status=RunStatus.WAITING_FOR_USER_QUESTION, actor=actor,
                              run_event={"type": "waiting_for_user_question", "request_ids": request_ids},
-                             changes={"pending_question_ids": request_ids})
+                             changes={"pending_question_ids": request_ids, "pending_question": question})
     append_event(session_id=updated.session_id, run=updated,
                  event={"type": "user_question_requested",
                         "request": {"request_ids": request_ids, "question": question}})
@@ -346,7 +364,8 @@ def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None
     event_type = "user_question_resolved" if was_question else "approval_resolved"
     updated = run_transition(run=current, to_status=RunStatus.RUNNING, actor=actor,
                              run_event={"type": event_type, "request_ids": pending},
-                             changes={"pending_approval_ids": [], "pending_question_ids": []})
+                             changes={"pending_approval_ids": [], "pending_question_ids": [],
+                                      "pending_question": ""})
     if was_question:
         append_event(session_id=updated.session_id, run=updated,
                      event={"type": "user_question_resolved",

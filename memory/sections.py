@@ -40,7 +40,7 @@ def estimate_tokens(text: str) -> int:
 
 RECOVERED_MEMORY_HEADING = "# Recovered Memory"
 RECOVERED_MEMORY_INTRO = (
-    "The daemon recovered the following compact notes from recent runs in this session. Use them as "
+    "Kheish Memory recovered the following compact notes from recent runs in this session. Use them as "
     "supporting context, but prefer the current workspace and the latest explicit user instructions if "
     "anything conflicts."
 )

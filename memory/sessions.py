@@ -35,6 +35,14 @@ def get_session(session_id: str, *, queryset: QuerySet[Session] | None = None) -
     return session
 
 
+PROJECT_HINT = ("an operator creates it first (POST /v1/projects {{\"project_id\": \"{id}\", \"name\": \"...\"}}) and "
+                "grants it to this agent (PUT /v1/agents/<agent>/grants {{\"project_ids\": [\"{id}\"], ...}} or the "
+                "admin's Agent grants page); see docs/agents.md, \"Projects and grants\"")
+PERSONA_HINT = ("an operator creates it first (POST /v1/personas {{\"persona_id\": \"{id}\", \"display_name\": "
+                "\"...\"}}) and grants it to this agent (PUT /v1/agents/<agent>/grants {{\"persona_ids\": [\"{id}\"], "
+                "...}} or the admin's Agent grants page)")
+
+
 def _string_list(value: object, field: str, *, allow_none: bool = True) -> list[str] | None:
     if value is None and allow_none:
         return None
@@ -66,9 +74,11 @@ def session_create(*, owner: object, persona_id: str | None = None, project_ids:
                              unknown_persona_id=persona_id if persona is None else None,
                              unknown_project_ids=missing)
     if persona_id is not None and persona is None:
-        raise ValidationFailed(f"unknown persona {persona_id}", field="persona_id")
+        raise ValidationFailed(f"unknown persona {persona_id}: {PERSONA_HINT.format(id=persona_id)}",
+                               field="persona_id")
     if missing:
-        raise ValidationFailed(f"unknown project {missing[0]}", field="project_ids")
+        raise ValidationFailed(f"unknown project {missing[0]}: {PROJECT_HINT.format(id=missing[0])}",
+                               field="project_ids")
     session = Session.objects.create(
         owner=owner,
         persona=persona,

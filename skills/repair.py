@@ -107,7 +107,7 @@ def repair_skills(apply: bool = False) -> dict:
                     {
                         "skill_name": skill.skill_name,
                         "problem": f"active promoted skill {skill.skill_name} loaded "
-                        f"definition does not match the daemon record: "
+                        f"definition does not match the service's record: "
                         f"{problem}",
                     }
                 )

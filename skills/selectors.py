@@ -10,6 +10,7 @@ Two surfaces, kept apart (memory-planes.md, "Skills"):
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePath
 
 from django.db.models import Prefetch, Q, QuerySet
@@ -333,3 +334,16 @@ def search_hits(*, session: Session, scope_keys: list[str], query: str | None) -
             }
         )
     return hits
+
+
+def named_in_query(hits: list[dict], normalized_query: str) -> list[dict]:
+    """The skill hits whose name the (lower-cased, trimmed) query is, or names as a whole word: the exact
+    match first, then longer names before shorter ones, then by name."""
+
+    def named(name: str) -> bool:
+        return name == normalized_query or re.search(
+            rf"(?<![\w-]){re.escape(name)}(?![\w-])", normalized_query) is not None
+
+    chosen = [hit for hit in hits if named(hit["source_id"].lower())]
+    return sorted(chosen, key=lambda h: (h["source_id"].lower() != normalized_query, -len(h["source_id"]),
+                                         h["source_id"]))

@@ -14,6 +14,11 @@ from memory import grants
 
 
 class AgentGrantsSerializer(StrictSerializer):
+    field_help = {
+        "project_ids": "every project the agent's sessions may bind to (replaces the list; each must exist)",
+        "persona_ids": "every persona the agent's sessions may bind to (replaces the list; each must exist)",
+    }
+
     project_ids = serializers.ListField(child=StrictCharField(max_length=120), max_length=1000)
     persona_ids = serializers.ListField(child=StrictCharField(max_length=120), max_length=1000)
 

@@ -80,6 +80,11 @@ kinds with a pattern, not an enum: the enum postprocessing hook would merge the 
 
 @extend_schema_serializer(component_name="LearningScope")
 class LearningScopeSerializer(StrictSerializer):
+    field_help = {
+        "kind": "session | persona | project | workspace",
+        "id": 'the session, persona or project id (for workspace: omitted or "default")',
+    }
+
     kind = serializers.ChoiceField(choices=ScopeKind.choices)
     id = StrictCharField(required=False, allow_blank=True, allow_null=True, trim_whitespace=False, max_length=200)
 
@@ -217,6 +222,17 @@ def _expiry_field() -> serializers.IntegerField:
 
 
 class CreateLearningCandidateSerializer(StrictSerializer):
+    field_help = {
+        "scope": "where the learning would apply: one of your sessions' scopes",
+        "kind": "fact | preference | decision (can reach a prompt) | procedure (promotable to a skill)",
+        "sensitivity": "scoped (default) | sensitive (never in prompts or search) | public",
+        "content": "the statement itself (at most 1,600 characters; no secrets)",
+        "confidence": "0..100 (default 80)",
+        "source": "where it comes from: {run_id?, session_id?, agent_id?, ...}; only your own runs and sessions",
+        "evidence_refs": "supporting references: [{run_id?, artifact_id?, note?}]",
+        "expires_at_ms": "when it stops applying (epoch ms); null: never",
+    }
+
     scope = LearningScopeSerializer()
     kind = ProposableKindField()
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED)
@@ -228,6 +244,18 @@ class CreateLearningCandidateSerializer(StrictSerializer):
 
 
 class PublishLearningCandidateSerializer(StrictSerializer):
+    field_help = {
+        "scope": "publish into another scope than the candidate's (optional edit)",
+        "kind": "publish as another kind (optional edit)",
+        "sensitivity": "publish with another sensitivity (optional edit)",
+        "content": "publish with edited content (optional edit)",
+        "confidence": "publish with another confidence (optional edit)",
+        "expires_at_ms": "when the learning stops applying (epoch ms); null: never",
+        "publish_tier": "active (reaches prompts; default) | provisional (visible, not in prompts)",
+        "evidence_refs": "replace the evidence references (optional edit)",
+        "supersedes": "the learning id this one replaces (it stops applying)",
+    }
+
     scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
@@ -244,6 +272,10 @@ class RejectCandidateSerializer(StrictSerializer):
 
 
 class RevokeLearningSerializer(StrictSerializer):
+    field_help = {
+        "reason": "why it is revoked (kept on the learning and in the audit trail)",
+    }
+
     reason = StrictCharField(
         required=False,
         allow_null=True,
@@ -266,6 +298,18 @@ def _filter_text(max_length: int = 200) -> StrictCharField:
 
 
 class RevokeMatchingLearningsSerializer(StrictSerializer):
+    field_help = {
+        "query": "revoke learnings whose content matches this text",
+        "scope_kind": "only learnings of this scope kind (session | persona | project | workspace)",
+        "scope_id": "only learnings of this scope id",
+        "kind": "only learnings of this kind",
+        "status": "only learnings with this status (active, provisional...)",
+        "policy_decision": "only learnings published by this decision (manual | automatic)",
+        "policy_actor": "only learnings published by this actor (operator | daemon: the automated review)",
+        "matched_rule_name": "only learnings whose candidate matched this learning-policy rule",
+        "reason": "why they are revoked (kept on each learning and in the audit trail)",
+    }
+
     query = _filter_text(1000)
     scope_kind = _filter_text(20)
     scope_id = _filter_text()
@@ -280,6 +324,15 @@ class RevokeMatchingLearningsSerializer(StrictSerializer):
 
 
 class SupersedeLearningSerializer(StrictSerializer):
+    field_help = {
+        "scope": "the replacement's scope (default: the old learning's)",
+        "kind": "the replacement's kind (default: the old learning's)",
+        "sensitivity": "the replacement's sensitivity (default: the old learning's)",
+        "content": "the replacement's content",
+        "confidence": "the replacement's confidence (default: the old learning's)",
+        "expires_at_ms": "when the replacement stops applying (epoch ms); null: never",
+    }
+
     scope = LearningScopeSerializer(required=False, allow_null=True, default=None)
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
@@ -599,8 +652,11 @@ class LearningPolicyView(APIView):
         request=inline_serializer(
             "SetLearningPolicy",
             fields={
-                "policy": serializers.DictField(help_text="the whole learning policy (an object)"),
-                "expected_revision": serializers.IntegerField(required=False, allow_null=True, min_value=0),
+                "policy": serializers.DictField(
+                    help_text="the whole learning policy (read it with GET, change it, send it back)"),
+                "expected_revision": serializers.IntegerField(
+                    required=False, allow_null=True, min_value=0,
+                    help_text="the revision you read; 409 when someone changed the policy since"),
             },
         ),
         responses=POLICY_RESPONSE,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -102,10 +103,10 @@ class RunViewSerializer(serializers.Serializer):
         return obj.input.get("metadata")
 
     def get_pending_approvals(self, obj) -> list:
-        return [{"request_id": rid} for rid in obj.pending_approval_ids]
+        return pending_requests(obj.pending_approval_ids, obj.pending_question)
 
     def get_pending_questions(self, obj) -> list:
-        return [{"request_id": rid} for rid in obj.pending_question_ids]
+        return pending_requests(obj.pending_question_ids, obj.pending_question)
 
     def get_outputs(self, obj) -> list[dict]:
         return view_outputs(obj.outputs or [])[0]
@@ -115,6 +116,12 @@ class RunViewSerializer(serializers.Serializer):
 
     def get_deliveries(self, obj) -> list:
         return []
+
+
+def pending_requests(request_ids: list, question: str) -> list[dict]:
+    """``pending_approvals`` / ``pending_questions``: one item per request id, with the question the agent asked
+    (``wait-for-approval`` / ``wait-for-user-question`` ``question``) when it asked one."""
+    return [{"request_id": rid, "question": question} if question else {"request_id": rid} for rid in request_ids]
 
 
 def run_view(run: Run) -> dict:
@@ -138,9 +145,9 @@ def run_view(run: Run) -> dict:
         "input_attachments": data.get("attachments", []),
         "input_metadata": data.get("metadata"),
         "pending_approval_ids": run.pending_approval_ids,
-        "pending_approvals": [{"request_id": rid} for rid in run.pending_approval_ids],
+        "pending_approvals": pending_requests(run.pending_approval_ids, run.pending_question),
         "pending_question_ids": run.pending_question_ids,
-        "pending_questions": [{"request_id": rid} for rid in run.pending_question_ids],
+        "pending_questions": pending_requests(run.pending_question_ids, run.pending_question),
         "outputs": outputs,
         "outputs_truncated": truncated,
         "deliveries": [],
@@ -161,8 +168,12 @@ class RunOutputSerializer(serializers.Serializer):
 
 
 class RunOutputsPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="how many outputs the run has")
+    next = serializers.URLField(allow_null=True, help_text="the next page (null on the last page)")
+    previous = serializers.URLField(allow_null=True, help_text="the previous page (null on the first page)")
     results = RunOutputSerializer(many=True)
-    next_cursor = serializers.IntegerField(allow_null=True)
+    next_cursor = serializers.IntegerField(allow_null=True, help_text="kept for older clients: pass it as cursor "
+                                                                      "for the next page (null on the last page)")
 
 
 def _metadata(value: object) -> object:
@@ -171,6 +182,12 @@ def _metadata(value: object) -> object:
 
 
 class RunInputSerializer(StrictSerializer):
+    field_help = {
+        "content": "the user's message for this turn (the canonical input, stored as sent)",
+        "attachments": "attachments of the input (JSON items, at most 100), stored with it",
+        "metadata": "free-form JSON kept with the input",
+    }
+
     content = StrictCharField(max_length=200_000, trim_whitespace=False)
     attachments = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=100)
     metadata = serializers.JSONField(required=False, default=dict, allow_null=True,
@@ -178,12 +195,28 @@ class RunInputSerializer(StrictSerializer):
 
 
 class ModelHintSerializer(StrictSerializer):
+    field_help = {
+        "name": "the model the agent will call (recorded in the run's request)",
+        "context_window": "the model's context window in tokens: the prompt budget for the memory sections",
+        "max_output_tokens": "tokens reserved for the model's answer (taken off the budget)",
+    }
+
     name = StrictCharField(required=False, max_length=200)
     context_window = serializers.IntegerField(required=False, min_value=1, max_value=100_000_000)
     max_output_tokens = serializers.IntegerField(required=False, min_value=0, max_value=100_000_000)
 
 
 class RunOpenSerializer(StrictSerializer):
+    field_help = {
+        "input": "the user's turn",
+        "kind": "the run kind (spec DaemonRunKind); input for a user turn (default)",
+        "idempotency_key": (
+            "makes the open safe to retry (same as the Idempotency-Key header): the same key and body answer "
+            "the first run"
+        ),
+        "model": "the model the agent will call, to size the memory sections",
+    }
+
     input = RunInputSerializer()
     kind = serializers.ChoiceField(choices=RunKind.choices, required=False, default=RunKind.INPUT)
     idempotency_key = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
@@ -192,23 +225,48 @@ class RunOpenSerializer(StrictSerializer):
 
 
 class OutputSerializer(StrictSerializer):
+    field_help = {
+        "content": "the assistant text",
+        "artifacts": "artifacts produced with this output (JSON items, at most 100)",
+    }
+
     content = StrictCharField(max_length=200_000, trim_whitespace=False)
     artifacts = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=100)
 
 
 class ToolCallStartedSerializer(StrictSerializer):
+    field_help = {
+        "call_id": "the agent's id for this tool call; tool-call-finished names it",
+        "name": "the tool's name",
+        "input": "the tool's arguments (any JSON)",
+    }
+
     call_id = StrictCharField(max_length=200)
     name = StrictCharField(max_length=200)
     input = serializers.JSONField(required=False, default=None, allow_null=True)
 
 
 class ToolCallFinishedSerializer(StrictSerializer):
+    field_help = {
+        "call_id": "the id tool-call-started gave (the call must be open)",
+        "output": "the tool's result (any JSON)",
+        "is_error": "the tool call failed",
+    }
+
     call_id = StrictCharField(max_length=200)
     output = serializers.JSONField(required=False, default=None, allow_null=True)
     is_error = StrictBooleanField(required=False, default=False)
 
 
 class WaitSerializer(StrictSerializer):
+    field_help = {
+        "request_ids": "the ids of the approvals or questions the run waits for (1 to 50)",
+        "question": (
+            "what the approver or the user is asked; kept on the run (pending_approvals / pending_questions) "
+            "and in the journal until it resumes"
+        ),
+    }
+
     request_ids = serializers.ListField(child=StrictCharField(max_length=200), min_length=1, max_length=50)
     question = StrictCharField(required=False, default="", allow_blank=True, max_length=20_000)
 
@@ -218,19 +276,44 @@ class EmptySerializer(StrictSerializer):
 
 
 class ResumeSerializer(StrictSerializer):
+    field_help = {
+        "resolution": "the answer or decision that unblocks the run (any JSON object; journaled)",
+    }
+
     resolution = serializers.DictField(required=False, default=dict)
 
 
 class CompleteOutputSerializer(StrictSerializer):
+    field_help = {
+        "content": "the final assistant text (recorded as one more output)",
+    }
+
     content = StrictCharField(max_length=200_000, trim_whitespace=False)
 
 
 class CompleteSerializer(StrictSerializer):
+    field_help = {
+        "output": "a final output to record before completing (optional)",
+    }
+
     output = CompleteOutputSerializer(required=False)
 
 
 class FailSerializer(StrictSerializer):
+    field_help = {
+        "error": "what went wrong (kept on the run and in its recovered-memory record, scrubbed)",
+    }
+
     error = StrictCharField(max_length=20_000)
+
+
+IDEMPOTENCY_KEY_MAX = 200
+IDEMPOTENCY_KEY_HEADER = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    description="Makes the open safe to retry: the same key with the same body answers the run the first request "
+                "opened (202, no second run); with a different body it is 409 runs/idempotency_key_reused. Same "
+                "meaning as the body's idempotency_key (send one or the other, or both equal; at most 200 "
+                "characters, not blank). Keys are per session.")
 
 
 def resolve_idempotency_key(request, body_key: str | None) -> str | None:
@@ -241,6 +324,9 @@ def resolve_idempotency_key(request, body_key: str | None) -> str | None:
     key = body_key if body_key is not None else header
     if key is not None and not key.strip():
         raise ValidationFailed("idempotency key cannot be empty", field="idempotency_key")
+    if key is not None and len(key) > IDEMPOTENCY_KEY_MAX:
+        raise ValidationFailed(f"idempotency key may hold at most {IDEMPOTENCY_KEY_MAX} characters",
+                               field="idempotency_key")
     return key
 
 
@@ -254,7 +340,8 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
                "memory the model should receive (prompt.sections: learned_context, recovered_memory). Repeating "
                "it with the same Idempotency-Key (header or idempotency_key) answers the same run. 404 when the "
                "session is not the calling agent's; 409 when the session already has an active run.",
-               request=RunOpenSerializer, responses={202: RunViewSerializer})
+               request=RunOpenSerializer, responses={202: RunViewSerializer},
+               parameters=[IDEMPOTENCY_KEY_HEADER])
     def create(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         data = RunOpenSerializer(data=request.data)
@@ -294,7 +381,7 @@ ACTIONS = {
     "tool-call-finished": (ToolCallFinishedSerializer, lambda run, d, actor: run_service.run_tool_call_finished(
         run=run, call_id=d["call_id"], output=d["output"], is_error=d["is_error"], actor=actor)),
     "wait-for-approval": (WaitSerializer, lambda run, d, actor: run_service.run_wait_for_approval(
-        run=run, request_ids=d["request_ids"], actor=actor)),
+        run=run, request_ids=d["request_ids"], question=d["question"], actor=actor)),
     "wait-for-user-question": (WaitSerializer, lambda run, d, actor: run_service.run_wait_for_user_question(
         run=run, request_ids=d["request_ids"], question=d["question"], actor=actor)),
     "resume": (ResumeSerializer, lambda run, d, actor: run_service.run_resume(
@@ -312,9 +399,10 @@ ACTION_DOCS = {
     "output": "Record an assistant output on a running run. Body: {content, artifacts?}.",
     "tool-call-started": "Record that a tool call started on a running run. Body: {call_id, name, input?}.",
     "tool-call-finished": "Record a tool call's result; the call must be open. Body: {call_id, output?, is_error?}.",
-    "wait-for-approval": "Pause a running run for approvals (running → waiting_for_approval). Body: {request_ids}.",
+    "wait-for-approval": "Pause a running run for approvals (running → waiting_for_approval). "
+                         "Body: {request_ids, question?}; the question is kept in pending_approvals.",
     "wait-for-user-question": "Pause a running run for a user's answer (→ waiting_for_user_question). "
-                              "Body: {request_ids, question?}.",
+                              "Body: {request_ids, question?}; the question is kept in pending_questions.",
     "resume": "Resume a waiting run (→ running). Body: {resolution?}.",
     "complete": "Complete the run (terminal), optionally with a final output. Body: {output?: {content}}. "
                 "Repeating it on a completed run answers the run unchanged.",
@@ -377,27 +465,45 @@ class RunViewSet(viewsets.GenericViewSet):
 
     @described("Outputs of a run",
                "Every assistant output of the run, whole, oldest first (the run view carries only the newest). "
-               "Page with cursor = the previous page's next_cursor (null on the last page). 400 for a cursor or "
-               "limit out of range; 404 when the run is not the calling agent's.",
+               "Paged like every list: {count, next, previous, results} with limit / offset (follow next). "
+               "The older cursor form still works: cursor = the previous page's next_cursor (null on the last "
+               "page). 400 for an offset, cursor or limit out of range; 404 when the run is not the calling "
+               "agent's.",
                responses=RunOutputsPageSerializer, parameters=[
-        int_parameter("cursor", minimum=0, maximum=2**62, description="the previous page's next_cursor"),
         int_parameter("limit", minimum=1, maximum=OUTPUTS_PAGE_MAX,
-                      description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)")])
+                      description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)"),
+        int_parameter("offset", minimum=0, maximum=10_000_000, description="how many outputs to skip (default 0)"),
+        int_parameter("cursor", minimum=0, maximum=2**62,
+                      description="instead of offset: the next_cursor of the previous page")])
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def outputs(self, request, run_id: str):
-        """Every output of the run, whole, oldest first, from the journal (issue 14.10)."""
+        """Every output of the run, whole, oldest first, from the journal (issues 14.10, 25.4)."""
         run = self.get_visible_run(run_id)
-        after = parse_int_param(request, "cursor", default=0, maximum=2**62)
+        cursor = parse_int_param(request, "cursor", default=None, maximum=2**62)
+        offset = parse_int_param(request, "offset", default=0, maximum=10_000_000)
         limit = parse_int_param(request, "limit", default=10, minimum=1, maximum=OUTPUTS_PAGE_MAX)
-        rows = list(JournalEvent.objects.filter(run=run, offset__gt=after, type=EventType.MESSAGE_APPENDED,
-                                                event__message__role="assistant")
-                    .order_by("offset")[:limit + 1])
+        if cursor is not None and offset:
+            raise ValidationFailed("send cursor or offset, not both", field="cursor")
+        outputs = JournalEvent.objects.filter(run=run, type=EventType.MESSAGE_APPENDED,
+                                              event__message__role="assistant").order_by("offset")
+        if cursor is not None:
+            rows = list(outputs.filter(offset__gt=cursor)[:limit + 1])
+        else:
+            rows = list(outputs[offset:offset + limit + 1])
         page = rows[:limit]
+        more = len(rows) > limit
         results = [{"offset": e.offset, "run_id": run.public_id, "session_id": f"session-{run.session_id}",
                     "content": e.event["message"].get("content", ""),
                     "artifacts": e.event["message"].get("artifacts", [])} for e in page]
-        next_cursor = page[-1].offset if len(rows) > limit else None
-        return Response({"results": results, "next_cursor": next_cursor})
+        url = request.build_absolute_uri(request.path)
+        if cursor is not None:
+            next_url = f"{url}?cursor={page[-1].offset}&limit={limit}" if more else None
+            previous_url = None
+        else:
+            next_url = f"{url}?offset={offset + limit}&limit={limit}" if more else None
+            previous_url = f"{url}?offset={max(offset - limit, 0)}&limit={limit}" if offset else None
+        return Response({"count": outputs.count(), "next": next_url, "previous": previous_url, "results": results,
+                         "next_cursor": page[-1].offset if more else None})
 
     @described("Journal events of a run", "The journal events the run wrote (input, outputs, tool calls, status "
                "changes), oldest first. Paged (limit, offset). 404 when the run is not the calling agent's.",

@@ -65,8 +65,11 @@ class RunMemoryPolicyView(APIView):
                "records it no longer keeps; the report is in maintenance). 400 for an invalid policy; 409 when "
                "expected_revision is not the current revision (someone changed it first).",
                caller=OPERATOR, request=inline_serializer("SetRunMemoryPolicy", fields={
-                   "policy": serializers.DictField(help_text="the whole run-memory policy (an object)"),
-                   "expected_revision": serializers.IntegerField(required=False, allow_null=True, min_value=0)}),
+                   "policy": serializers.DictField(
+                       help_text="the whole run-memory policy (read it with GET, change it, send it back)"),
+                   "expected_revision": serializers.IntegerField(
+                       required=False, allow_null=True, min_value=0,
+                       help_text="the revision you read; 409 when someone changed the policy since")}),
                responses=POLICY_RESPONSE)
     def post(self, request):
         body = request.data
@@ -86,6 +89,11 @@ class RunMemoryPolicyView(APIView):
 
 
 class RedactionPreviewSerializer(StrictSerializer):
+    field_help = {
+        "text": "the text to scrub (nothing is stored)",
+        "redact_pii": "also redact PII (emails, phones, cards...), as run memory does (default true)",
+    }
+
     text = StrictCharField(max_length=500_000, allow_blank=True, trim_whitespace=False)
     redact_pii = StrictBooleanField(required=False, default=True)
 

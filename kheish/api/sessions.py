@@ -26,6 +26,14 @@ class PersonaSerializer(serializers.ModelSerializer):
 
 
 class PersonaCreateSerializer(StrictSerializer):
+    field_help = {
+        "persona_id": "the persona's id (letters, digits, - and _), used in scope keys persona:<id>",
+        "display_name": "the name people read",
+        "version": "the persona's version; a session records the version it was bound to (default 1)",
+        "soul": "the persona's standing instructions (free text, optional)",
+        "capability_scope": "the capabilities sessions of this persona may use; omitted or null: any capability",
+    }
+
     persona_id = StrictSlugField(max_length=120)
     display_name = StrictCharField(max_length=200)
     version = StrictCharField(max_length=40, required=False, default="1")
@@ -69,6 +77,11 @@ class ProjectSerializer(serializers.ModelSerializer):
 
 
 class ProjectCreateSerializer(StrictSerializer):
+    field_help = {
+        "project_id": "the project's id (letters, digits, - and _), used in scope keys project:<id>",
+        "name": "the name people read",
+    }
+
     project_id = StrictSlugField(max_length=120)
     name = StrictCharField(max_length=200)
 
@@ -138,6 +151,19 @@ class SessionSerializer(serializers.Serializer):
 
 
 class SessionCreateSerializer(StrictSerializer):
+    field_help = {
+        "persona_id": "bind the session to this persona (an agent: only a persona an operator granted it)",
+        "project_ids": (
+            "bind the session to these projects; their learnings become visible to it (an agent: only "
+            "projects an operator granted it, else 403; an unknown id is 400)"
+        ),
+        "capability_scope": (
+            "restrict the session to these capabilities (intersected with the persona's); omitted or null: "
+            "no restriction"
+        ),
+        "metadata": "free-form JSON kept with the session (never read by the service)",
+    }
+
     persona_id = StrictCharField(required=False, allow_null=True, default=None, max_length=120)
     project_ids = serializers.ListField(child=StrictCharField(max_length=120), required=False, default=list,
                                         max_length=200)
@@ -155,6 +181,14 @@ class SessionFilter(filters.FilterSet):
 
 
 class CompactSerializer(StrictSerializer):
+    field_help = {
+        "strategy": (
+            "snip: keep the newest events that fit the budget (default) · autocompact: a model summary of "
+            "the older events (needs KHEISH_LLM_*)"
+        ),
+        "budget_tokens": "the token budget the live context must fit after compaction; null: the session's default",
+    }
+
     strategy = serializers.ChoiceField(choices=["snip", "autocompact"], required=False, default="snip")
     budget_tokens = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
                                              max_value=10_000_000)

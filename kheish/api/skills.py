@@ -142,6 +142,25 @@ class SkillNameField(StrictCharField):
 
 
 class CreateLearningSkillSerializer(StrictSerializer):
+    field_help = {
+        "skill_name": (
+            "the skill's name (unique among promoted and catalog skills); the same name again moves its "
+            "status"
+        ),
+        "description": "what the skill does (searched, shown to agents)",
+        "when_to_use": "when an agent should use it (searched)",
+        "version": "the skill's version label",
+        "instructions": "the skill's instructions (the SKILL.md body)",
+        "allowed_tools": "tools the skill may use",
+        "blocked_tools": "tools the skill may not use",
+        "context": "inline (default) | fork",
+        "agent_profile": "the agent profile to run the skill with",
+        "provider": "the model provider to run it with",
+        "model": "the model to run it with",
+        "fallback_model": "the model to fall back to",
+        "status": "draft (a new skill) | verified | canary | active: the rollout step to move to",
+    }
+
     skill_name = SkillNameField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                                 max_length=1000)
     description = _text(10_000)
@@ -159,6 +178,12 @@ class CreateLearningSkillSerializer(StrictSerializer):
 
 
 class RolloutResultSerializer(StrictSerializer):
+    field_help = {
+        "run_id": "the run that exercised the skill",
+        "expected_output_contains": "the text the run's latest output must contain to count as a success",
+        "definition_fingerprint": "the definition the evidence is for (refused when the skill changed since)",
+    }
+
     kind = RolloutKindField(max_length=40, help_text="verification | canary")
     run_id = StrictCharField(max_length=40)
     expected_output_contains = _text(10_000)
@@ -166,6 +191,10 @@ class RolloutResultSerializer(StrictSerializer):
 
 
 class SkillReasonSerializer(StrictSerializer):
+    field_help = {
+        "reason": "why (kept in the skill's lifecycle events and the audit trail)",
+    }
+
     reason = SkillReasonField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
                               max_length=10_000)
 

@@ -10,11 +10,13 @@ messages an API client gets. Only type coercion (a number field holding letters)
 
 from __future__ import annotations
 
+import humanfriendly
 from django import forms
 from django.forms import formset_factory
 
 from learnings.models import LearningKind, PublishTier, ScopeKind, Sensitivity
 from learnings.policy import ACTIONS, MODES, RANKERS, RETRIEVAL_MAX_ENTRIES_LIMIT, RETRIEVAL_MAX_TOKENS_LIMIT
+from memory.admin_display import MODE_LABELS
 from memory.run_memory_policy import SEARCH_VISIBILITIES
 from skills.models import RolloutKind
 
@@ -182,9 +184,11 @@ RuleFormSet = formset_factory(RuleForm, extra=0, can_delete=True)
 
 
 class LearningPolicyForm(forms.Form):
-    mode = forms.ChoiceField(choices=_choices(MODES), help_text=(
-        "manual_only: automation evaluates nothing · shadow: rules and judge run and their proposal is shown "
-        "in the review queue, nothing is published · enabled: automation acts on its decision."))
+    mode = forms.ChoiceField(choices=[(mode, f"{MODE_LABELS[mode]} · {mode}") for mode in MODES],
+                             label="Automated review", help_text=(
+        "off: nothing is evaluated, people review every candidate · dry run: rules and judge run and their "
+        "proposal is shown in the review queue, nothing is published · on: the automated review acts on its "
+        "decision."))
     run_summary_candidates = forms.BooleanField(required=False, label="Run-summary capture",
                                                 help_text="One sensitive run_summary candidate per terminal run.")
     semantic_enabled = forms.BooleanField(required=False, label="Semantic capture",
@@ -205,7 +209,7 @@ class LearningPolicyForm(forms.Form):
     retrieval_ranker = forms.ChoiceField(
         choices=_choices(RANKERS), label="Ranker",
         help_text="hybrid: full-text (stemmed, BM25) fused with embedding similarity, from indexes · lexical: "
-                  "the reference's word-overlap scoring (spec §4.5/§4.7).")
+                  "word-overlap scoring only (no index, no embeddings).")
     retrieval_max_tokens = forms.IntegerField(
         label="Learned-context budget (tokens)",
         help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}; the prompt window's budget still applies if smaller.")
@@ -263,10 +267,49 @@ class LearningPolicyForm(forms.Form):
         }
 
 
+UNITS_MS = (("day", 86_400_000), ("hour", 3_600_000), ("minute", 60_000), ("second", 1000))
+
+
+def human_duration(ms: object) -> str:
+    """Milliseconds as the largest whole unit that expresses them exactly: ``2592000000`` → ``30 days``."""
+    if isinstance(ms, bool) or not isinstance(ms, int):
+        return "" if ms is None else str(ms)
+    for unit, size in UNITS_MS:
+        if ms and ms % size == 0:
+            count = ms // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return str(ms)
+
+
+class DurationMsField(forms.Field):
+    """A duration typed the way people write one ("7 days", "12h", "1.5 hours"; humanfriendly's parser), or a
+    bare number of milliseconds; cleaned to integer milliseconds. Shown as ``30 days``."""
+
+    widget = forms.TextInput
+
+    def prepare_value(self, value):
+        return human_duration(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def to_python(self, value):
+        text = str(value if value is not None else "").strip()
+        if not text:
+            raise forms.ValidationError("Enter a duration, such as 30 days or 12h.", code="required")
+        if text.isdigit():
+            return int(text)
+        try:
+            seconds = humanfriendly.parse_timespan(text)
+        except humanfriendly.InvalidTimespan:
+            raise forms.ValidationError(f"{text!r} is not a duration: write e.g. 30 days, 12h or 90 minutes.",
+                                        code="invalid") from None
+        return round(seconds * 1000)
+
+
 class RunMemoryPolicyForm(forms.Form):
     enabled = forms.BooleanField(required=False, label="Recovered run memory",
                                  help_text="Off: no records are kept and existing ones are pruned on save.")
-    retention_ms = forms.IntegerField(label="Retention (ms)", help_text="30 days = 2592000000.")
+    retention_ms = DurationMsField(label="Retention",
+                                   help_text="How long a finished run is remembered: e.g. 30 days, 12h, 90 minutes, "
+                                             "2 weeks (a bare number is milliseconds, as in the API).")
     max_tracked_per_session = forms.IntegerField(label="Records kept per session")
     max_prompt_entries = forms.IntegerField(label="Entries per prompt",
                                             help_text="At most the number of records kept per session.")

@@ -21,6 +21,7 @@ from kheish.console.common import Stamp, next_url, paginate, render
 from kheish.console.forms import PromoteForm, ReasonForm, SupersedeForm, split_tools
 from learnings import services as learning_services
 from learnings.models import Learning, LearningKind, LearningStatus, PolicyDecision, PublishTier
+from memory.admin_display import readable_json
 from memory.errors import AppError
 from memory.models import AuditEvent, JournalEvent, RunMemoryRecord
 from skills import services as skill_services
@@ -124,10 +125,10 @@ def learning_provenance(request: HttpRequest, pk: int) -> HttpResponse:
         session_url=reverse("admin:memory_session_change", args=[run.session_id]) if run else None,
         record=record, record_when=Stamp(record.recorded_at_ms) if record else None,
         journal=[{"event": event, "when": Stamp(event.timestamp_ms),
-                  "text": json.dumps(event.event, ensure_ascii=False)[:2000]} for event in events],
+                  "text": json.dumps(readable_json(event.event), ensure_ascii=False)[:2000]} for event in events],
         lineage=lineage, superseded_by=learning.superseded_by, skills=skills, audit=audit,
-        source_json=json.dumps(learning.source or {}, indent=1),
-        evidence_json=json.dumps(learning.evidence_refs or [], indent=1),
+        source_json=json.dumps(readable_json(learning.source or {}), indent=1, ensure_ascii=False),
+        evidence_json=json.dumps(readable_json(learning.evidence_refs or []), indent=1, ensure_ascii=False),
     )
 
 

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from kheish.console.common import Stamp, learning_status_line, render
-from kheish.console.forms import LearningPolicyForm, RuleForm, RuleFormSet, RunMemoryPolicyForm
+from kheish.console.forms import LearningPolicyForm, RuleForm, RuleFormSet, RunMemoryPolicyForm, human_duration
 from learnings import policy_store
 from learnings import services as learning_services
 from learnings.models import CandidateState, LearningCandidate
@@ -51,6 +51,8 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
     if prefix.endswith("rules") and isinstance(value, list):
         return {f"{prefix}[{index}]": json.dumps({k: v for k, v in rule.items() if v not in (None, False)})
                 for index, rule in enumerate(value)}
+    if prefix.endswith("retention_ms") and isinstance(value, int) and not isinstance(value, bool):
+        return {prefix: f"{human_duration(value)} ({value} ms)"}  # people read durations, the API keeps ms
     return {prefix: json.dumps(value)}
 
 

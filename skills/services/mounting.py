@@ -36,7 +36,7 @@ def mount_active(skill: LearningSkill) -> None:
         problem = mount.mount_problem(learning_id, definition)
         if problem:
             raise mount.MountError(
-                f"promoted skill {skill.skill_name} loaded definition does not match the daemon record: {problem}"
+                f"promoted skill {skill.skill_name} loaded definition does not match the service's record: {problem}"
             )
         loaded = mount.load_mounted(learning_id)
     except Exception as exc:

@@ -129,7 +129,8 @@ def test_worked_scenario_through_the_console(page):
     subtitle = "What your agents learn, remember, and are allowed to keep."
     expect(page.get_by_role("heading", name=subtitle)).to_be_visible()
     expect(page.locator("#automation-status")).to_contain_text(
-        "automation shadow · capture: run summaries on, semantic on · judge off")
+        "automated review dry run (rules propose, people decide) · capture: run summaries on, semantic on · "
+        "judge off")
     # the preference, the procedure, and one run_summary per completed run
     expect(page.locator("#stat-1 .value")).to_have_text("5")
     shot(page, "03-dashboard")

@@ -41,8 +41,10 @@ def _publish(queue: Queue, bodies: list[dict]) -> None:
 
 def _rows(queue: str) -> list[tuple]:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id, lease_until IS NOT NULL, deliveries FROM {broker.TABLE} WHERE queue = %s",  # noqa: S608
-                       [queue])
+        cursor.execute(
+            f"SELECT id, lease_until IS NOT NULL, deliveries FROM {broker.TABLE} WHERE queue = %s",  # noqa: S608
+            [queue],
+        )
         return cursor.fetchall()
 
 
@@ -74,6 +76,7 @@ def test_concurrent_producers_and_consumers_lose_nothing_and_duplicate_nothing()
     def consume() -> None:
         try:
             with _conn() as conn:
+
                 def on_message(body, message):
                     with lock:
                         received[body["id"]] += 1
@@ -114,9 +117,9 @@ CONSUMER = textwrap.dedent("""
     queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
     with Connection("database://", transport_options={"lease_seconds": lease, "polling_interval": 0.1}) as conn:
         def on_message(body, message):
-            print("got", body["id"], message.delivery_info.get("redelivered", False), flush=True)
-            if mode == "ack":
+            if mode == "ack":  # acknowledged before it says so: the test may kill it once it has read the line
                 message.ack()
+            print("got", body["id"], message.delivery_info.get("redelivered", False), flush=True)
         with Consumer(conn.channel(), queues=[queue], callbacks=[on_message], prefetch_count=1):
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -128,10 +131,20 @@ CONSUMER = textwrap.dedent("""
 
 
 def _consumer(name: str, lease_s: float, mode: str) -> subprocess.Popen:
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="kheish.settings", DATABASE_URL=_database_url(),
-               SECRET_KEY="broker-test", LOG_LEVEL="WARNING")
-    return subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(lease_s), mode], env=env,
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="kheish.settings",
+        DATABASE_URL=_database_url(),
+        SECRET_KEY="broker-test",
+        LOG_LEVEL="WARNING",
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", CONSUMER, name, str(lease_s), mode],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _first_line(proc: subprocess.Popen, timeout: float) -> str:
@@ -206,3 +219,18 @@ def test_reject_with_requeue_and_a_warm_close_put_the_message_back_at_once():
         assert message is not None and message.payload == {"id": "a"}
         message.ack()
     assert _rows(name) == []
+
+
+def test_readyz_and_the_queue_depth_gauge_read_the_database_broker(settings):
+    from kheish import ops
+
+    settings.CELERY_BROKER_URL = "database://"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"lease_seconds": 30.0}
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"t-{uuid.uuid4().hex[:8]}"
+    assert ops.check_broker() is None
+    assert ops.queue_depth() == 0
+    _publish(_queue(settings.CELERY_TASK_DEFAULT_QUEUE), [{"id": n} for n in range(3)])
+    assert ops.queue_depth() == 3
+    with _conn() as conn:
+        conn.default_channel.basic_get(settings.CELERY_TASK_DEFAULT_QUEUE)  # claimed: no longer waiting
+        assert ops.queue_depth() == 2

@@ -259,7 +259,7 @@ def test_rollout_errors_show_the_literal_messages(ops, draft, session):
 def test_status_change_gate_shows_the_literal_message(ops, draft):
     response = move(ops, draft, "verified")
     assert response.status_code == 400
-    assert "promoted skills require daemon-validated verification evidence" in response.content.decode()
+    assert "promoted skills require verification evidence recorded by the service" in response.content.decode()
     assert LearningSkill.objects.get(pk=draft.pk).status == "draft"
 
 

@@ -99,7 +99,8 @@ def test_dashboard_turns_semantic_capture_on_through_the_policy_service(ops, llm
     assert "Semantic capture: on" in panel
     assert "heuristic: on" in panel and "No model needed" in panel
     assert "model extractor: off, no model configured" in panel and "heuristic only" in panel
-    assert "automation enabled · capture: run summaries on, semantic on" in section(html, "automation-status")
+    assert ("automated review on (rules publish) · capture: run summaries on, "
+            "semantic on") in section(html, "automation-status")
 
 
 def test_dashboard_refuses_a_stale_revision_and_keeps_the_policy(ops):

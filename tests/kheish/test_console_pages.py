@@ -83,7 +83,8 @@ def test_dashboard(ops, world):
     assert "What your agents learn, remember, and are allowed to keep." in html
     for label in ("Awaiting review", "Active learnings", "Facts", "Preferences &amp; decisions"):
         assert label in html
-    assert "automation shadow · capture: run summaries on, semantic on · judge off" in html
+    assert ("automated review dry run (rules propose, people decide) · capture: run summaries on, "
+            "semantic on · judge off") in html
     assert 'class="dot shadow"' in html
     assert reverse("console:learning-policy") in html and ">Policy<" in html
     review = reverse("console:review")

@@ -192,7 +192,7 @@ def test_dry_run_shows_decisions_and_writes_nothing(ops, candidates):
     html = response.content.decode()
     assert "Dry run: what this policy would have done to the last 3 candidates" in html
     assert "matched publication rule `prefs`" in html and "matched publication rule `noise`" in html
-    assert "no publication rule matched; falling back to ManualReview" in html
+    assert "no publication rule matched; falling back to manual review" in html
     assert "<strong>2</strong> decisions differ from the policy in force" in html
     assert "publish_active 1" in html and "reject 1" in html and "manual_review 1" in html
     assert "In <strong>enabled</strong> mode" in html
@@ -302,7 +302,7 @@ def test_saved_policy_is_the_policy_in_force(ops, operator_user):
     """Formerly the changelist's JSON policy dialog: the console's editor saves capture, judge and rules through
     the policy code, as revision 1 by the operator, and the status line shows it."""
     html = ops.get(LEARNING).content.decode()
-    assert "automation shadow" in html
+    assert "automated review dry run (rules propose, people decide)" in html
     policy = {"mode": "enabled", "capture": {"run_summary_candidates": True,
                                              "semantic_candidates": {"enabled": True, "max_candidates_per_run": 3}},
               "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]}}

@@ -120,6 +120,16 @@ def test_printed_key_and_password_commands_work_in_another_shell(service):
 
     password_command = output.printed_command("operator password")
     assert password_command == "make password OPERATOR=operator"
+    # Issue 25.6: no terminal and nothing on stdin: one line saying what to do, no EOFError traceback.
+    for nothing in ("", "\n"):
+        refused = _run_printed(password_command, var_dir, stdin=nothing)
+        assert refused.returncode != 0
+        assert "Traceback" not in refused.stderr and "EOFError" not in refused.stderr, refused.stderr
+        assert "no password given: run `make password` in a terminal" in refused.stderr, refused.stderr
+        ours = [line for line in refused.stderr.splitlines() if line.strip() and not line.startswith("make:")]
+        assert len(ours) == 1, refused.stderr
+    mismatch = _run_printed(password_command, var_dir, stdin="one-Pw-8731x\nother-Pw-8731x\n")
+    assert mismatch.returncode != 0 and "differ" in mismatch.stderr
     new_password = "first-hour-Pw-8731"
     done = _run_printed(password_command, var_dir, stdin=f"{new_password}\n{new_password}\n")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -162,3 +172,47 @@ def test_without_a_secret_key_the_settings_refuse_naming_what_to_run(tmp_path):
                           cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "No secret key" in done.stderr and "make run" in done.stderr
+
+
+def _readme_block(marker: str) -> str:
+    """The fenced ```bash block that follows ``marker`` in the README, as a reader copies it."""
+    text = (REPO_DIR / "README.md").read_text()
+    after = text[text.index(marker):]
+    match = re.search(r"```bash\n(.*?)\n```", after, re.S)
+    assert match, f"no bash block after {marker!r}"
+    return match.group(1)
+
+
+def test_readme_blocks_run_as_printed_end_with_the_preference_in_the_next_prompt(service):
+    """Issue 25.1: the README's "First steps" block, pasted into a second shell of the checkout while the
+    service runs (on the port it chose, here a free one rather than 8000), goes from nothing to a run whose
+    learned_context holds the published preference; so does the README's quickstart-example block."""
+    base, output, var_dir = service["base"], service["output"], service["var_dir"]
+    assert output.printed_command("service URL").startswith("export KHEISH_URL=$(make -s url)")
+    assert f"(prints {base})" in output.printed_command("service URL")
+    block = _readme_block("<!-- first-steps:")
+    assert "localhost:8000" not in block and "$KEY" not in block
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=REPO_DIR, env=_shell_env(var_dir),
+                          capture_output=True, text=True, timeout=300, start_new_session=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "completed", done.stdout
+    assert re.fullmatch(r"captured: learning-candidate-\d+", lines[1]), done.stdout
+    assert lines[2] == "active", done.stdout
+    assert "# Learned Context" in done.stdout and "always report sizes in gigabytes" in done.stdout.lower()
+    assert lines[-1] == "completed", done.stdout
+
+    # The README's next block, the runnable example, in the same second shell.
+    example = _readme_block("<!-- quickstart:")
+    assert "make -s url" in example and "127.0.0.1:8000" not in example
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", example], cwd=REPO_DIR, env=_shell_env(var_dir),
+                          capture_output=True, text=True, timeout=300, start_new_session=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: the preference came back in the next run's learned_context" in done.stdout
+
+
+def test_make_url_refuses_in_one_line_without_a_running_service(tmp_path):
+    done = subprocess.run(["make", "-s", "url"], cwd=REPO_DIR, env=_shell_env(tmp_path / "var"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and done.stdout == ""
+    assert "not running from this checkout: start it with `make run`" in done.stderr

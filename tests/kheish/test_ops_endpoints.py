@@ -51,7 +51,7 @@ def test_readyz_is_503_when_the_database_fails(monkeypatch):
 
 def test_metrics_refuse_anonymous_and_agent_callers(api_client):
     assert Client().get("/metrics").status_code == 401
-    assert api_client.get("/metrics").status_code == 401
+    assert api_client.get("/metrics").status_code == 403  # a valid agent key: 403 (issue 25.4)
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 401
 
 

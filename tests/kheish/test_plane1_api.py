@@ -41,7 +41,7 @@ def test_revoked_key_stops_working(api_client, agent_key):
 
 def test_unknown_route_is_problem_404(api_client):
     body = assert_problem(api_client.get("/v1/nope/never"), 404, "api/route_not_found")
-    assert body["detail"] == "unknown daemon API route /v1/nope/never"
+    assert body["detail"] == "unknown API route /v1/nope/never"
 
 
 def test_session_create_and_view(api_client, operator_client, agent, grant):

@@ -56,7 +56,7 @@ def test_review_queue_defaults_to_pending_and_escalated(admin_client):
     page = admin_client.get(CANDIDATES).content.decode()
     assert pending.public_id in page and escalated.public_id in page and rejected.public_id not in page
     assert "matched publication rule `decisions`" in page  # the rule reason is shown
-    assert "automation enabled" in page and "Learning policy" in page
+    assert "automated review on (rules publish)" in page and "Learning policy" in page
     assert f'href="{POLICY}"' in page  # the one policy editor: the console's
     everything = admin_client.get(CANDIDATES + "?state=all").content.decode()
     assert rejected.public_id in everything
@@ -227,10 +227,11 @@ def test_supersede_errors_rerender_the_form(admin_client):
 def test_the_changelist_shows_the_policy_in_force_and_links_to_its_editor(admin_client):
     set_policy({"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}}, "judge": {"enabled": True}})
     page = admin_client.get(CANDIDATES).content.decode()
-    assert "● automation enabled · capture: run summaries on, semantic on · judge on · policy revision 1" in page
+    assert ("● automated review on (rules publish) · capture: run summaries on, semantic on · judge on · "
+            "policy revision 1") in page
     assert f'href="{POLICY}"' in page
     editor = admin_client.get(POLICY)
-    assert editor.status_code == 200 and "automation enabled" in editor.content.decode()
+    assert editor.status_code == 200 and "automated review on (rules publish)" in editor.content.decode()
 
 
 def test_policy_editor_requires_staff(client, django_user_model):

@@ -66,7 +66,7 @@ def test_api_caller_cannot_forge_daemon_origin(api_client):
 
 
 @pytest.mark.parametrize("body_extra,status,message,field", [
-    ({"kind": "run_summary"}, 400, "run_summary candidates are daemon-owned", "kind"),
+    ({"kind": "run_summary"}, 400, "run_summary candidates are captured by the service only", "kind"),
     ({"content": "api_key=sk-abcdefghijklmnopqrstuvwx"}, 400,
      "semantic learning content appears to contain secret material", "content"),
     ({"content": "x" * 1601}, 400, "learning content exceeds the 1600 character limit", "content"),

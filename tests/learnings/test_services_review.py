@@ -121,8 +121,8 @@ def test_api_origin_active_downgraded_unless_opted_in():
     outcome = review_candidate(other.pk)
     # allowed through the gate, but API evidence is never daemon-owned: verification downgrades it
     assert outcome.action == "publish_provisional"
-    assert outcome.review["reason"].endswith("; retained as provisional because no daemon-owned evidence "
-                                             "matched the candidate content")
+    assert outcome.review["reason"].endswith("; retained as provisional because no evidence the service "
+                                             "recorded for the source run matched the candidate content")
 
 
 def test_quarantined_rule_is_skipped():

@@ -159,7 +159,7 @@ def test_confidence_out_of_range_or_wrong_type(confidence):
 
 
 def test_api_run_summary_candidates_are_rejected():
-    with raises("run_summary candidates are daemon-owned", "kind"):
+    with raises("run_summary candidates are captured by the service only", "kind"):
         validate_candidate_kind_origin("run_summary", "api")
     validate_candidate_kind_origin("run_summary", "daemon")
     validate_candidate_kind_origin("fact", "api")
@@ -348,7 +348,7 @@ def test_candidate_validation_order_scope_first():
 def test_candidate_validation_messages():
     with raises("learning content is required"):
         validate_candidate(Candidate(content=" ", kind="run_summary"))
-    with raises("run_summary candidates are daemon-owned"):
+    with raises("run_summary candidates are captured by the service only"):
         validate_candidate(Candidate(kind="run_summary", content="Request mentioned <redacted>."))
     with raises("semantic learning content appears to contain secret material"):
         validate_candidate(Candidate(content="The API key is sk-proj-secret."))

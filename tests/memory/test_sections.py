@@ -37,7 +37,7 @@ def test_recovered_memory_exact_shape():
         entry("run-3", 1, "Error: ```x```", status="failed"),
     ]
     intro = (
-        "The daemon recovered the following compact notes from recent runs in this session. Use them as "
+        "Kheish Memory recovered the following compact notes from recent runs in this session. Use them as "
         "supporting context, but prefer the current workspace and the latest explicit user instructions if "
         "anything conflicts."
     )

@@ -230,7 +230,7 @@ def test_name_used_by_another_learning(promote, make_learning):
 def test_name_clash_with_the_catalog(promote, procedure, catalog_dir):
     write_catalog_skill(catalog_dir, "release-notes", "---\nname: release-notes\ndescription: Notes.\n---\nWrite.")
     body = assert_problem(promote(procedure, "release-notes"), 409, "skills/catalog_name_clash")
-    assert body["detail"] == "skill release-notes already exists in the daemon catalog"
+    assert body["detail"] == "skill release-notes already exists in the skill catalog"
 
 
 def test_a_revoked_name_can_be_promoted_again_as_a_fresh_draft(promote, operator_client, make_learning):

@@ -186,7 +186,7 @@ def test_full_ladder_to_active(ladder, procedure, skill_root):
 def test_verified_needs_verification_evidence(promote, procedure):
     promote(procedure)
     body = assert_problem(promote(procedure, status="verified"), 409, "skills/rollout_gate")
-    assert body["detail"] == "promoted skills require daemon-validated verification evidence"
+    assert body["detail"] == "promoted skills require verification evidence recorded by the service"
 
 
 def test_rollout_is_operator_only(promote, procedure, api_client, completed_run):
@@ -279,7 +279,7 @@ def test_a_definition_change_restarts_the_rollout(ladder, promote, rollout, comp
     before = ladder(procedure, until="verified")
     changed = promote(procedure, status="verified", instructions=f"New steps; reply `{MARKER}`.")
     assert assert_problem(changed, 409, "skills/rollout_gate")["detail"] == (
-        "promoted skills require daemon-validated verification evidence"
+        "promoted skills require verification evidence recorded by the service"
     )
     body = promote(procedure, instructions=f"New steps; reply `{MARKER}`.").json()  # back to draft, new definition
     assert body["status"] == "draft"

@@ -21,6 +21,7 @@ import httpx2
 
 from kheish_memory.errors import KheishError
 from kheish_memory.models import (
+    AgentGrants,
     Checkpoint,
     LearningAutomationPolicyConfig,
     LearningCandidateView,
@@ -77,6 +78,7 @@ REQUEST_FIELDS: dict[str, frozenset[str]] = {
     "SkillReasonRequest": frozenset({"reason"}),
     "PersonaCreateRequest": frozenset({"persona_id", "display_name", "version", "soul", "capability_scope"}),
     "ProjectCreateRequest": frozenset({"project_id", "name"}),
+    "AgentGrantsRequest": frozenset({"project_ids", "persona_ids"}),
 }
 
 
@@ -234,8 +236,9 @@ class _Surface:
         return self._run_action(run_id, "tool-call-finished", _clean({"call_id": call_id, "output": output,
                                                                       "is_error": is_error}))
 
-    def wait_for_approval(self, run_id: str, request_ids: list[str]) -> RunView:
-        return self._run_action(run_id, "wait-for-approval", {"request_ids": request_ids})
+    def wait_for_approval(self, run_id: str, request_ids: list[str], *, question: str | None = None) -> RunView:
+        return self._run_action(run_id, "wait-for-approval", _clean({"request_ids": request_ids,
+                                                                     "question": question}))
 
     def wait_for_user_question(self, run_id: str, request_ids: list[str], *, question: str | None = None) -> RunView:
         return self._run_action(run_id, "wait-for-user-question", _clean({"request_ids": request_ids,
@@ -375,6 +378,14 @@ class _Surface:
 
     def list_projects(self) -> Page[Project]:
         return self._send(_Call("GET", "/v1/projects", Page[Project]))
+
+    def get_agent_grants(self, agent_id: str) -> AgentGrants:
+        return self._send(_Call("GET", f"/v1/agents/{_seg(agent_id)}/grants", AgentGrants))
+
+    def set_agent_grants(self, agent_id: str, *, project_ids: list[str], persona_ids: list[str]) -> AgentGrants:
+        """Replaces the agent's grants whole: every project and persona its sessions may bind to."""
+        return self._send(_Call("PUT", f"/v1/agents/{_seg(agent_id)}/grants", AgentGrants,
+                                json={"project_ids": project_ids, "persona_ids": persona_ids}))
 
     # ---- skills: catalog (everyone) and rollout (operators) -------------------------------------------------
 

@@ -19,6 +19,9 @@ Transports:
   429 with ``Retry-After``, as /v1 answers), and that key is what the /v1 calls use. The server holds no key
   of its own. The current session is the ``X-Kheish-Session`` header when sent, else one session per key,
   created on first use.
+
+Logging: quiet by default over stdio (warnings and errors only, on stderr: an MCP host shows stderr to its user);
+``--log-level INFO`` or ``KHEISH_MCP_LOG_LEVEL=INFO`` logs every /v1 call. Over HTTP the default is ``INFO``.
 """
 
 from __future__ import annotations
@@ -81,8 +84,16 @@ class Principal:
         if requested:
             return await self.client.get_session(requested)
         if self.session_id is None:
-            session = await self.client.create_session(persona_id=self.persona_id, project_ids=self.project_ids,
-                                                       metadata={"created_by": "kheish-memory-mcp"})
+            try:
+                session = await self.client.create_session(persona_id=self.persona_id, project_ids=self.project_ids,
+                                                           metadata={"created_by": "kheish-memory-mcp"})
+            except KheishError as exc:
+                setting = {"project_ids": "KHEISH_PROJECT_IDS", "persona_id": "KHEISH_PERSONA_ID"}.get(exc.field or "")
+                if setting is None:
+                    raise
+                raise ToolError(f"{_tool_error(exc)} [the session this server creates binds {setting} from its "
+                                f"configuration: fix the ids there, or have an operator create and grant them]"
+                                ) from exc
             self.session_id = session.session_id
             return session
         return await self.client.get_session(self.session_id)
@@ -224,10 +235,13 @@ def _card(context: SessionMemoryContextView) -> str:
     return f"{head}\n\n{body}" if body else head
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def build_server(backend: Backend, *, auth: AuthSettings | None = None,
-                 token_verifier: ApiKeyVerifier | None = None) -> MCPServer:
+                 token_verifier: ApiKeyVerifier | None = None, log_level: str = "WARNING") -> MCPServer:
     server = MCPServer("kheish-memory", instructions=INSTRUCTIONS, version="0.1.0", auth=auth,
-                       token_verifier=token_verifier)
+                       token_verifier=token_verifier, log_level=log_level)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False))
     async def recall(ctx: Context, query: str | None = None, session_id: str | None = None,
@@ -364,7 +378,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--path", default="/mcp", help="streamable HTTP endpoint path")
     parser.add_argument("--base-url", default=os.environ.get("KHEISH_BASE_URL"))
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
+                        default=(os.environ.get("KHEISH_MCP_LOG_LEVEL") or "").upper() or None,
+                        help="stderr log level (KHEISH_MCP_LOG_LEVEL); default WARNING over stdio, INFO over HTTP")
     args = parser.parse_args(argv)
+    if args.log_level is not None and args.log_level not in LOG_LEVELS:
+        parser.error(f"KHEISH_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
     if not args.base_url:
         parser.error("set KHEISH_BASE_URL (or --base-url) to the Kheish Memory service, e.g. http://127.0.0.1:8000")
     persona_id, project_ids = os.environ.get("KHEISH_PERSONA_ID") or None, _env_list("KHEISH_PROJECT_IDS")
@@ -375,14 +394,14 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("set KHEISH_API_KEY to the agent's API key")
         backend = Backend(args.base_url, api_key=api_key, session_id=os.environ.get("KHEISH_SESSION_ID") or None,
                           persona_id=persona_id, project_ids=project_ids)
-        build_server(backend).run("stdio")
+        build_server(backend, log_level=args.log_level or "WARNING").run("stdio")
         return
 
     # HTTP: no key of its own; the caller's bearer key is verified against /v1 and used for every call.
     backend = Backend(args.base_url, persona_id=persona_id, project_ids=project_ids)
     auth = AuthSettings(issuer_url=args.base_url, resource_server_url=None, required_scopes=[])
     verifier = ApiKeyVerifier(args.base_url)
-    server = build_server(backend, auth=auth, token_verifier=verifier)
+    server = build_server(backend, auth=auth, token_verifier=verifier, log_level=args.log_level or "INFO")
     app = AuthPassThrough(server.streamable_http_app(streamable_http_path=args.path, stateless_http=True,
                                                      host=args.host), verifier)
     print(f"kheish-memory-mcp: streamable HTTP on http://{args.host}:{args.port}{args.path}", file=sys.stderr)

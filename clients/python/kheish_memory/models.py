@@ -49,6 +49,12 @@ class Project(ApiModel):
     created_at_ms: int
 
 
+class AgentGrants(ApiModel):
+    schema_component: ClassVar[str | None] = "AgentGrants"
+    project_ids: list[str]
+    persona_ids: list[str]
+
+
 class Session(ApiModel):
     schema_component: ClassVar[str | None] = "Session"
     session_id: str

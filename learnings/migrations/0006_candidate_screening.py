@@ -26,7 +26,7 @@ def screen_existing(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('learnings', '0004_candidate_proposed_by'),
+        ('learnings', '0005_candidate_origin_labels'),
         ('memory', '0007_runmemoryrecord_capture_queued_at_ms'),
     ]
 
