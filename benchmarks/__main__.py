@@ -2,7 +2,7 @@
 benchmarks/results.json. Not a test: figures are printed, never asserted.
 
     python -m benchmarks [--quick] [--only floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,
-                                            scrubbing,standing,capture,loop,conversations,peers]
+                                            scrubbing,screening,standing,capture,loop,conversations,peers]
                          [--recall-data PATH] [--recall-limit N] [--scale-sizes 10000,100000]
                          [--loop-limit N] [--conversations-limit N]
 """
@@ -25,7 +25,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10x smaller data, for a smoke run")
     parser.add_argument("--only", default="floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,"
-                                          "scrubbing,standing,capture,loop,conversations,peers")
+                                          "scrubbing,screening,standing,capture,loop,conversations,peers")
     parser.add_argument("--recall-data", default=None,
                         help="LongMemEval-format .jsonl or .jsonl.gz (default ../shared/data/longmemeval/...)")
     parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
@@ -99,6 +99,10 @@ def main() -> int:
             limit = args.recall_limit if args.recall_limit is not None else (10 if args.quick else None)
             recall.DATED = not args.recall_undated
             recall.run(results, data=args.recall_data, limit=limit)
+        if "screening" in wanted:
+            from benchmarks import screening
+
+            screening.run(results)
         if "recall_scale" in wanted:
             from benchmarks import recall_scale
 

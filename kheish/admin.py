@@ -14,6 +14,7 @@ from kheish.console import bulk, explain
 from learnings import policy_store
 from learnings.admin import LearningAdmin, LearningCandidateAdmin
 from learnings.models import PROMPT_ELIGIBLE_KINDS, CandidateState, Learning, LearningCandidate, LearningKind
+from memory import public_ids
 from memory.admin import SessionAdmin
 from memory.models import Session
 from skills.admin import LearningSkillAdmin
@@ -39,7 +40,8 @@ def memory_card(session: Session, query: str | None = None) -> dict:
     retrieval = preview["retrieval"]
     in_scope = Learning.objects.in_scopes(scope_keys).order_by("-id")
     left_out = []
-    for learning in in_scope.exclude(pk__in=[int(i.split("-")[-1]) for i in injected])[:EXPLAINED_ROWS]:
+    injected_pks = [public_ids.parse_id(i, public_ids.LEARNING) for i in injected]
+    for learning in in_scope.exclude(pk__in=injected_pks)[:EXPLAINED_ROWS]:
         reasons = explain.learning_exclusion(learning)
         if not reasons and learning.pk not in prompt_set:
             reasons = ["shadowed: a live learning supersedes it"]

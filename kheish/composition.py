@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from learnings import retrieval
+from learnings import selectors as learning_selectors
 from learnings.policy import RetrievalConfig
 from learnings.sections import LEARNED_CONTEXT_FORMAT, render_learned_context
 from memory import compaction, metrics, run_memory
@@ -201,4 +202,5 @@ def status_view() -> dict:
         "health": {"ok": all(w["level"] == "info" for w in warnings), "warnings": warnings},
         "run_memory": rm,
         "session_memory": {"metrics": {"prompt_limit_omitted_total": omitted}},
+        "learnings": {"screening": learning_selectors.screening_counts()},
     }

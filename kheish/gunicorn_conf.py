@@ -11,6 +11,9 @@ below are this project's.
   instance on the host. Off unless ``KHEISH_WEB_CONTROL_SOCKET`` names a per-instance path (for
   ``gunicornc``).
 * ``graceful_timeout`` 30 s: on SIGTERM/SIGINT workers finish in-flight requests before they are killed.
+* ``limit_request_line`` 8190 bytes (``KHEISH_WEB_LIMIT_REQUEST_LINE``), gunicorn's largest bounded value (its
+  default, 4094, answered an HTML 414 before the API saw a long ``query``). The API's search texts are at most
+  600 characters (``kheish.api.pagination.MAX_QUERY_CHARS``), which fit it even percent-encoded 12 bytes each.
 * ``/metrics`` sums every worker (prometheus-client's multiprocess mode): ``PROMETHEUS_MULTIPROC_DIR`` is set
   here, before any worker imports prometheus-client (default ``var/prometheus/web-<port>``: one per gunicorn
   instance), emptied when the master starts (``on_starting``: counts start from zero with the server, as
@@ -37,6 +40,7 @@ timeout = 60
 graceful_timeout = 30
 keepalive = int(os.environ.get("KHEISH_WEB_KEEPALIVE") or 75)
 accesslog = "-"
+limit_request_line = int(os.environ.get("KHEISH_WEB_LIMIT_REQUEST_LINE") or 8190)
 
 _control_socket = os.environ.get("KHEISH_WEB_CONTROL_SOCKET") or ""
 if _control_socket:

@@ -136,6 +136,9 @@ LOGIN_URL = "/admin/login/"
 # Request bodies: reject oversized JSON with a 413 problem (see kheish.api.middleware).
 KHEISH_MAX_BODY_BYTES = env.int("KHEISH_MAX_BODY_BYTES", default=1_048_576)
 DATA_UPLOAD_MAX_MEMORY_SIZE = KHEISH_MAX_BODY_BYTES
+# What one object may store as metadata, and what one list page may carry (memory.limits, issue 19.8).
+KHEISH_MAX_METADATA_BYTES = env.int("KHEISH_MAX_METADATA_BYTES", default=16 * 1024)
+KHEISH_MAX_PAGE_BYTES = env.int("KHEISH_MAX_PAGE_BYTES", default=2 * 1024 * 1024)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

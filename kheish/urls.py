@@ -68,5 +68,5 @@ urlpatterns = [
     path("admin/memory/", include(console_urls())),  # the Memory console (before the admin: /admin/memory/)
     path("admin/", admin.site.urls),
     path("v1/", include(v1)),
-    re_path(r"^v1/.*$", UnknownRoute.as_view()),
+    re_path(r"^v1/[\s\S]*\Z", UnknownRoute.as_view()),  # [\s\S]: a %0A in the path is an unknown route too
 ]

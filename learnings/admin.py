@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
+from learnings import screening
 from learnings.models import (
     CandidateState,
     Learning,
@@ -104,18 +105,33 @@ class PromptVisibleFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ScreenFlaggedFilter(admin.SimpleListFilter):
+    title = "poisoning screen"
+    parameter_name = "screen"
+
+    def lookups(self, request, model_admin):
+        return [("flagged", "Flagged"), ("clear", "Not flagged")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "flagged":
+            return queryset.filter(screen_flagged=True)
+        if self.value() == "clear":
+            return queryset.filter(screen_flagged=False)
+        return queryset
+
+
 # ---- candidates -------------------------------------------------------------------------------------------
 
 @admin.register(LearningCandidate)
 class LearningCandidateAdmin(ReadOnlyModelAdmin):
-    list_display = ["public_id", "kind", "state", "scope_key", "confidence", "origin", "review", "source_run_link",
-                    "created"]
-    list_filter = [CandidateStateFilter, "kind", "origin", ScopeKindFilter, MatchedRuleFilter]
+    list_display = ["public_id", "kind", "state", "screen", "scope_key", "confidence", "origin", "review",
+                    "source_run_link", "created"]
+    list_filter = [CandidateStateFilter, "kind", "origin", ScopeKindFilter, MatchedRuleFilter, ScreenFlaggedFilter]
     list_select_related = ["published_learning"]
     search_fields = ["content", "scope_key"]
     ordering = ["-id"]
-    readonly_fields = ["public_id", "origin", "state", "scope_key", "kind", "sensitivity", "content", "confidence",
-                       "source_json", "evidence_json", "created", "expires", "review_json",
+    readonly_fields = ["public_id", "origin", "state", "screen_findings", "scope_key", "kind", "sensitivity",
+                       "content", "confidence", "source_json", "evidence_json", "created", "expires", "review_json",
                        "published_learning"]
     fields = readonly_fields
     actions: list = []  # bulk actions: kheish/admin.py
@@ -131,6 +147,30 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
     @admin.display(description="Candidate", ordering="id")
     def public_id(self, obj):
         return obj.public_id
+
+    @admin.display(description="Screen", ordering="screen_flagged")
+    def screen(self, obj):
+        if not obj.screen_flagged:
+            return "—"
+        return format_html('<span class="badge flagged" title="{}">⚠ flagged</span>', screening.summary(obj.screening))
+
+    @admin.display(description="Poisoning screen")
+    def screen_findings(self, obj):
+        """What the memory-poisoning screen found when the candidate was written (issue 19.5)."""
+        if obj.screening is None:
+            return "not screened"
+        if not obj.screen_flagged:
+            return "nothing found"
+        items = format_html_join(
+            "", "<li><strong>{}</strong> ({}): “{}”</li>",
+            ((f.get("category", "").replace("_", " "), f.get("rule", ""), f.get("excerpt", ""))
+             for f in obj.screening.get("findings", [])),
+        )
+        return format_html(
+            '<div class="screen-findings"><p><strong>⚠ Flagged</strong>: automation will not publish this '
+            "candidate; publish it only if the text is memory, not instructions to the model.</p><ul>{}</ul></div>",
+            items,
+        )
 
     @admin.display(description="Judge / rule reason")
     def review(self, obj):

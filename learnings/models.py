@@ -198,6 +198,16 @@ class LearningCandidate(ScopedRecord):
         help_text="The memory's id in the system it was imported from (manage.py import_memories); unique per "
         "scope, so importing the same file again adds nothing.",
     )
+    screening = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The memory-poisoning screen's findings at write time (learnings.screening): "
+        "{version, flagged, categories, findings: [{category, rule, excerpt}]}",
+    )
+    screen_flagged = models.BooleanField(
+        default=False, editable=False, help_text="screening.flagged, for filtering and counting"
+    )
     proposed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,
@@ -246,6 +256,7 @@ class LearningCandidate(ScopedRecord):
             models.Index(fields=["state", "-id"], name="candidate_state_idx"),
             models.Index(fields=["scope_key", "state"], name="candidate_scope_idx"),
             models.Index(fields=["matched_rule_name"], name="candidate_rule_idx"),
+            models.Index(fields=["state"], condition=Q(screen_flagged=True), name="candidate_flagged_idx"),
         ]
 
     def __str__(self) -> str:

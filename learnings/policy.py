@@ -28,6 +28,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
+from learnings import screening
 from learnings.validation import (
     LEARNING_KINDS,
     SCOPE_KINDS,
@@ -63,6 +64,7 @@ RETRIEVAL_MAX_ENTRIES_LIMIT = 500
 
 # Literal reasons (§4.10).
 REASON_SECRET = "candidate content matched the anti-secret learning classifier"
+REASON_SCREENED = "; held for operator review: the memory-poisoning screen flagged {} (no automation publishes it)"
 REASON_UNNAMED_RULE = "matched unnamed publication rule"
 REASON_PROCEDURE_ACTIVE = "procedure learnings cannot be auto-published with the active tier"
 REASON_API_ORIGIN_ACTIVE = (
@@ -698,6 +700,28 @@ class Evaluation:
     matched_rule_name: str | None
     reason: str
     expires_at_ms: int | None
+    screening: dict | None = field(default=None, compare=False)
+    """The candidate's poisoning-screen findings (``learnings.screening``)."""
+    rule_action: str | None = field(default=None, compare=False)
+    """The action before the screen gate (``action`` is after it); what the judge is asked about."""
+    rule_reason: str | None = field(default=None, compare=False)
+
+
+def candidate_screening(candidate: Any) -> dict:
+    """The screen's findings stored on the candidate; a candidate without them (a mapping, or a row written
+    before the screen) is screened now."""
+    stored = _read(candidate, "screening")
+    if isinstance(stored, Mapping):
+        return dict(stored)
+    return screening.screen(_read(candidate, "content") or "").to_dict()
+
+
+def screen_gate(action: str, reason: str, findings: Mapping[str, Any] | None) -> tuple[str, str]:
+    """No automation publishes a flagged candidate (issue 19.5): ``publish_*`` becomes ``manual_review``
+    with the reason saying why; other actions (``reject``, ``manual_review``) are unchanged."""
+    if action.startswith("publish_") and screening.is_flagged(findings):
+        return "manual_review", reason + REASON_SCREENED.format(screening.summary(findings))
+    return action, reason
 
 
 def _read(obj: Any, name: str, default: Any = None) -> Any:
@@ -763,12 +787,15 @@ def evaluate_candidate(policy: LearningPolicy, candidate: Any, *, now_ms: int) -
     3. no match → ``default_action`` with the candidate's expiry;
     4. procedure + ``publish_active`` → ``manual_review``;
     5. api origin + ``publish_active`` without ``allow_api_origin_active_publication`` →
-       ``publish_provisional``.
+       ``publish_provisional``;
+    6. the screen gate: a candidate the poisoning screen flagged is never published — ``publish_*`` →
+       ``manual_review`` (:func:`screen_gate`; ``rule_action`` keeps the action before it).
     """
     kind = _read(candidate, "kind")
     candidate_expiry = _read(candidate, "expires_at_ms")
     if kind in SEMANTIC_KINDS and content_has_secret_material(_read(candidate, "content") or ""):
-        return Evaluation("reject", None, REASON_SECRET, candidate_expiry)
+        return Evaluation("reject", None, REASON_SECRET, candidate_expiry, screening=candidate_screening(candidate),
+                          rule_action="reject", rule_reason=REASON_SECRET)
 
     publication = policy.publication
     quarantined = publication.quarantine_set
@@ -793,7 +820,10 @@ def evaluate_candidate(policy: LearningPolicy, candidate: Any, *, now_ms: int) -
         and not publication.allow_api_origin_active_publication
     ):
         action, reason = "publish_provisional", REASON_API_ORIGIN_ACTIVE
-    return Evaluation(action, matched, reason, expiry)
+    findings = candidate_screening(candidate)
+    gated_action, gated_reason = screen_gate(action, reason, findings)
+    return Evaluation(gated_action, matched, gated_reason, expiry, screening=findings, rule_action=action,
+                      rule_reason=reason)
 
 
 # ---------------------------------------------------------------------------------------------------------

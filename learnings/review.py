@@ -1,8 +1,9 @@
 """Automation review of one candidate (spec §3.3, §4.10–§4.12, §4.20).
 
 rules (secret guard, first matching rule, api-origin gate) → optional model judge (clamped; fails closed in
-``enabled`` mode) → for ``publish_active``: conflict escalation, then verification against daemon-owned
-evidence (downgrade to ``publish_provisional`` when unsupported) → act according to the mode:
+``enabled`` mode; shown the poisoning screen's findings) → the screen gate (a flagged candidate is never
+published: ``publish_*`` → ``manual_review``) → for ``publish_active``: conflict escalation, then verification
+against daemon-owned evidence (downgrade to ``publish_provisional`` when unsupported) → act according to the mode:
 
 * ``manual_only``: nothing;
 * ``shadow``: the review is stored, the candidate stays ``pending``;
@@ -28,7 +29,13 @@ from learnings.models import (
     PolicyDecision,
     VerificationStatus,
 )
-from learnings.policy import LearningPolicy, ModelOverride, evaluate_candidate, publish_tier_for_action
+from learnings.policy import (
+    LearningPolicy,
+    ModelOverride,
+    evaluate_candidate,
+    publish_tier_for_action,
+    screen_gate,
+)
 from learnings.selectors import candidate_view, find_conflict
 from memory import llm
 from memory.clock import now_ms
@@ -65,8 +72,10 @@ def _judge(
     action: str,
     reason: str,
     matched_rule_name: str | None,
+    screening: dict | None = None,
 ) -> tuple[str, str, dict | None]:
-    """Run the judge when enabled, a model is configured and the baseline is not ``manual_review``."""
+    """Run the judge when enabled, a model is configured and the baseline is not ``manual_review``. The
+    judge is told what the poisoning screen found (``screening``)."""
     if not policy.judge.enabled or action == "manual_review":
         return action, reason, None
     try:
@@ -86,7 +95,7 @@ def _judge(
     try:
         payload = llm.chat_json(
             config,
-            judge.build_judge_messages(candidate_view(candidate), baseline),
+            judge.build_judge_messages(candidate_view(candidate), baseline, screening=screening),
             schema=judge.judge_json_schema(),
             schema_name="learning_judge_verdict",
         )
@@ -135,9 +144,18 @@ def review_candidate(candidate_pk: int) -> ReviewOutcome | None:
         return None
     reviewed_at = now_ms()
     evaluation = evaluate_candidate(policy, candidate, now_ms=reviewed_at)
+    # The judge is asked about the rule's action (before the screen gate) and shown the screen's findings, so
+    # it can reject an attack outright; whatever it answers, the gate then keeps a flagged candidate from
+    # being published (held for an operator instead).
     action, reason, judge_review = _judge(
-        policy, candidate, evaluation.action, evaluation.reason, evaluation.matched_rule_name
+        policy,
+        candidate,
+        evaluation.rule_action or evaluation.action,
+        evaluation.rule_reason or evaluation.reason,
+        evaluation.matched_rule_name,
+        evaluation.screening,
     )
+    action, reason = screen_gate(action, reason, evaluation.screening)
     with transaction.atomic():
         locked = LearningCandidate.objects.select_for_update().filter(pk=candidate_pk).first()
         if locked is None or locked.state in (CandidateState.REJECTED, CandidateState.ESCALATED):

@@ -4,7 +4,7 @@ filters of spec §2.3/§2.4 (django-filter), the record views, and the §4.13 eq
 from __future__ import annotations
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from learnings import semantic
 from learnings.models import (
@@ -17,6 +17,7 @@ from learnings.models import (
     PolicyDecision,
     ScopeKind,
 )
+from learnings.screening import CATEGORIES
 from learnings.validation import LearningValidationError, parse_scope_query
 from memory.clock import now_ms
 from memory.errors import NotFound, ValidationFailed
@@ -258,3 +259,26 @@ def filter_learnings(params: dict, queryset: QuerySet | None = None) -> QuerySet
 
 
 SCOPE_KIND_CHOICES = ScopeKind.choices
+
+
+# ---- the memory-poisoning screen (issue 19.5) ----------------------------------------------------------------
+
+
+def screening_counts() -> dict:
+    """What ``/v1/status`` reports about the screen (one query over the flagged rows' partial index):
+    flagged candidates in all, those waiting for an operator (pending or escalated), those an operator
+    published anyway, those rejected, and the flagged count per category."""
+    counts = LearningCandidate.objects.filter(screen_flagged=True).aggregate(
+        flagged_total=Count("id"),
+        flagged_awaiting_review=Count(
+            "id", filter=Q(state__in=(CandidateState.PENDING, CandidateState.ESCALATED))
+        ),
+        flagged_published=Count("id", filter=Q(state=CandidateState.PUBLISHED)),
+        flagged_rejected=Count("id", filter=Q(state=CandidateState.REJECTED)),
+        **{f"category_{name}": Count("id", filter=Q(screening__categories__contains=[name])) for name in CATEGORIES},
+    )
+    return {
+        **{key: counts[key] for key in ("flagged_total", "flagged_awaiting_review", "flagged_published",
+                                        "flagged_rejected")},
+        "by_category": {name: counts[f"category_{name}"] for name in CATEGORIES},
+    }

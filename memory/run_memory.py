@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
 from django.db.models.functions import Concat
 
-from memory import embedding, hooks, metrics, policies, ranking, sql
+from memory import embedding, hooks, metrics, policies, public_ids, ranking, sql
 from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
@@ -265,7 +265,7 @@ class PruneOutcome:
     overflow: list[str] = field(default_factory=list)
 
     def run_pks(self) -> set[int]:
-        return {int(run_id.split("-")[1]) for run_id in (*self.ttl, *self.overflow)}
+        return {public_ids.parse_id(run_id, public_ids.RUN) for run_id in (*self.ttl, *self.overflow)}
 
 
 def _partition(pairs: list[tuple[int, int]], policy: RunMemoryPolicy, now: int) -> PruneOutcome:
@@ -410,8 +410,8 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
         if not apply:
             held = {pk for pk, _ in existing}
             result.rebuilt += [run.public_id for run in rebuildable]
-            result.pruned_overflow += sum(1 for r in outcome.overflow if int(r.split("-")[1]) in held)
-            result.pruned_ttl += sum(1 for r in outcome.ttl if int(r.split("-")[1]) in held)
+            result.pruned_overflow += sum(1 for r in outcome.overflow if public_ids.parse_id(r, public_ids.RUN) in held)
+            result.pruned_ttl += sum(1 for r in outcome.ttl if public_ids.parse_id(r, public_ids.RUN) in held)
             continue
         before = {pk for pk, _ in existing}
         written = []
@@ -422,7 +422,7 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
         after = {pk for pk, _ in store.record_pairs(session_id)}
         result.rebuilt += [run.public_id for run in written if run.pk in after]
         gone = before - after
-        expired = {int(r.split("-")[1]) for r in outcome.ttl}
+        expired = {public_ids.parse_id(r, public_ids.RUN) for r in outcome.ttl}
         result.pruned_ttl += len(gone & expired)
         result.pruned_overflow += len(gone - expired)
     return result

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from memory import hooks, sql
+from memory import hooks, limits, public_ids, sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
@@ -45,11 +45,8 @@ def transition_allowed(from_status: str, to_status: str) -> bool:
 
 
 def parse_public_id(value: str, prefix: str, *, domain: str, code: str, noun: str) -> int:
-    if isinstance(value, str) and value.startswith(prefix + "-"):
-        digits = value[len(prefix) + 1:]
-        if digits.isdigit() and len(digits) < 19:
-            return int(digits)
-    raise NotFound(f"unknown {noun} {value}", domain=domain, code=code)
+    """A canonical public id's row number, else 404 (``memory.public_ids``)."""
+    return public_ids.parse_or_404(value, prefix, domain=domain, code=code, noun=noun)
 
 
 def get_run(run_id: str, *, queryset=None) -> Run:
@@ -149,6 +146,7 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
     """Queue a run for the session. Returns (run, created); a repeated idempotency key returns the first run."""
     if kind not in RunKind.values:
         raise ValidationFailed(f"kind must be one of: {', '.join(RunKind.values)}", field="kind")
+    limits.check_metadata(run_input.metadata, field="input.metadata")
     fingerprint = request_fingerprint(run_input, kind)
     # Lock the session row: serialises concurrent opens so "session busy" is decided once.
     Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()

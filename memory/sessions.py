@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import CharField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Concat
 
-from memory import grants, hooks, sql
+from memory import grants, hooks, limits, public_ids, sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
@@ -78,6 +78,7 @@ def session_create(*, owner: object, persona_id: str | None = None, project_ids:
     as_operator = operator if operator is not None else is_operator(owner)
     if metadata is not None and not isinstance(metadata, dict):
         raise ValidationFailed("metadata must be an object", field="metadata")
+    limits.check_metadata(metadata, field="metadata")
     wanted = (_string_list(project_ids, "project_ids") or []) if project_ids else []
     capability = _string_list(capability_scope, "capability_scope")
     persona = Persona.objects.filter(persona_id=persona_id).first() if persona_id is not None else None
@@ -193,9 +194,8 @@ class CallerScopes:
         if kind == "workspace":
             return True
         if kind == "session":
-            prefix, _, digits = scope_id.rpartition("-")
-            return (prefix == "session" and digits.isdigit() and len(digits) < 19
-                    and self.session_pks.filter(pk=int(digits)).exists())
+            pk = public_ids.parse_id(scope_id, public_ids.SESSION)  # canonical ASCII only (issue 19.9)
+            return pk is not None and self.session_pks.filter(pk=pk).exists()
         if kind == "persona":
             return Persona.objects.filter(persona_id=scope_id, persona_id__in=self.persona_ids).exists()
         if kind == "project":

@@ -17,6 +17,7 @@ from pathlib import PurePath
 from django.db.models import Prefetch, Q, QuerySet
 
 from learnings.models import Learning
+from memory import public_ids
 from memory.errors import NotFound, ValidationFailed
 from memory.models import Run, Session
 from memory.sessions import effective_capability_scope
@@ -155,15 +156,15 @@ def learning_skills(*, source_learning_id: str | None = None, status: str | None
     if visible_learnings is not None:
         qs = qs.filter(source_learning__in=visible_learnings.values("pk"))
     if source_learning_id not in (None, ""):
-        digits = source_learning_id.removeprefix("learning-") if source_learning_id.startswith("learning-") else ""
-        if not digits.isdigit() or len(digits) > 18:
+        learning_pk = public_ids.parse_id(source_learning_id, public_ids.LEARNING)
+        if learning_pk is None:
             raise ValidationFailed(
                 "source_learning_id must be a learning id (learning-N)",
                 field="source_learning_id",
                 domain="skills",
                 code="invalid_filter",
             )
-        qs = qs.filter(source_learning_id=int(digits))
+        qs = qs.filter(source_learning_id=learning_pk)
     if status not in (None, ""):
         if status not in SkillStatus.values:
             raise ValidationFailed(

@@ -36,3 +36,25 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictSlugField(serializers.SlugField):
+    """A slug that must be sent as a JSON string (``0`` is 400, never the slug "0")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean, nothing else (issue 19.9): ``"true"``, ``1`` or ``"yes"`` are 400, never coerced —
+    ``{"all": "true"}`` must not revoke every learning. Every boolean read from a request body uses it
+    (``tests/kheish/test_strict_input.py`` checks)."""
+
+    default_error_messages = {"invalid": "must be a JSON boolean (true or false)"}
+
+    def to_internal_value(self, data):
+        if data is True or data is False:
+            return data
+        self.fail("invalid")

@@ -9,7 +9,8 @@ Every write goes through ``learnings.services`` / ``learnings.policy_store``.
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
@@ -17,12 +18,13 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
-from kheish.api.schema import OPERATOR, described
+from kheish.api.schema import OPERATOR, described, openapi_schema
 from learnings import policy_store, selectors, services
 from learnings.models import (
+    MAX_CONTENT_CHARS,
     CandidateOrigin,
     CandidateState,
     Learning,
@@ -34,6 +36,7 @@ from learnings.models import (
     ScopeKind,
     Sensitivity,
 )
+from learnings.services.cleaning import EVIDENCE_REFS_SCHEMA, SOURCE_SCHEMA
 from learnings.validation import LearningScope
 from memory import run_memory
 from memory.errors import ValidationFailed
@@ -52,6 +55,29 @@ class LearningKindField(serializers.ChoiceField):
         super().__init__(choices=LearningKind.choices, **kwargs)
 
 
+SCOPE_SCHEMA = {
+    "description": "A learning scope: a session (its id, session-N), a persona or project (its id), or the workspace "
+                   "(id default, blank or null). Ids are trimmed.",
+    "type": "object",
+    "properties": {"kind": {"type": "string"}, "id": {"type": "string", "nullable": True}},
+    "required": ["kind"],
+    "oneOf": [
+        {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
+            "kind": {"type": "string", "pattern": "^session$"},
+            "id": {"type": "string", "pattern": "^\\s*session-[1-9][0-9]{0,17}\\s*$"}}},
+        {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
+            "kind": {"type": "string", "pattern": "^(persona|project)$"},
+            "id": {"type": "string", "maxLength": 200, "pattern": "\\S"}}},
+        {"type": "object", "additionalProperties": False, "required": ["kind"], "properties": {
+            "kind": {"type": "string", "pattern": "^workspace$"},
+            "id": {"type": "string", "nullable": True, "maxLength": 200, "pattern": "^\\s*(default)?\\s*$"}}},
+    ],
+}
+"""What the scope rules accept (§2.3 and issue 19.9), stated in the schema (issue 22.5). Each branch names its
+kinds with a pattern, not an enum: the enum postprocessing hook would merge the three into one component."""
+
+
+@extend_schema_serializer(component_name="LearningScope")
 class LearningScopeSerializer(StrictSerializer):
     field_help = {
         "kind": "session | persona | project | workspace",
@@ -60,6 +86,14 @@ class LearningScopeSerializer(StrictSerializer):
 
     kind = serializers.ChoiceField(choices=ScopeKind.choices)
     id = StrictCharField(required=False, allow_blank=True, allow_null=True, trim_whitespace=False, max_length=200)
+
+
+class LearningScopeSchema(OpenApiSerializerExtension):
+    target_class = LearningScopeSerializer
+    priority = 1  # before StrictSerializerSchema, which matches every StrictSerializer
+
+    def map_serializer(self, auto_schema, direction):
+        return SCOPE_SCHEMA
 
 
 class LearningSourceRefSerializer(serializers.Serializer):
@@ -96,9 +130,17 @@ class LearningCandidateViewSerializer(serializers.Serializer):
     state = serializers.CharField()
     automation_review = serializers.JSONField(allow_null=True)
     published_learning_id = serializers.CharField(allow_null=True)
+    screening = serializers.JSONField(
+        allow_null=True,
+        help_text="Operators only (null for agents): what the memory-poisoning screen found when the candidate was "
+        "written, {version, flagged, categories, findings: [{category, rule, excerpt}]}. A flagged candidate is "
+        "never published by automation.")
 
     def to_representation(self, instance):
-        return selectors.candidate_view(instance)
+        view = selectors.candidate_view(instance)
+        request = self.context.get("request")
+        view["screening"] = instance.screening if request is not None and caller_is_operator(request) else None
+        return view
 
 
 class LearningViewSerializer(serializers.Serializer):
@@ -132,8 +174,50 @@ class LearningViewSerializer(serializers.Serializer):
         return selectors.learning_view(instance)
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS, "pattern": "\\S",
+                      "description": f"at most {MAX_CONTENT_CHARS} characters once trimmed, not blank"})
+class ContentField(StrictCharField):
+    """Learning content: the service trims it and keeps the 1,600-character rule with its literal message; the
+    schema says so (issue 22.5)."""
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS, "pattern": "\\S",
+                      "nullable": True, "description": "null keeps the current content"})
+class NullableContentField(ContentField):
+    pass
+
+
 def _content_field(**kwargs) -> StrictCharField:
-    return StrictCharField(allow_blank=True, trim_whitespace=False, max_length=MAX_INPUT_CONTENT, **kwargs)
+    field = NullableContentField if kwargs.get("allow_null") else ContentField
+    return field(allow_blank=True, trim_whitespace=False, max_length=MAX_INPUT_CONTENT, **kwargs)
+
+
+@extend_schema_field(openapi_schema(SOURCE_SCHEMA) | {"nullable": True})
+class SourceField(serializers.JSONField):
+    """``LearningSourceRef`` (null: none), checked by the service against the schema it declares."""
+
+
+@extend_schema_field(openapi_schema(EVIDENCE_REFS_SCHEMA) | {"nullable": True})
+class EvidenceRefsField(serializers.JSONField):
+    """``LearningEvidenceRef[]`` (null: none), checked by the service against the schema it declares."""
+
+
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": 100})
+class ConfidenceField(serializers.IntegerField):
+    """0..100, checked by the service with its literal message; the schema says so."""
+
+
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": 100, "nullable": True})
+class NullableConfidenceField(ConfidenceField):
+    """0..100 or null (keep the current value)."""
+
+
+@extend_schema_field({"allOf": [{"$ref": "#/components/schemas/LearningKindEnum"},
+                                 {"not": {"type": "string", "enum": [LearningKind.RUN_SUMMARY.value]}}],
+                      "description": "fact, preference, decision or procedure (run_summary is written by capture "
+                                     "only)"})
+class ProposableKindField(LearningKindField):
+    """The kinds an API caller may propose; run_summary is refused by the service with its literal message."""
 
 
 def _expiry_field() -> serializers.IntegerField:
@@ -153,12 +237,12 @@ class CreateLearningCandidateSerializer(StrictSerializer):
     }
 
     scope = LearningScopeSerializer()
-    kind = LearningKindField()
+    kind = ProposableKindField()
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED)
     content = _content_field()
-    confidence = serializers.IntegerField(required=False, default=80)
-    source = serializers.JSONField(required=False, default=dict)
-    evidence_refs = serializers.JSONField(required=False, default=list)
+    confidence = ConfidenceField(required=False, default=80)
+    source = SourceField(required=False, default=dict, allow_null=True)
+    evidence_refs = EvidenceRefsField(required=False, default=list, allow_null=True)
     expires_at_ms = _expiry_field()
     stated_at_ms = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=0, max_value=2**62,
@@ -183,7 +267,7 @@ class PublishLearningCandidateSerializer(StrictSerializer):
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
     content = _content_field(required=False, allow_null=True, default=None)
-    confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
+    confidence = NullableConfidenceField(required=False, allow_null=True, default=None)
     expires_at_ms = _expiry_field()
     publish_tier = serializers.ChoiceField(choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE)
     evidence_refs = serializers.JSONField(required=False, default=None, allow_null=True)
@@ -199,7 +283,7 @@ class CreateLearningSerializer(CreateLearningCandidateSerializer):
     supersedes = StrictCharField(required=False, allow_null=True, default=None, max_length=100)
 
 
-class EmptyRequest(StrictSerializer):
+class RejectCandidateSerializer(StrictSerializer):
     pass
 
 
@@ -251,7 +335,7 @@ class RevokeMatchingLearningsSerializer(StrictSerializer):
     policy_actor = _filter_text(150)
     matched_rule_name = _filter_text()
     reason = _filter_text(2000)
-    all = serializers.BooleanField(required=False, default=False,
+    all = StrictBooleanField(required=False, default=False,
                                    help_text="required (true) to revoke with no filter: every matching learning")
 
 
@@ -269,7 +353,7 @@ class SupersedeLearningSerializer(StrictSerializer):
     kind = LearningKindField(required=False, allow_null=True, default=None)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, allow_null=True, default=None)
     content = _content_field()
-    confidence = serializers.IntegerField(required=False, allow_null=True, default=None)
+    confidence = NullableConfidenceField(required=False, allow_null=True, default=None)
     expires_at_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
 
 
@@ -296,7 +380,7 @@ class _LearningPlaneViewSet(viewsets.GenericViewSet):
 
     def _page(self, queryset, serializer_class):
         page = self.paginate_queryset(self.filter_queryset(queryset))
-        return self.get_paginated_response(serializer_class(page, many=True).data)
+        return self.get_paginated_response(serializer_class(page, many=True, context={"request": self.request}).data)
 
 
 _FILTER_ENUMS = {"scope_kind": ScopeKind.values, "kind": LearningKind.values, "state": CandidateState.values,
@@ -306,7 +390,8 @@ _FILTER_ENUMS = {"scope_kind": ScopeKind.values, "kind": LearningKind.values, "s
 
 def _filter_parameters(names: tuple[str, ...]) -> list[OpenApiParameter]:
     """The list filters as query parameters, enums typed as enums (issue 14.15)."""
-    return [OpenApiParameter(name, str, enum=_FILTER_ENUMS.get(name)) for name in names]
+    return [OpenApiParameter(name, str, enum=[*_FILTER_ENUMS[name], ""] if name in _FILTER_ENUMS else None,
+                             description="blank: no filter") for name in names]
 
 
 _CANDIDATE_FILTERS = _filter_parameters(("query", "scope_kind", "scope_id", "kind", "state", "origin"))
@@ -326,7 +411,8 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
     @described("List learning candidates",
                "Proposed learnings, newest first, filtered by query (text), scope, kind, state and origin. An "
                "agent sees only the candidates it proposed or that were captured from its runs, in scopes it "
-               "can still see; an operator sees all (the review queue is state=pending). Paged (limit, offset).",
+               "can still see; an operator sees all (the review queue is state=pending). A scope_kind other than "
+               "workspace needs scope_id (400 otherwise); blank filters are no filter. Paged (limit, offset).",
                parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
@@ -357,13 +443,13 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
             expires_at_ms=body["expires_at_ms"],
             stated_at_ms=body["stated_at_ms"],
         )
-        return Response(LearningCandidateViewSerializer(candidate).data)
+        return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
     @described("Get a learning candidate", "One candidate, with its review state and, once published, the "
                "learning it became. 404 when the calling agent did not propose it.")
     def retrieve(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
-        return Response(LearningCandidateViewSerializer(candidate).data)
+        return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
     @described("Publish a candidate",
                "Publishes a pending candidate as a learning (publish_tier active or shadow), optionally editing "
@@ -396,13 +482,13 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
     @described("Reject a candidate", "Rejects a pending or escalated candidate; it never reaches a prompt. "
                "Body: {}. Rejecting a rejected candidate answers it unchanged. 404 for an unknown candidate; 409 "
                "when it was already published.",
-               caller=OPERATOR, request=EmptyRequest, responses=LearningCandidateViewSerializer)
+               caller=OPERATOR, request=RejectCandidateSerializer, responses=LearningCandidateViewSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
     def reject(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id)
-        EmptyRequest(data=request.data if request.data else {}).is_valid(raise_exception=True)
+        RejectCandidateSerializer(data=request.data).is_valid(raise_exception=True)  # null is 400, not {}
         candidate = services.candidate_reject(candidate=candidate, actor=request.user)
-        return Response(LearningCandidateViewSerializer(candidate).data)
+        return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
 
 class LearningViewSet(_LearningPlaneViewSet):
@@ -447,7 +533,8 @@ class LearningViewSet(_LearningPlaneViewSet):
     @described("List learnings",
                "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "
                "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions that "
-               "it is still granted; an operator sees all. Paged (limit, offset).",
+               "it is still granted; an operator sees all. A scope_kind other than workspace needs scope_id (400 "
+               "otherwise); blank filters are no filter. Paged (limit, offset).",
                parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
     def list(self, request):
         return self._page(self.get_queryset(), LearningViewSerializer)
@@ -549,10 +636,11 @@ class LearningPolicyView(APIView):
         request=inline_serializer(
             "SetLearningPolicy",
             fields={
-                "policy": serializers.JSONField(
+                "policy": serializers.DictField(
                     help_text="the whole learning policy (read it with GET, change it, send it back)"),
                 "expected_revision": serializers.IntegerField(
-                    required=False, help_text="the revision you read; 409 when someone changed the policy since"),
+                    required=False, allow_null=True, min_value=0,
+                    help_text="the revision you read; 409 when someone changed the policy since"),
             },
         ),
         responses=POLICY_RESPONSE,

@@ -10,10 +10,12 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from kheish import composition
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
+from kheish.api.pagination import int_parameter
 from kheish.api.permissions import caller_is_operator
 from kheish.api.schema import described
 from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin, parse_int_param
+from memory import public_ids
 from memory import runs as run_service
 from memory.errors import ValidationFailed
 from memory.journal import log_entry
@@ -174,6 +176,11 @@ class RunOutputsPageSerializer(serializers.Serializer):
                                                                       "for the next page (null on the last page)")
 
 
+def _metadata(value: object) -> object:
+    """A run input's metadata: null (or absent) is none, ``{}``."""
+    return {} if value is None else value
+
+
 class RunInputSerializer(StrictSerializer):
     field_help = {
         "content": "the user's message for this turn (the canonical input, stored as sent)",
@@ -183,7 +190,8 @@ class RunInputSerializer(StrictSerializer):
 
     content = StrictCharField(max_length=200_000, trim_whitespace=False)
     attachments = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=100)
-    metadata = serializers.JSONField(required=False, default=dict)
+    metadata = serializers.JSONField(required=False, default=dict, allow_null=True,
+                                     help_text="any JSON (null: none); at most KHEISH_MAX_METADATA_BYTES as JSON")
 
 
 class ModelHintSerializer(StrictSerializer):
@@ -235,7 +243,7 @@ class ToolCallStartedSerializer(StrictSerializer):
 
     call_id = StrictCharField(max_length=200)
     name = StrictCharField(max_length=200)
-    input = serializers.JSONField(required=False, default=None)
+    input = serializers.JSONField(required=False, default=None, allow_null=True)
 
 
 class ToolCallFinishedSerializer(StrictSerializer):
@@ -246,8 +254,8 @@ class ToolCallFinishedSerializer(StrictSerializer):
     }
 
     call_id = StrictCharField(max_length=200)
-    output = serializers.JSONField(required=False, default=None)
-    is_error = serializers.BooleanField(required=False, default=False)
+    output = serializers.JSONField(required=False, default=None, allow_null=True)
+    is_error = StrictBooleanField(required=False, default=False)
 
 
 class WaitSerializer(StrictSerializer):
@@ -344,7 +352,7 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
             session=session,
             run_input=run_service.RunInput(content=body["input"]["content"],
                                            attachments=body["input"].get("attachments", []),
-                                           metadata=body["input"].get("metadata", {})),
+                                           metadata=_metadata(body["input"].get("metadata"))),
             kind=body["kind"], idempotency_key=key, model=body.get("model"), actor=request.user,
         )
         return Response(run_view(run), status=status.HTTP_202_ACCEPTED)
@@ -360,9 +368,8 @@ class RunFilter(filters.FilterSet):
         fields = ["session_id", "status", "kind"]
 
     def filter_session(self, queryset, name, value):
-        if not value.startswith("session-") or not value[8:].isdigit():
-            return queryset.none()
-        return queryset.filter(session_id=int(value[8:]))
+        pk = public_ids.parse_id(value, public_ids.SESSION)
+        return queryset.none() if pk is None else queryset.filter(session_id=pk)
 
 
 ACTIONS = {
@@ -409,7 +416,7 @@ def _action_view(name: str):
     serializer_class, call = ACTIONS[name]
 
     def view(self, request, run_id: str):
-        data = serializer_class(data=request.data if request.data else {})
+        data = serializer_class(data=request.data)  # JSON null, [] or false is 400, not {} (issue 22.5)
         data.is_valid(raise_exception=True)
         with transaction.atomic():
             # One query checks visibility and takes the row lock the service would otherwise take again.
@@ -463,9 +470,11 @@ class RunViewSet(viewsets.GenericViewSet):
                "page). 400 for an offset, cursor or limit out of range; 404 when the run is not the calling "
                "agent's.",
                responses=RunOutputsPageSerializer, parameters=[
-        OpenApiParameter("limit", int, description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)"),
-        OpenApiParameter("offset", int, description="how many outputs to skip (default 0)"),
-        OpenApiParameter("cursor", int, description="instead of offset: the next_cursor of the previous page")])
+        int_parameter("limit", minimum=1, maximum=OUTPUTS_PAGE_MAX,
+                      description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)"),
+        int_parameter("offset", minimum=0, maximum=10_000_000, description="how many outputs to skip (default 0)"),
+        int_parameter("cursor", minimum=0, maximum=2**62,
+                      description="instead of offset: the next_cursor of the previous page")])
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def outputs(self, request, run_id: str):
         """Every output of the run, whole, oldest first, from the journal (issues 14.10, 25.4)."""

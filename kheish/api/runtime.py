@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish import composition
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
+from kheish.api.pagination import MAX_QUERY_CHARS, int_parameter, query_parameter, query_text
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
@@ -64,10 +65,11 @@ class RunMemoryPolicyView(APIView):
                "records it no longer keeps; the report is in maintenance). 400 for an invalid policy; 409 when "
                "expected_revision is not the current revision (someone changed it first).",
                caller=OPERATOR, request=inline_serializer("SetRunMemoryPolicy", fields={
-                   "policy": serializers.JSONField(
+                   "policy": serializers.DictField(
                        help_text="the whole run-memory policy (read it with GET, change it, send it back)"),
                    "expected_revision": serializers.IntegerField(
-                       required=False, help_text="the revision you read; 409 when someone changed the policy since")}),
+                       required=False, allow_null=True, min_value=0,
+                       help_text="the revision you read; 409 when someone changed the policy since")}),
                responses=POLICY_RESPONSE)
     def post(self, request):
         body = request.data
@@ -93,7 +95,7 @@ class RedactionPreviewSerializer(StrictSerializer):
     }
 
     text = StrictCharField(max_length=500_000, allow_blank=True, trim_whitespace=False)
-    redact_pii = serializers.BooleanField(required=False, default=True)
+    redact_pii = StrictBooleanField(required=False, default=True)
 
 
 class RedactionPreviewView(APIView):
@@ -119,10 +121,13 @@ class RedactionPreviewView(APIView):
 class StatusView(APIView):
     @described("Service status",
                "Whether the service is healthy and run memory is on. An agent gets health.ok and "
-               "run_memory.enabled only; an operator also gets the counters, policies and maintenance reports.",
+               "run_memory.enabled only; an operator also gets the counters, policies and maintenance reports, "
+               "and learnings.screening: the candidates the memory-poisoning screen flagged (flagged_total, "
+               "flagged_awaiting_review, flagged_published, flagged_rejected, by_category).",
                responses=inline_serializer("StatusView", fields={
         "health": serializers.JSONField(), "run_memory": serializers.JSONField(),
-        "session_memory": serializers.JSONField()}))
+        "session_memory": serializers.JSONField(),
+        "learnings": serializers.JSONField(required=False, help_text="operators only")}))
     def get(self, request):
         view = composition.status_view()
         if caller_is_operator(request):
@@ -189,8 +194,8 @@ class MemoryContextView(SessionScopedMixin, APIView):
     @described("Preview a session's memory",
                "What the session's next input would receive, without side effects: the learned_context and "
                "recovered_memory sections (entries and rendered text) for query, and the skills it may see. 400 "
-               "for a query over 10,000 characters; 404 when the session is not the calling agent's.",
-               parameters=[OpenApiParameter("query", str)], responses=inline_serializer(
+               f"for a query over {MAX_QUERY_CHARS} characters; 404 when the session is not the calling agent's.",
+               parameters=[query_parameter()], responses=inline_serializer(
         "SessionMemoryContextView", fields={
             "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
             "learning_scopes": serializers.ListField(child=serializers.CharField()),
@@ -200,10 +205,7 @@ class MemoryContextView(SessionScopedMixin, APIView):
             "visible_skills": serializers.JSONField()}))
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
-        query = request.query_params.get("query")
-        if query is not None and len(query) > 10_000:
-            raise ValidationFailed("query exceeds the 10000 character limit", field="query")
-        context = composition.memory_context(session, query)
+        context = composition.memory_context(session, query_text(request))
         if not caller_is_operator(request):  # agents never see server paths (issue 19.7)
             context["visible_skills"] = [skill_selectors.without_server_paths(s) for s in context["visible_skills"]]
         return Response(context)
@@ -213,9 +215,10 @@ class MemorySearchView(SessionScopedMixin, APIView):
     @described("Search a session's memory",
                "Ranked hits for query over what the session may see: published learnings of its scopes, its "
                "recovered runs and its visible skills (limit 1..50, default 12; prompt_eligible says whether a "
-               "hit would enter the next prompt). 400 for a query over 10,000 characters; 404 when the session is "
-               "not the calling agent's.",
-               parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int)],
+               f"hit would enter the next prompt). 400 for a query over {MAX_QUERY_CHARS} characters; 404 when the "
+               "session is not the calling agent's.",
+               parameters=[query_parameter(), int_parameter("limit", minimum=-(2**31), maximum=2**31,
+                                                            description="clamped to 1..50 (default 12)")],
                    responses=inline_serializer("SessionMemorySearchView", fields={
                        "session_id": serializers.CharField(), "effective_capability_scope": serializers.JSONField(),
                        "learning_scopes": serializers.ListField(child=serializers.CharField()),
@@ -223,12 +226,6 @@ class MemorySearchView(SessionScopedMixin, APIView):
                        "results": SearchResultSerializer(many=True)}))
     def get(self, request, session_id: str):
         session = self.get_visible_session(session_id)
-        raw_limit = request.query_params.get("limit")
-        limit = 12
-        if raw_limit not in (None, ""):
-            limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
-            limit = max(1, min(50, limit))
-        query = request.query_params.get("query")
-        if query is not None and len(query) > 10_000:
-            raise ValidationFailed("query exceeds the 10000 character limit", field="query")
-        return Response(composition.memory_search(session, query, limit))
+        limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
+        limit = max(1, min(50, limit))
+        return Response(composition.memory_search(session, query_text(request), limit))

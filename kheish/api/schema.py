@@ -95,3 +95,59 @@ def problem_responses(result, generator, request, public):
                     "content": {PROBLEM_CONTENT_TYPE: {"schema": ref}},
                 })
     return result
+
+
+# ---- request bodies: what the serializers enforce, said in the schema (issue 22.5) ---------------------------
+
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension  # noqa: E402
+
+
+class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
+    """A non-blank ``StrictCharField`` says so: ``minLength: 1``, or, when it trims, ``pattern: \\S`` (a
+    whitespace-only value trims to blank and is refused)."""
+
+    target_class = "kheish.api.fields.StrictCharField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if not self.target.allow_blank and schema.get("type") == "string":
+            if self.target.trim_whitespace:
+                schema.setdefault("pattern", "\\S")
+            else:
+                schema.setdefault("minLength", 1)
+        return schema
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):
+    """Every ``StrictSerializer`` refuses unknown fields (400 "unknown field"), so its schema says
+    ``additionalProperties: false``: a body with an extra field is schema-violating, not schema-valid."""
+
+    target_class = "kheish.api.fields.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["additionalProperties"] = False
+        return schema
+
+
+def openapi_schema(json_schema: dict) -> dict:
+    """A JSON Schema (Draft 2020-12, as ``learnings.services.cleaning`` declares its references) as an OpenAPI 3.0
+    schema: ``["string", "null"]`` types become ``nullable``; ``$schema``, ``title`` and ``x-messages`` go."""
+    out: dict = {}
+    for key, value in json_schema.items():
+        if key in ("$schema", "title", "x-messages"):
+            continue
+        if key == "type" and isinstance(value, list):
+            kinds = [kind for kind in value if kind != "null"]
+            out["type"] = kinds[0]
+            if "null" in value:
+                out["nullable"] = True
+        elif key == "properties":
+            out[key] = {name: openapi_schema(sub) for name, sub in value.items()}
+        elif key == "items":
+            out[key] = openapi_schema(value)
+        else:
+            out[key] = value
+    return out

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import OpenApiParameter, extend_schema_view
+from drf_spectacular.utils import extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from kheish.api.fields import StrictCharField, StrictSerializer
+from kheish.api.fields import StrictCharField, StrictSerializer, StrictSlugField
+from kheish.api.pagination import int_parameter, int_query_value
 from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from memory import compaction, grants, sessions
-from memory.errors import ValidationFailed
 from memory.journal import log_entry
 from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Session
 
@@ -33,7 +33,7 @@ class PersonaCreateSerializer(StrictSerializer):
         "capability_scope": "the capabilities sessions of this persona may use; omitted or null: any capability",
     }
 
-    persona_id = serializers.SlugField(max_length=120)
+    persona_id = StrictSlugField(max_length=120)
     display_name = StrictCharField(max_length=200)
     version = StrictCharField(max_length=40, required=False, default="1")
     soul = StrictCharField(required=False, allow_blank=True, default="", max_length=20000)
@@ -81,7 +81,7 @@ class ProjectCreateSerializer(StrictSerializer):
         "name": "the name people read",
     }
 
-    project_id = serializers.SlugField(max_length=120)
+    project_id = StrictSlugField(max_length=120)
     name = StrictCharField(max_length=200)
 
 
@@ -227,16 +227,9 @@ class ContextSerializer(serializers.Serializer):
 
 def parse_int_param(request, name: str, *, default: int | None, minimum: int = 0,
                     maximum: int = 10_000_000) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationFailed(f"{name} must be an integer", field=name) from None
-    if not minimum <= value <= maximum:
-        raise ValidationFailed(f"{name} must be between {minimum} and {maximum}", field=name)
-    return value
+    """An integer query parameter in [minimum, maximum] (``kheish.api.pagination.int_query_value``: ASCII digits,
+    given once); the schema states the same range (``int_parameter``)."""
+    return int_query_value(request, name, default=default, minimum=minimum, maximum=maximum)
 
 
 class SessionScopedMixin:
@@ -294,7 +287,8 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
                "The session's journal since its latest compaction checkpoint, as the model would see it, with a "
                "token estimate; budget_tokens cuts it to a budget (truncated: true). 404 when the session is not "
                "the calling agent's.",
-               responses=ContextSerializer, parameters=[OpenApiParameter("budget_tokens", int)])
+               responses=ContextSerializer,
+               parameters=[int_parameter("budget_tokens", minimum=0, maximum=10_000_000)])
     @action(detail=True, methods=["get"])
     def context(self, request, session_id: str):
         session = self.get_visible_session(session_id)
@@ -317,7 +311,8 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
     @described("Journal events of a session",
                "The session's journal, oldest first, after after_offset (the offset of the last event you hold). "
                "Paged (limit, offset). 404 when the session is not the calling agent's.",
-               responses=LogEntrySerializer(many=True), parameters=[OpenApiParameter("after_offset", int)])
+               responses=LogEntrySerializer(many=True),
+               parameters=[int_parameter("after_offset", minimum=0, maximum=2**62)])
     @action(detail=True, methods=["get"], filterset_class=None)
     def events(self, request, session_id: str):
         session = self.get_visible_session(session_id)

@@ -13,25 +13,31 @@ so a hostile name (``..%2F..%2Fetc``, a Cyrillic look-alike, 300 characters) is 
 from __future__ import annotations
 
 from django.urls import path, re_path
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema_field, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kheish.api.fields import StrictCharField, StrictSerializer
-from kheish.api.pagination import LimitOffsetPagination, paginated
+from kheish.api.pagination import (
+    MAX_QUERY_CHARS,
+    LimitOffsetPagination,
+    page_parameters,
+    paginated,
+    query_parameter,
+    query_text,
+)
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin
 from learnings.models import Learning
-from memory.errors import ValidationFailed
 from memory.sessions import learning_scope_keys
 from skills import selectors, services
 from skills.models import SkillStatus
 
-MAX_QUERY_CHARS = 10_000
 STATUS_HELP = "draft | verified | canary | active | revoked"
-NAME_PARAMETER = OpenApiParameter("name", str, OpenApiParameter.PATH, description="skill name")
+NAME_PARAMETER = OpenApiParameter("name", {"type": "string", "pattern": "^[A-Za-z0-9:_-]{1,64}$"},
+                                 OpenApiParameter.PATH, description="skill name (ASCII letters, digits, :, _, -)")
 
 
 # ---- serializers ------------------------------------------------------------------------------------------
@@ -120,6 +126,21 @@ def _text(max_length: int, **kwargs) -> StrictCharField:
     )
 
 
+@extend_schema_field({"type": "string", "enum": ["verification", "canary"]})
+class RolloutKindField(StrictCharField):
+    """verification | canary, checked by the service with its literal message; the schema says so."""
+
+
+@extend_schema_field({"type": "string", "nullable": True, "maxLength": 2000})
+class SkillReasonField(StrictCharField):
+    """At most 2,000 characters, checked by the service with its literal message; the schema says so."""
+
+
+@extend_schema_field({"type": "string", "pattern": "^[A-Za-z0-9:_-]{1,64}$"})
+class SkillNameField(StrictCharField):
+    """A skill name (the service's rules, with their literal messages; the schema says so)."""
+
+
 class CreateLearningSkillSerializer(StrictSerializer):
     field_help = {
         "skill_name": (
@@ -140,7 +161,8 @@ class CreateLearningSkillSerializer(StrictSerializer):
         "status": "draft (a new skill) | verified | canary | active: the rollout step to move to",
     }
 
-    skill_name = _text(1000)
+    skill_name = SkillNameField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                                max_length=1000)
     description = _text(10_000)
     when_to_use = _text(10_000)
     version = _text(1000)
@@ -162,7 +184,7 @@ class RolloutResultSerializer(StrictSerializer):
         "definition_fingerprint": "the definition the evidence is for (refused when the skill changed since)",
     }
 
-    kind = StrictCharField(max_length=40, help_text="verification | canary")
+    kind = RolloutKindField(max_length=40, help_text="verification | canary")
     run_id = StrictCharField(max_length=40)
     expected_output_contains = _text(10_000)
     definition_fingerprint = _text(200)
@@ -173,17 +195,15 @@ class SkillReasonSerializer(StrictSerializer):
         "reason": "why (kept in the skill's lifecycle events and the audit trail)",
     }
 
-    reason = _text(10_000)
+    reason = SkillReasonField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
+                              max_length=10_000)
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------
 
 
 def _query(request) -> str | None:
-    query = request.query_params.get("query")
-    if query is not None and len(query) > MAX_QUERY_CHARS:
-        raise ValidationFailed(f"query exceeds the {MAX_QUERY_CHARS} character limit", field="query")
-    return query
+    return query_text(request)
 
 
 def _hide_paths(request, item):
@@ -230,9 +250,9 @@ class SkillListView(APIView):
         "List skills",
         "The runtime catalog: catalog skills plus active promoted skills, filtered by query (name, "
         "description, when_to_use). Agents see skill paths relative to the skills directory. Paged (limit, "
-        "offset). 400 for a query over 10,000 characters.",
+        f"offset). 400 for a query over {MAX_QUERY_CHARS} characters.",
         operation_id="skills_list",
-        parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
     def get(self, request):
@@ -257,7 +277,7 @@ class SessionSkillsView(SessionScopedMixin, APIView):
         "session's learning scopes (canary ones for canary sessions), filtered by query. Paged (limit, offset). "
         "404 when the session is not the calling agent's.",
         operation_id="sessions_skills_list",
-        parameters=[OpenApiParameter("query", str), OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
     def get(self, request, session_id: str):
@@ -318,8 +338,7 @@ class LearningSkillListView(APIView):
         parameters=[
             OpenApiParameter("source_learning_id", str),
             OpenApiParameter("status", str, enum=SkillStatus.values),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
+            *page_parameters(),
         ],
         responses=paginated(LearningSkillViewSerializer),
     )
@@ -415,17 +434,19 @@ class RollbackSkillView(APIView):
 
 
 # Names are matched with ``.+`` (not ``[^/]+``) so that an encoded ``/`` in a hostile name reaches the name
-# rules and gets a 400 instead of falling through to "unknown route".
+# rules and gets a 400 instead of falling through to "unknown route". [\s\S] and \Z: a name with a newline (%0A) is
+# a name too (a 400 or 404 problem), never Django's HTML 404 nor, with ``$``, the name without its newline.
 urlpatterns = [
     path("skills", SkillListView.as_view(), name="skills"),
-    re_path(r"^skills/(?P<name>.+)$", SkillDetailView.as_view(), name="skill-detail"),
+    re_path(r"^skills/(?P<name>[\s\S]+)\Z", SkillDetailView.as_view(), name="skill-detail"),
     path("sessions/<str:session_id>/skills", SessionSkillsView.as_view(), name="session-skills"),
     path("learnings/<str:learning_id>/promote-skill", PromoteSkillView.as_view(), name="learning-promote-skill"),
     path("learning-skills", LearningSkillListView.as_view(), name="learning-skills"),
-    re_path(
-        r"^learning-skills/(?P<name>.+)/rollout-result$", RolloutResultView.as_view(), name="learning-skill-rollout"
-    ),
-    re_path(r"^learning-skills/(?P<name>.+)/revoke$", RevokeSkillView.as_view(), name="learning-skill-revoke"),
-    re_path(r"^learning-skills/(?P<name>.+)/rollback$", RollbackSkillView.as_view(), name="learning-skill-rollback"),
-    re_path(r"^learning-skills/(?P<name>.+)$", LearningSkillDetailView.as_view(), name="learning-skill-detail"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)/rollout-result\Z", RolloutResultView.as_view(),
+            name="learning-skill-rollout"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)/revoke\Z", RevokeSkillView.as_view(), name="learning-skill-revoke"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)/rollback\Z", RollbackSkillView.as_view(),
+            name="learning-skill-rollback"),
+    re_path(r"^learning-skills/(?P<name>[\s\S]+)\Z", LearningSkillDetailView.as_view(),
+            name="learning-skill-detail"),
 ]

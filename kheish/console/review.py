@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 from kheish.console import activity, explain
 from kheish.console.common import Stamp, learning_status_line, next_url, paginate, render, run_link
 from kheish.console.forms import PublishForm, ReasonForm
+from learnings import screening
 from learnings import services as learning_services
 from learnings.models import LearningCandidate, LearningKind, PublishTier
 from memory.errors import AppError
@@ -41,7 +42,16 @@ def _candidate_row(candidate: LearningCandidate) -> dict:
         "rule_reason": review.get("reason"),
         "prompt_note": _prompt_note(candidate),
         "automation_words": activity.review_words(review),
+        "screen": _screen(candidate),
     }
+
+
+def _screen(candidate: LearningCandidate) -> dict | None:
+    """The poisoning screen's findings to show (issue 19.5), or None when it found nothing."""
+    if not candidate.screen_flagged:
+        return None
+    found = candidate.screening or {}
+    return {"summary": screening.summary(found), "findings": found.get("findings", [])}
 
 
 def _prompt_note(candidate: LearningCandidate) -> str:

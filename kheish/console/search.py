@@ -10,6 +10,7 @@ from django.urls import reverse
 from kheish import composition
 from kheish.console.common import Stamp, render
 from kheish.console.forms import SearchForm
+from memory import public_ids
 from memory.models import Session
 
 
@@ -17,9 +18,10 @@ def search(request: HttpRequest) -> HttpResponse:
     recent = list(Session.objects.select_related("owner", "persona").order_by("-updated_at_ms")[:200])
     wanted = request.GET.get("session", "")
     chosen = None
-    if wanted.startswith("session-") and wanted[8:].isdigit():
+    wanted_pk = public_ids.parse_id(wanted, public_ids.SESSION)
+    if wanted_pk is not None:
         chosen = next((s for s in recent if s.public_id == wanted), None) or Session.objects.select_related(
-            "owner", "persona").filter(pk=int(wanted[8:])).first()
+            "owner", "persona").filter(pk=wanted_pk).first()
     if chosen is not None and chosen not in recent:
         recent.insert(0, chosen)
     choices = [(s.public_id, f"{s.public_id} · {s.owner.get_username()}"
@@ -33,9 +35,9 @@ def search(request: HttpRequest) -> HttpResponse:
             hit["when"] = Stamp(hit["timestamp_ms"])
             hit["url"] = None
             if hit["kind"] == "learning":
-                hit["url"] = reverse("console:learning", args=[int(hit["source_id"].split("-")[-1])])
+                hit["url"] = reverse("console:learning", args=[public_ids.parse_id(hit["source_id"], "learning")])
             elif hit["kind"] == "recovered_run":
-                hit["url"] = reverse("admin:memory_run_change", args=[int(hit["source_id"].split("-")[-1])])
+                hit["url"] = reverse("admin:memory_run_change", args=[public_ids.parse_id(hit["source_id"], "run")])
     return render(
         request, "search.html", "Search memory", tab="search", form=form, result=result, chosen=chosen,
         session_url=reverse("admin:memory_session_change", args=[chosen.pk]) if chosen else None,

@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
-from learnings import validation
+from learnings import screening, validation
 from learnings.models import (
     CandidateOrigin,
     CandidateState,
@@ -26,11 +26,13 @@ from learnings.services.cleaning import (
     clean_stated_at,
     invalid,
     normalise_scope,
+    scope_to_store,
     semantic_key_digests,
 )
 from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import guarded_move
 from learnings.validation import LearningScope, LearningValidationError
+from memory import metrics, public_ids
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, Forbidden, ValidationFailed
@@ -94,7 +96,18 @@ def _new_candidate(
             domain=DOMAIN,
             code="invalid_learning_candidate",
         )
+    screened = screening.screen(content)  # the poisoning screen (issue 19.5), on content already validated
+    candidate.screening = screened.to_dict()
+    candidate.screen_flagged = screened.flagged
     return candidate
+
+
+def _screen_audit(candidate: LearningCandidate) -> dict:
+    """What the audit row of a new candidate says about the screen (only when it flagged something)."""
+    if not candidate.screen_flagged:
+        return {}
+    metrics.increment("learning.screening.flagged_total")
+    return {"screening": {"flagged": True, "categories": (candidate.screening or {}).get("categories", [])}}
 
 
 # ---- who may propose what (issue 21.3: here, not in the API layer, so that every write path is checked) -----
@@ -123,10 +136,7 @@ def require_scope(actor: object, scope: LearningScope, *, operator: bool | None 
 
 
 def _owned_id(value: object, prefix: str) -> int | None:
-    if not isinstance(value, str) or not value.startswith(f"{prefix}-"):
-        return None
-    digits = value[len(prefix) + 1:]
-    return int(digits) if digits.isdigit() and len(digits) < 19 else None
+    return public_ids.parse_id(value, prefix)
 
 
 def require_own_provenance(actor: object, source: object, evidence_refs: object, *,
@@ -202,7 +212,7 @@ def create_candidate_in_transaction(
         raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
     candidate = _new_candidate(
         origin=CandidateOrigin.API,
-        scope=scope,
+        scope=scope_to_store(scope.kind, scope.id),
         kind=kind,
         content=content.strip(),
         sensitivity=sensitivity,
@@ -222,7 +232,8 @@ def create_candidate_in_transaction(
         action="create",
         actor=actor,
         to_state=CandidateState.PENDING,
-        data={"origin": candidate.origin, "kind": candidate.kind, "scope": candidate.scope_key},
+        data={"origin": candidate.origin, "kind": candidate.kind, "scope": candidate.scope_key,
+              **_screen_audit(candidate)},
     )
     if queue_review:
         _enqueue_review(candidate.pk)
@@ -311,6 +322,7 @@ def daemon_candidate_create(
             "kind": kind,
             "scope": candidate.scope_key,
             "run_id": run.public_id,
+            **_screen_audit(candidate),
         },
     )
     _enqueue_review(candidate.pk)

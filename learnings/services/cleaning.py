@@ -12,6 +12,7 @@ from learnings import semantic, validation
 from learnings.models import key_digest
 from learnings.selectors import DOMAIN
 from learnings.validation import LearningScope, LearningValidationError
+from memory import public_ids
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
 
@@ -80,6 +81,18 @@ def normalise_scope(kind: object, scope_id: object) -> LearningScope:
         return validation.normalise_scope(kind, scope_id)  # type: ignore[arg-type]
     except LearningValidationError as exc:
         raise invalid(exc) from exc
+
+
+MSG_SESSION_SCOPE_ID = "session learning scope id must be a session id: session-N, N in ASCII digits"
+
+
+def scope_to_store(kind: object, scope_id: object) -> LearningScope:
+    """``normalise_scope``, and a session scope must name a session by its canonical public id (issue 19.9):
+    ``session-١`` or ``session-01`` would be stored under a scope key no session's ever matches."""
+    scope = normalise_scope(kind, scope_id)
+    if scope.kind == "session" and not public_ids.is_canonical(scope.id, public_ids.SESSION):
+        raise ValidationFailed(MSG_SESSION_SCOPE_ID, field="scope.id", domain=DOMAIN, code="invalid_learning")
+    return scope
 
 
 def _check(validator: Any, value: object, root: str) -> None:

@@ -24,7 +24,7 @@ from learnings.services.cleaning import (
     clean_content,
     clean_evidence_refs,
     clean_expiry,
-    normalise_scope,
+    scope_to_store,
     semantic_key_digests,
 )
 from learnings.services.rows import (
@@ -156,10 +156,17 @@ def _publish_locked(locked: LearningCandidate, *, actor: object, options: Publis
             domain=DOMAIN,
             code="candidate_already_published",
         )
+    if automation is not None and locked.screen_flagged:  # the screen gate, held here too (issue 19.5)
+        raise Conflict(
+            f"learning candidate {locked.public_id} was flagged by the memory-poisoning screen: only an operator "
+            "may publish it",
+            domain=DOMAIN,
+            code="candidate_screen_flagged",
+        )
 
     at = now_ms()
     scope = (
-        normalise_scope(scope.kind, scope.id)
+        scope_to_store(scope.kind, scope.id)
         if scope is not None
         else LearningScope(kind=locked.scope_kind, id=locked.scope_id)
     )

@@ -210,6 +210,7 @@ class StatusView(ApiModel):
     health: Any = None
     run_memory: Any = None
     session_memory: Any = None
+    learnings: Any = None  # operators only: learnings.screening counts (issue 19.5)
 
 
 # ---- learning plane -----------------------------------------------------------------------------------------
@@ -259,6 +260,7 @@ class LearningCandidateView(ApiModel):
     state: str
     automation_review: dict[str, Any] | None = None
     published_learning_id: str | None = None
+    screening: dict[str, Any] | None = None  # operators only: the memory-poisoning screen's findings
 
 
 class LearningView(ApiModel):
