@@ -277,10 +277,15 @@ class PublishLearningCandidateSerializer(StrictSerializer):
 class CreateLearningSerializer(CreateLearningCandidateSerializer):
     """``POST /v1/learnings``: a candidate's fields and what publishing it takes, in one body."""
 
-    stated_at_ms = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
-                                            max_value=2**62)
-    publish_tier = serializers.ChoiceField(choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE)
-    supersedes = StrictCharField(required=False, allow_null=True, default=None, max_length=100)
+    stated_at_ms = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=2**62,
+        help_text="Optional: when the statement was made (epoch ms); null reads as the publication time.")
+    publish_tier = serializers.ChoiceField(
+        choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE,
+        help_text="The tier it is published at: active (reaches prompts of its scope) or provisional.")
+    supersedes = StrictCharField(
+        required=False, allow_null=True, default=None, max_length=100,
+        help_text="Optional: the learning id (learning-N) this one replaces; required when it conflicts with one.")
 
 
 class RejectCandidateSerializer(StrictSerializer):

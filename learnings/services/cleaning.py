@@ -31,6 +31,19 @@ _TEXT_MESSAGE = "{field} must be a string of at most {maxLength} characters"
 _TEXT = {"type": ["string", "null"], "maxLength": MAX_REF_TEXT, MESSAGES: {"type": _TEXT_MESSAGE,
                                                                          "maxLength": _TEXT_MESSAGE}}
 _UNKNOWN = "unknown field {key}"
+FIELD_DESCRIPTIONS = {
+    "run_id": "a run of the caller's own (run-N) the statement comes from",
+    "session_id": "a session of the caller's own (session-N) the statement comes from",
+    "agent_id": "the proposing agent's name (only its own)",
+    "observation_id": "the caller's own id for the observation behind the statement",
+    "derivation_id": "the caller's own id for how the statement was derived",
+    "artifact_id": "the caller's own id of an artifact that supports the statement",
+    "note": "a short note on what this evidence shows",
+}
+
+
+def _text(name: str) -> dict[str, Any]:
+    return {**_TEXT, "description": FIELD_DESCRIPTIONS[name]}
 _OFFSET_MESSAGE = "{field} must be a non-negative integer"
 
 SOURCE_SCHEMA: dict[str, Any] = {
@@ -39,8 +52,9 @@ SOURCE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        **{name: _TEXT for name in SOURCE_TEXT_FIELDS},
+        **{name: _text(name) for name in SOURCE_TEXT_FIELDS},
         "input_event_offset": {"type": ["integer", "null"], "minimum": 0,
+                               "description": "the journal offset of the input event the statement comes from",
                                MESSAGES: {"type": _OFFSET_MESSAGE, "minimum": _OFFSET_MESSAGE}},
     },
     MESSAGES: {"type": "{field} must be an object", "additionalProperties": _UNKNOWN},
@@ -53,7 +67,7 @@ EVIDENCE_REFS_SCHEMA: dict[str, Any] = {
     "items": {
         "type": "object",
         "additionalProperties": False,
-        "properties": {name: _TEXT for name in EVIDENCE_FIELDS},
+        "properties": {name: _text(name) for name in EVIDENCE_FIELDS},
         MESSAGES: {"type": "{field} must be an object", "additionalProperties": _UNKNOWN},
     },
     MESSAGES: {"type": "{field} must be a list", "maxItems": "{field} may hold at most {maxItems} items"},
