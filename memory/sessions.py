@@ -302,6 +302,19 @@ def persona_create(*, persona_id: str, display_name: str, version: str = "1", so
     return persona
 
 
+def _audited_update(obj, fields: dict, *, subject_type: str, subject_id: str, actor: object):
+    """Lock the row, write the fields that changed and audit them (before and after); the refreshed row."""
+    model = type(obj)
+    locked = model.objects.select_for_update().get(pk=obj.pk)
+    changed = _changes(locked, fields)
+    if changed:
+        model.objects.filter(pk=locked.pk).update(**fields)
+        record_audit(subject_type=subject_type, subject_id=subject_id, action="update", actor=actor,
+                     data={"changed": changed})
+    locked.refresh_from_db()
+    return locked
+
+
 @transaction.atomic
 def persona_update(*, persona: Persona, display_name: str, version: str, soul: str,
                    capability_scope: list[str] | None, actor: object) -> Persona:
@@ -309,14 +322,7 @@ def persona_update(*, persona: Persona, display_name: str, version: str, soul: s
     changed, before and after. Sessions bound to it see the new capability scope at once."""
     fields = _persona_fields(display_name=display_name, version=version, soul=soul,
                              capability_scope=capability_scope)
-    locked = Persona.objects.select_for_update().get(pk=persona.pk)
-    changed = _changes(locked, fields)
-    if changed:
-        Persona.objects.filter(pk=locked.pk).update(**fields)
-        record_audit(subject_type="persona", subject_id=locked.persona_id, action="update", actor=actor,
-                     data={"changed": changed})
-    locked.refresh_from_db()
-    return locked
+    return _audited_update(persona, fields, subject_type="persona", subject_id=persona.persona_id, actor=actor)
 
 
 @transaction.atomic
@@ -335,14 +341,7 @@ def project_create(*, project_id: str, name: str, actor: object) -> Project:
 def project_update(*, project: Project, name: str, actor: object) -> Project:
     """Rename a project (its id never changes), audited before and after."""
     fields = {"name": _text(name, "name", "project", max_length=200)}
-    locked = Project.objects.select_for_update().get(pk=project.pk)
-    changed = _changes(locked, fields)
-    if changed:
-        Project.objects.filter(pk=locked.pk).update(**fields)
-        record_audit(subject_type="project", subject_id=locked.project_id, action="update", actor=actor,
-                     data={"changed": changed})
-    locked.refresh_from_db()
-    return locked
+    return _audited_update(project, fields, subject_type="project", subject_id=project.project_id, actor=actor)
 
 
 @dataclass(frozen=True)

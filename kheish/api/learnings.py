@@ -368,6 +368,14 @@ def _scope(data: dict | None) -> LearningScope | None:
     return services.normalise_scope(data["kind"], data.get("id"))
 
 
+def _candidate_fields(body: dict) -> dict:
+    """A validated ``CreateLearningCandidateSerializer`` body as the candidate services' keyword arguments (the
+    propose and the create-and-publish paths take the same candidate fields)."""
+    return {"scope": _scope(body["scope"]), **{name: body[name] for name in (
+        "kind", "content", "sensitivity", "confidence", "source", "evidence_refs", "expires_at_ms",
+        "stated_at_ms")}}
+
+
 # ---- views ------------------------------------------------------------------------------------------------
 
 
@@ -436,18 +444,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         data.is_valid(raise_exception=True)
         body = data.validated_data
         candidate = services.candidate_create(
-            actor=request.user,
-            operator=caller_is_operator(request),
-            scope=_scope(body["scope"]),
-            kind=body["kind"],
-            content=body["content"],
-            sensitivity=body["sensitivity"],
-            confidence=body["confidence"],
-            source=body["source"],
-            evidence_refs=body["evidence_refs"],
-            expires_at_ms=body["expires_at_ms"],
-            stated_at_ms=body["stated_at_ms"],
-        )
+            actor=request.user, operator=caller_is_operator(request), **_candidate_fields(body))
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
     @described("Get a learning candidate", "One candidate, with its review state and, once published, the "
@@ -520,15 +517,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         body = data.validated_data
         learning, candidate = services.learning_create_published(
             actor=request.user,
-            scope=_scope(body["scope"]),
-            kind=body["kind"],
-            content=body["content"],
-            sensitivity=body["sensitivity"],
-            confidence=body["confidence"],
-            source=body["source"],
-            evidence_refs=body["evidence_refs"],
-            expires_at_ms=body["expires_at_ms"],
-            stated_at_ms=body["stated_at_ms"],
+            **_candidate_fields(body),
             publish_tier=body["publish_tier"],
             supersedes=body["supersedes"],
         )
