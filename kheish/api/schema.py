@@ -59,6 +59,10 @@ ERROR_TEXT = {
 NO_CONFLICT = frozenset({"runtime_redaction_preview_create", "learnings_revoke_matching_create"})
 """Unsafe operations that never answer 409 (a preview; a bulk revoke that skips what is already revoked)."""
 
+BODY_REFERENCES = frozenset({"learnings_create"})
+"""Operations without path parameters whose body names another object by id (``supersedes``): 404 when it is
+unknown, with the field named."""
+
 UNSAFE = frozenset({"post", "put", "patch", "delete"})
 METHODS = frozenset({"get", "head", *UNSAFE})
 
@@ -66,9 +70,11 @@ METHODS = frozenset({"get", "head", *UNSAFE})
 def error_statuses(method: str, operation: dict) -> list[int]:
     """The error statuses an operation can answer, from its shape: every one can be 400 (a NUL in the query
     string is refused before routing), 401 and 429; 404 with path parameters; 403 for operator-only and
-    unsafe operations; 409 for state-changing ones; 413 and 415 with a request body."""
+    unsafe operations; 404 too when the body names another object by id (BODY_REFERENCES); 409 for
+    state-changing ones; 413 and 415 with a request body."""
     statuses = [400, 401, 429]
-    if any(p.get("in") == "path" for p in operation.get("parameters", [])):
+    if (any(p.get("in") == "path" for p in operation.get("parameters", []))
+            or operation.get("operationId") in BODY_REFERENCES):
         statuses.append(404)
     if operation.get("x-kheish-caller") == OPERATOR or method in UNSAFE:
         statuses.append(403)

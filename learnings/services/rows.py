@@ -133,7 +133,9 @@ def supersede_target(target_id: str, *, scope_key: str) -> tuple[Learning | None
     """(target to supersede, existing live replacement to reuse) for a publication naming ``supersedes``."""
     target = Learning.objects.select_for_update().filter(pk=parse_learning_id(target_id)).first()
     if target is None:
-        raise learning_not_found(target_id)
+        error = learning_not_found(target_id)
+        error.field = "supersedes"
+        raise error
     replacement = live_replacement(target)
     if replacement is not None:
         return None, replacement
