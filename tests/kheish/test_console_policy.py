@@ -161,10 +161,14 @@ def test_run_memory_policy_messages_match_the_api(ops, operator_client, override
     assert not PolicyRevision.objects.exists()
 
 
-def test_a_disabled_run_memory_policy_with_zeros_is_valid(ops):
-    response = ops.post(RUN_MEMORY, run_memory_form({"enabled": False, "retention_ms": 0,
-                                                     "max_tracked_per_session": 0, "max_prompt_entries": 0}))
+def test_a_run_memory_policy_with_zeros_is_valid_only_when_disabled(ops):
+    zeros = {"retention_ms": 0, "max_tracked_per_session": 0, "max_prompt_entries": 0}
+    refused = ops.post(RUN_MEMORY, run_memory_form({"enabled": True, **zeros}))
+    assert refused.status_code == 400
+    assert "run memory retention_ms must be greater than zero when enabled" in refused.content.decode()
+    response = ops.post(RUN_MEMORY, run_memory_form({"enabled": False, **zeros}))
     assert response.status_code == 200 and 'id="dry-run"' in response.content.decode()
+    assert not PolicyRevision.objects.exists()  # a dry run stores nothing
 
 
 # ---- dry run, then save -----------------------------------------------------------------------------------
