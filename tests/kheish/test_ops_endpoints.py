@@ -94,7 +94,7 @@ def test_metrics_export_counters_gauges_and_latency(operator_key, agent_key, ses
     assert [(s.labels["queue"], s.value) for s in depth] == [(queue_name, 3)]
     latency = found["kheish_http_request_duration_seconds"]
     routes = {s.labels.get("route") for s in latency.samples if s.name.endswith("_count")}
-    assert "v1/sessions/<str:session_id>/runs" in routes  # the pattern, not the raw path
+    assert "v1/sessions/(?P<session_id>[^/]+)/runs$" in routes  # the router's pattern, not the raw path
 
 
 def _scrape_after_a_run(operator_key, agent_key, session_id) -> dict:
