@@ -30,6 +30,7 @@ from learnings.querysets import versions_digest
 from learnings.sections import LEARNED_CONTEXT_FORMAT
 from memory import embedding, ranking
 from memory.clock import now_ms
+from memory.ranking import SEARCH_SCORE_SCALE
 from memory.sections import Block
 
 EXCERPT_CHARS = 180
@@ -397,10 +398,6 @@ def _search_rows(scope_keys: list[str], normalised: str | None) -> list[tuple]:
         return Learning.objects.scoped_rows("search_visible", scope_keys, at, _SEARCH_FIELDS)
     browse = Learning.objects.search_visible(scope_keys, at).order_by("-published_at_ms", "id")[:BROWSE_LIMIT]
     return list(browse.values_list(*_SEARCH_FIELDS))
-
-
-SEARCH_SCORE_SCALE = 1000
-"""Hybrid search scores are the fused score × 1000, rounded (the API's scores are integers)."""
 
 
 def search_hits(
