@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from learnings import policy_store, recall_sql, semantic, standing, when
+from learnings import policy_in_force, recall_sql, semantic, standing, when
+from learnings.learning_policy import RetrievalConfig
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
-from learnings.policy import RetrievalConfig
 from learnings.querysets import versions_digest
 from learnings.sections import LEARNED_CONTEXT_FORMAT
 from memory import embedding, ranking
@@ -333,7 +333,7 @@ def learned_records(
 
 
 def current_retrieval() -> RetrievalConfig:
-    return policy_store.current_policy().retrieval
+    return policy_in_force.current_policy().retrieval
 
 
 def learned_bundle(

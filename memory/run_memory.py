@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
 from django.db.models.functions import Concat
 
-from memory import embedding, hooks, metrics, policies, public_ids, ranking, sql
+from memory import embedding, hooks, metrics, public_ids, ranking, revisioned_policies, sql
 from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
@@ -59,7 +59,7 @@ MAX_DIAGNOSTICS = 32
 # ---- policy ---------------------------------------------------------------------------------------------
 
 def current_policy() -> RunMemoryPolicy:
-    data, _ = policies.current_policy_dict(PolicyKind.RUN_MEMORY)
+    data, _ = revisioned_policies.current_policy_dict(PolicyKind.RUN_MEMORY)
     if not data:
         return RunMemoryPolicy()
     try:
@@ -70,7 +70,7 @@ def current_policy() -> RunMemoryPolicy:
 
 
 def policy_revision() -> int:
-    return policies.current_policy_dict(PolicyKind.RUN_MEMORY)[1]
+    return revisioned_policies.current_policy_dict(PolicyKind.RUN_MEMORY)[1]
 
 
 def parse_policy(data: object) -> RunMemoryPolicy:
@@ -88,7 +88,7 @@ def set_policy(*, data: object, expected_revision: int | None, actor: object) ->
     the policy and its enforcement commit together or not at all."""
     policy = parse_policy(data)
     with transaction.atomic():
-        row = policies.save_policy(kind=PolicyKind.RUN_MEMORY, policy=policy.to_dict(),
+        row = revisioned_policies.save_policy(kind=PolicyKind.RUN_MEMORY, policy=policy.to_dict(),
                                    expected_revision=expected_revision, actor=actor)
         report = enforce_policy(policy=policy, source="runtime_policy")
     return policy, row.revision, report

@@ -9,7 +9,7 @@ description defaults to the first paragraph of the instructions.
 Loading never raises: a bad file is reported as a :class:`CatalogProblem` (``doctor`` prints them) and
 skipped. Parsed files are cached by (mtime, size), so listing a large catalog costs one directory walk.
 
-The same parser reads back the files mounted for promoted skills (``skills.mount``), so what the service
+The same parser reads back the files mounted for promoted skills (``skills.mounted_files``), so what the service
 writes is checked with exactly the loader that serves it.
 """
 

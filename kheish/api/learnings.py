@@ -3,7 +3,7 @@
 Agents create candidates and read learnings only within their effective scopes - the scopes of the sessions
 they own, narrowed to what they are granted now - and read only the candidates they proposed (others are 404);
 publish, reject, revoke, revoke-matching, supersede and the policy are operator-only.
-Every write goes through ``learnings.services`` / ``learnings.policy_store``.
+Every write goes through ``learnings.services`` / ``learnings.policy_in_force``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSeriali
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
 from kheish.api.schema import OPERATOR, described, openapi_schema
-from learnings import policy_store, selectors, services
+from learnings import policy_in_force, selectors, services
 from learnings.models import (
     MAX_CONTENT_CHARS,
     CandidateOrigin,
@@ -617,7 +617,7 @@ class LearningPolicyViewSet(viewsets.ViewSet):
         )
     )
     def read(self, request):
-        return Response(policy_store.current_policy().to_dict())
+        return Response(policy_in_force.current_policy().to_dict())
 
     @described(
         "Replace the learning policy",

@@ -24,10 +24,10 @@ POLICY_RESPONSE = inline_serializer("RuntimeSettingsView", fields={
 
 def learning_policy_dict() -> dict | None:
     try:
-        from learnings import policy_store
+        from learnings import policy_in_force
     except ModuleNotFoundError:
         return None
-    return policy_store.current_policy().to_dict()
+    return policy_in_force.current_policy().to_dict()
 
 
 def parse_expected_revision(body: dict) -> int | None:

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from kheish import supervisor
-from kheish.runtime import REPO_DIR
+from kheish.service_config import REPO_DIR
 from tests.kheish.test_first_hour import _free_port, _Output, _shell_env
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import requests
 
-from kheish.runtime import REPO_DIR
+from kheish.service_config import REPO_DIR
 from tests.kheish.test_first_hour import _free_port, _Output, _shell_env
 
 
