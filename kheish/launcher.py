@@ -252,7 +252,7 @@ def embedded_postgres_url(*, for_tests: bool = False, quiet: bool = False) -> It
     cold = not (PGDATA / "PG_VERSION").exists()
     _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
     server = embedded_postgres.get_server(PGDATA, cleanup_mode="stop")
-    global _EMBEDDED  # noqa: PLW0603 - the one embedded server this process holds (watched by `run`)
+    global _EMBEDDED  # the one embedded server this process holds (watched by `run`)
     _EMBEDDED = EmbeddedPostgresWatch(embedded_postgres, server)
     try:
         info = server.get_postmaster_info()

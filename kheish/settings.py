@@ -22,7 +22,7 @@ SECRET_KEY = service_config.secret_key()
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(service_config.NO_SECRET_KEY.format(path=service_config.SECRET_KEY_FILE))
-    SECRET_KEY = "debug-only-insecure-key"  # noqa: S105 - only with DEBUG=1
+    SECRET_KEY = "debug-only-insecure-key"  # only with DEBUG=1
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])

@@ -37,5 +37,5 @@ def repair_on_worker_start(sender=None, **kwargs) -> None:
     try:
         summary = maintenance.repair_all(apply=True, source="startup")
         logger.info("startup repair finished", extra={"summary": summary})
-    except Exception:  # noqa: BLE001 - a failed repair is reported by doctor, it must not kill the worker
+    except Exception:  # a failed repair is reported by doctor, it must not kill the worker
         logger.exception("startup repair failed")

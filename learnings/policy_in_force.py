@@ -24,7 +24,7 @@ _last_parsed: tuple[str, LearningPolicy] | None = None
 
 
 def current_policy_and_revision() -> tuple[LearningPolicy, int]:
-    global _last_parsed  # noqa: PLW0603 - the one-entry memo described above
+    global _last_parsed  # the one-entry memo described above
     data, revision = revisioned_policies.current_policy_dict(PolicyKind.LEARNING)
     if not data:
         return LearningPolicy(), revision

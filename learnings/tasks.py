@@ -118,7 +118,7 @@ def shadow_review_sweep(after_pk: int = 0) -> dict:
         try:
             review.review_candidate(pk)
             reviewed += 1
-        except Exception:  # noqa: BLE001 - one bad candidate must not stop the sweep; the lease expires
+        except Exception:  # one bad candidate must not stop the sweep; the lease expires
             failed += 1
             logger.exception("review of learning-candidate-%s failed", pk)
     if len(ids) == SWEEP_BATCH:
@@ -155,5 +155,5 @@ def queue_on_worker_start(sender=None, **kwargs) -> None:
     try:
         shadow_review_sweep.delay()
         replay_pending_captures.delay()
-    except Exception:  # noqa: BLE001 - the beat schedule retries; a broker hiccup must not kill the worker
+    except Exception:  # the beat schedule retries; a broker hiccup must not kill the worker
         logger.exception("could not queue the learning plane's start-up work")

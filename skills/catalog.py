@@ -317,7 +317,7 @@ def _parse_cached(path: str, default_name: str, stamp: tuple) -> CatalogSkill | 
         result: CatalogSkill | CatalogFileError = parse_skill_file(Path(path), default_name=default_name or None)
     except CatalogFileError as exc:
         result = exc
-    except Exception as exc:  # noqa: BLE001 - a bad file must never take the service down
+    except Exception as exc:  # a bad file must never take the service down
         logger.exception("unexpected error loading skill file %s", path)
         result = CatalogFileError(f"unexpected error: {exc.__class__.__name__}")
     with _cache_lock:

@@ -42,7 +42,7 @@ def mount_active(skill: LearningSkill) -> None:
     except Exception as exc:
         try:
             mounted_files.restore(learning_id, previous)
-        except Exception:  # noqa: BLE001 - report the original error; repair will finish the job
+        except Exception:  # report the original error; repair will finish the job
             logger.exception("could not restore mounted files of %s after a failed mount", learning_id)
         if isinstance(exc, mounted_files.MountError | catalog.CatalogFileError | OSError):
             raise Conflict(
@@ -63,7 +63,7 @@ def unmount_if_orphaned(learning_pk: int) -> bool:
         return False
     try:
         return mounted_files.remove(f"learning-{learning_pk}")
-    except Exception:  # noqa: BLE001 - the files stay as orphans for repair
+    except Exception:  # the files stay as orphans for repair
         logger.exception("could not remove mounted files of learning-%s; repair will remove them", learning_pk)
         return False
 
