@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml
 run: venv
 	$(PY) -m kheish.launcher run
 
-# Commands beside the service: manage.py finds its database and secret key itself (kheish/runtime.py).
+# Commands beside the service: manage.py finds its database and secret key itself (kheish/service_config.py).
 key: venv
 	@if [ -z "$(NAME)" ]; then echo "usage: make key NAME=my-agent ROLE=agent|operator" >&2; exit 2; fi
 	@$(PY) manage.py create_api_key "$(NAME)" --role "$(or $(ROLE),agent)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Django's command-line utility, under the running service's configuration (``kheish.runtime``): the secret
+"""Django's command-line utility, under the running service's configuration (``kheish.service_config``): the secret
 key in var/secret_key and the service's database - the embedded PostgreSQL (joined while ``make run`` runs,
 else started for this command) or the DATABASE_URL it was started with. Nothing to export."""
 

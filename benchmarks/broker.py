@@ -68,7 +68,7 @@ def _purge() -> None:
     from kheish import broker
 
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {broker.TABLE}")  # noqa: S608 - a constant
+        cursor.execute(f"DELETE FROM {broker.TABLE}")  # a constant
 
 
 class _Worker:

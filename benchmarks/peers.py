@@ -166,7 +166,7 @@ def peers(embed: Embedder) -> list:
             running.append(build())
         except ImportError as exc:
             print(f"peers: {name} skipped - not installed ({exc.name}); pip install -e '.[peers]'", flush=True)
-        except Exception as exc:  # a peer that cannot run offline here: say so, go on with the others
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot run offline here: say so, go on
             print(f"peers: {name} skipped - cannot run here: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
     return running
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from kheish import composition
 from kheish.console import bulk, explain
-from learnings import policy_store
+from learnings import policy_in_force
 from learnings.admin import LearningAdmin, LearningCandidateAdmin
 from learnings.models import PROMPT_ELIGIBLE_KINDS, CandidateState, Learning, LearningCandidate, LearningKind
 from memory import public_ids
@@ -70,7 +70,7 @@ def memory_card(session: Session, query: str | None = None) -> dict:
 
 def _why_no_learnings(learning_count: int, candidates: list[LearningCandidate], query: str | None) -> list[str]:
     """Sentences that say why the next prompt gets no learning."""
-    semantic = policy_store.current_policy().capture.semantic_candidates.enabled
+    semantic = policy_in_force.current_policy().capture.semantic_candidates.enabled
     capture = ("labelled statements (Preference: / Fact: / Decision:) in a run's input become candidates only with "
                "semantic capture, " + ("on" if semantic else "off: turn it on in the Memory console"))
     kinds = {candidate.kind for candidate in candidates}
@@ -108,7 +108,7 @@ class CandidateConsoleAdmin(bulk.CandidateActions, LearningCandidateAdmin):
     change_list_template = "admin/console/candidate_change_list.html"
 
     def changelist_view(self, request, extra_context=None):
-        policy, revision = policy_store.current_policy_and_revision()
+        policy, revision = policy_in_force.current_policy_and_revision()
         extra = {"learning_policy": policy, "policy_revision": revision,
                  "policy_url": reverse("console:learning-policy")}
         return super().changelist_view(request, {**(extra_context or {}), **extra})

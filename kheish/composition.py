@@ -8,11 +8,9 @@ from django.db import transaction
 
 from learnings import retrieval
 from learnings import selectors as learning_selectors
-from learnings.policy import RetrievalConfig
 from learnings.sections import LEARNED_CONTEXT_FORMAT, render_learned_context
 from memory import compaction, metrics, run_memory
 from memory.models import Run, Session
-from memory.recall import score_entry
 from memory.runs import RunInput, run_open
 from memory.sections import (
     RECOVERED_MEMORY_FORMAT,
@@ -23,26 +21,6 @@ from memory.sections import (
 )
 from memory.sessions import effective_capability_scope, learning_scope_keys
 from skills import selectors as skill_selectors
-
-
-def learned_entries(session: Session, scope_keys: list[str], query: str | None, usage: str,
-                    config: RetrievalConfig | None = None) -> tuple[list, bool]:
-    """learnings.retrieval.learned_bundle(session=, scope_keys=, query=, usage=) -> (entries, truncated)."""
-    return retrieval.learned_bundle(session=session, scope_keys=scope_keys, query=query, usage=usage,
-                                    config=config)
-
-
-def learned_records(session: Session, scope_keys: list[str], query: str | None, usage: str,
-                    config: RetrievalConfig | None = None, budget_tokens: int | None = None) -> tuple[list, bool]:
-    """The same selection as ``learned_entries`` as records (``learning_id`` and the rendered ``block``), for
-    the prompt, which needs no API dicts: learnings.retrieval.learned_records(...) -> (records, truncated).
-    ``budget_tokens``: the section's budget, of which the standing preferences and decisions take their share."""
-    return retrieval.learned_records(session=session, scope_keys=scope_keys, query=query, usage=usage,
-                                     config=config, budget_tokens=budget_tokens)
-
-
-def visible_skills(session: Session, scope_keys: list[str]) -> list[dict]:
-    return skill_selectors.session_visible_skills(session=session, scope_keys=scope_keys, query=None)
 
 
 def assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str = "prompt") -> dict:
@@ -58,7 +36,8 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
     sections = []
     # learned_context is bounded by the policy's retrieval.max_tokens under the window budget (the smaller).
     section_budget = min(budget, config.max_tokens)
-    learned, learned_truncated = learned_records(session, scope_keys, content, usage, config, section_budget)
+    learned, learned_truncated = retrieval.learned_records(session=session, scope_keys=scope_keys, query=content,
+                                                           usage=usage, config=config, budget_tokens=section_budget)
     packed_learned = pack_section(learned, LEARNED_CONTEXT_FORMAT, section_budget,
                                   truncated=learned_truncated, blocks=[record.block for record in learned],
                                   skip_oversized=config.ranker == "hybrid")
@@ -97,9 +76,10 @@ def memory_context(session: Session, query: str | None) -> dict:
     """The no-side-effect preview of what the next input would be eligible to receive."""
     scope_keys = learning_scope_keys(session)
     config = retrieval.current_retrieval()
-    learned, learned_truncated = learned_entries(session, scope_keys, query, "preview", config)
+    learned, learned_truncated = retrieval.learned_bundle(session=session, scope_keys=scope_keys, query=query,
+                                                          usage="preview", config=config)
     bundle = run_memory.recovered_bundle(session, query, usage="preview", ranker=config.ranker)
-    skills = visible_skills(session, scope_keys)
+    skills = skill_selectors.session_visible_skills(session=session, scope_keys=scope_keys, query=None)
     return {
         "session_id": session.public_id,
         "effective_capability_scope": effective_capability_scope(session),
@@ -121,37 +101,7 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
     config = retrieval.current_retrieval()
     results: list[dict] = []
     results += retrieval.search_hits(session=session, scope_keys=scope_keys, query=normalized, config=config)
-    policy = run_memory.current_policy()  # read once for both reads below
-    eligible = {e.run_id for e in run_memory.recovered_bundle(session, query, usage="preview", policy=policy,
-                                                              ranker=config.ranker).entries}
-    records = run_memory.search_records(session, scope_keys, policy=policy)
-    if config.ranker == "hybrid":
-        results += _hybrid_run_hits(records, normalized, eligible)
-        records = []
-    for record in records:
-        entry = run_memory.entry_of(record)
-        score = 0
-        matched = []
-        if normalized:
-            fields = {"summary": entry.summary, "request_preview": entry.request_preview or "",
-                      "outcome_preview": entry.outcome_preview or "",
-                      "failure_markers": " ".join(entry.failure_markers)}
-            terms = normalized.split()
-            for name, value in fields.items():
-                low = value.lower()
-                field_score = (100 if normalized in low else 0) + sum(10 for t in terms if t in low)
-                if field_score:
-                    matched.append(name)
-                    score += field_score
-            score += score_entry(entry, query)
-            if score == 0:
-                continue
-        results.append({
-            "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
-            "excerpt": entry.summary if len(entry.summary) <= 180 else entry.summary[:180] + "…",
-            "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
-            "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
-        })
+    results += run_memory.search_hits(session=session, scope_keys=scope_keys, query=query, ranker=config.ranker)
     named: list[dict] = []
     if normalized:
         skill_hits = skill_selectors.search_hits(session=session, scope_keys=scope_keys, query=normalized)
@@ -169,29 +119,6 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
         "truncated": len(results) > limit,
         "results": results[:limit],
     }
-
-
-def _run_hit(entry, record, score: int, eligible: set[str], matched: list[str]) -> dict:
-    return {
-        "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
-        "excerpt": entry.summary if len(entry.summary) <= 180 else entry.summary[:180] + "…",
-        "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
-        "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
-    }
-
-
-def _hybrid_run_hits(records: list, query: str | None, eligible: set[str]) -> list[dict]:
-    """Run-memory hits ranked by the hybrid ranker (scores on the learnings' scale: fused × 1000)."""
-    pairs = [(record, run_memory.entry_of(record)) for record in records]
-    if not query:
-        return [_run_hit(entry, record, 0, eligible, []) for record, entry in pairs]
-    ranked = run_memory.rank_hybrid([entry for _, entry in pairs], query, [record.embedding for record, _ in pairs])
-    by_run = {entry.run_id: record for record, entry in pairs}
-    hits = []
-    for position, entry in enumerate(ranked):
-        score = round(retrieval.SEARCH_SCORE_SCALE * (1 - position / max(1, len(ranked))))
-        hits.append(_run_hit(entry, by_run[entry.run_id], score, eligible, ["summary"]))
-    return hits
 
 
 def status_view() -> dict:

@@ -27,7 +27,7 @@ import os
 import shutil
 from pathlib import Path
 
-from kheish import runtime
+from kheish import service_config
 
 # Loopback by default; a node behind a load balancer listens where the balancer reaches it
 # (KHEISH_WEB_BIND=0.0.0.0:8000, comma-separated for several addresses).
@@ -50,7 +50,7 @@ else:
 
 def _metrics_dir() -> Path:
     return Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-                or runtime.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}")
+                or service_config.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}")
 
 
 def on_starting(server) -> None:

@@ -10,7 +10,7 @@ keeps a list of the processes holding it and only the last one to leave stops it
             the Procfile processes of this node's roles (``KHEISH_ROLE``: all, or a subset of web, worker,
             beat) under ``kheish.supervisor`` (a crashed process is restarted with backoff; so is the
             embedded PostgreSQL; Ctrl-C stops all); records its configuration in ``var/service.json`` so that
-            commands typed beside it find the same database (``kheish.runtime``).
+            commands typed beside it find the same database (``kheish.service_config``).
 * ``test``  ``python -m pytest [args]`` (``-n 2`` by default on a multi-core machine).
 * ``bench`` ``python -m benchmarks [args]``.
 """
@@ -30,8 +30,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from kheish import runtime, supervisor
-from kheish.runtime import DB_NAME, DB_USER, PGDATA, REPO_DIR, VAR_DIR, database_url
+from kheish import service_config, supervisor
+from kheish.service_config import DB_NAME, DB_USER, PGDATA, REPO_DIR, VAR_DIR, database_url
 
 DEFAULT_PORT = "8000"
 KEY_HINT = "make key NAME=my-agent ROLE=agent"
@@ -252,7 +252,7 @@ def embedded_postgres_url(*, for_tests: bool = False, quiet: bool = False) -> It
     cold = not (PGDATA / "PG_VERSION").exists()
     _repair_handles(embedded_postgres, disk_list_cls, PGDATA)
     server = embedded_postgres.get_server(PGDATA, cleanup_mode="stop")
-    global _EMBEDDED  # noqa: PLW0603 - the one embedded server this process holds (watched by `run`)
+    global _EMBEDDED  # the one embedded server this process holds (watched by `run`)
     _EMBEDDED = EmbeddedPostgresWatch(embedded_postgres, server)
     try:
         info = server.get_postmaster_info()
@@ -306,14 +306,14 @@ def database(*, for_tests: bool = False, quiet: bool = False) -> Iterator[str]:
 
 @contextlib.contextmanager
 def command_configuration() -> Iterator[None]:
-    """What ``manage.py`` runs under: the service's configuration (``kheish.runtime``). The secret key of
+    """What ``manage.py`` runs under: the service's configuration (``kheish.service_config``). The secret key of
     ``var/secret_key``; the database ``DATABASE_URL`` names, else the one ``make run`` was started with, else
     the embedded PostgreSQL - joined while the service runs, or started for this command and stopped after."""
-    runtime.ensure_secret_key()
+    service_config.ensure_secret_key()
     if os.environ.get("DATABASE_URL"):
         yield
         return
-    recorded = runtime.recorded_service().get("database_url")
+    recorded = service_config.recorded_service().get("database_url")
     if recorded:
         os.environ["DATABASE_URL"] = recorded
         yield
@@ -492,10 +492,10 @@ def cmd_run(args: Sequence[str]) -> int:
     stop_timeout = os.environ.get("KHEISH_STOP_TIMEOUT") or "60"
     if not stop_timeout.replace(".", "", 1).isdigit():
         raise SystemExit(f"KHEISH_STOP_TIMEOUT must be a number of seconds, got {stop_timeout!r}")
-    runtime.ensure_secret_key()
+    service_config.ensure_secret_key()
     explicit_url = os.environ.get("DATABASE_URL") or None
     with database() as where:
-        runtime.record_service(database_url=explicit_url, port=port)
+        service_config.record_service(database_url=explicit_url, port=port)
         if migrate:
             with _setup_lock():
                 _manage("migrate", "--noinput")
@@ -577,7 +577,7 @@ def cmd_test(args: Sequence[str]) -> int:
 
 
 def cmd_bench(args: Sequence[str]) -> int:
-    runtime.ensure_secret_key()
+    service_config.ensure_secret_key()
     with database():
         return CHILDREN.call([sys.executable, "-m", "benchmarks", *args])
 
@@ -585,7 +585,7 @@ def cmd_bench(args: Sequence[str]) -> int:
 def cmd_url(args: Sequence[str]) -> int:
     """``make url``: the address of the service ``make run`` is running from this checkout (its port is
     recorded in ``var/service.json``), so that a shell can ``export KHEISH_URL=$(make -s url)``."""
-    recorded = runtime.recorded_service()
+    recorded = service_config.recorded_service()
     pid, port = recorded.get("pid"), recorded.get("port")
     alive = isinstance(pid, int) and pid > 0
     if alive:

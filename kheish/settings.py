@@ -8,21 +8,21 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from kheish import runtime
+from kheish import service_config
 
-BASE_DIR = runtime.REPO_DIR
-VAR_DIR = runtime.VAR_DIR  # KHEISH_VAR_DIR, else <repo>/var
+BASE_DIR = service_config.REPO_DIR
+VAR_DIR = service_config.VAR_DIR  # KHEISH_VAR_DIR, else <repo>/var
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 DEBUG = env.bool("DEBUG", default=False)
-# SECRET_KEY, else the key `make run` generated in var/secret_key (kheish.runtime).
-SECRET_KEY = runtime.secret_key()
+# SECRET_KEY, else the key `make run` generated in var/secret_key (kheish.service_config).
+SECRET_KEY = service_config.secret_key()
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured(runtime.NO_SECRET_KEY.format(path=runtime.SECRET_KEY_FILE))
-    SECRET_KEY = "debug-only-insecure-key"  # noqa: S105 - only with DEBUG=1
+        raise ImproperlyConfigured(service_config.NO_SECRET_KEY.format(path=service_config.SECRET_KEY_FILE))
+    SECRET_KEY = "debug-only-insecure-key"  # only with DEBUG=1
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -85,10 +85,10 @@ TEMPLATES = [
 ]
 
 # PostgreSQL only: DATABASE_URL, else the URL `make run` was started with, else the running embedded server
-# (kheish.runtime). No database → a loud error naming what to run, never a fallback to another database.
-_database_url = runtime.configured_database_url()
+# (kheish.service_config). No database → a loud error naming what to run, never a fallback to another database.
+_database_url = service_config.configured_database_url()
 if not _database_url:
-    raise ImproperlyConfigured(runtime.NO_DATABASE.format(pgdata=runtime.PGDATA))
+    raise ImproperlyConfigured(service_config.NO_DATABASE.format(pgdata=service_config.PGDATA))
 DATABASES = {"default": env.db_url_config(_database_url)}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured(
@@ -233,7 +233,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
     "prune-run-memory": {"task": "memory.tasks.prune_run_memory", "schedule": 300.0},
-    "repair-run-memory": {"task": "memory.tasks.repair_run_memory", "schedule": 3600.0},
+    "repair-all-planes": {"task": "kheish.tasks.repair_all_planes", "schedule": 3600.0},
     "learning-shadow-review": {"task": "learnings.tasks.shadow_review_sweep", "schedule": 120.0},
     "learning-replay-captures": {"task": "learnings.tasks.replay_pending_captures",
                                  "schedule": env.float("KHEISH_REPLAY_EVERY_S", default=20.0)},

@@ -6,8 +6,8 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
 os.environ.setdefault("LOG_JSON", "0")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
-from kheish.settings import *  # noqa: E402,F403
-from kheish.settings import VAR_DIR  # noqa: E402
+from kheish.settings import *  # noqa: F403
+from kheish.settings import VAR_DIR
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True

@@ -1,17 +1,17 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from kheish import ops
-from kheish.api import agents as agents_api
-from kheish.api import learnings as learnings_api
 from kheish.api import runtime
-from kheish.api import skills as skills_api
+from kheish.api.agents import AgentGrantsViewSet
 from kheish.api.errors import JsonErrorsMixin
+from kheish.api.learnings import LearningCandidateViewSet, LearningPolicyViewSet, LearningViewSet
+from kheish.api.routers import V1Router, nested
 from kheish.api.runs import RunViewSet, SessionRunsViewSet
 from kheish.api.sessions import PersonaViewSet, ProjectViewSet, SessionViewSet
+from kheish.api.skills import LearningSkillViewSet, PromoteSkillViewSet, SessionSkillViewSet, SkillViewSet
 from kheish.console import console_urls
 from memory.errors import NotFound
 
@@ -25,11 +25,31 @@ class SchemaView(JsonErrorsMixin, SpectacularAPIView):
 class DocsView(JsonErrorsMixin, SpectacularSwaggerView):
     pass
 
-router = SimpleRouter(trailing_slash=False)
+
+# Every /v1 endpoint: one router, one ViewSet per resource (kheish/api/routers.py says how singletons and nested
+# collections are routed).
+router = V1Router()
 router.register("personas", PersonaViewSet, basename="persona")
 router.register("projects", ProjectViewSet, basename="project")
 router.register("sessions", SessionViewSet, basename="session")
+router.register(nested("sessions", "session_id", "runs"), SessionRunsViewSet, basename="session-runs")
+router.register(nested("sessions", "session_id", "memory-context"), runtime.MemoryContextViewSet,
+                basename="memory-context")
+router.register(nested("sessions", "session_id", "memory-search"), runtime.MemorySearchViewSet,
+                basename="memory-search")
+router.register(nested("sessions", "session_id", "skills"), SessionSkillViewSet, basename="session-skills")
 router.register("runs", RunViewSet, basename="run")
+router.register("runtime/run-memory-policy", runtime.RunMemoryPolicyViewSet, basename="run-memory-policy")
+router.register("runtime/learning-policy", LearningPolicyViewSet, basename="learning-policy")
+router.register("runtime/redaction-preview", runtime.RedactionPreviewViewSet, basename="redaction-preview")
+router.register("status", runtime.StatusViewSet, basename="status")
+router.register(nested("agents", "agent_id", "grants"), AgentGrantsViewSet, basename="agent-grants")
+router.register("learning-candidates", LearningCandidateViewSet, basename="learning-candidate")
+router.register("learnings", LearningViewSet, basename="learning")
+router.register(nested("learnings", "learning_id", "promote-skill"), PromoteSkillViewSet,
+                basename="learning-promote-skill")
+router.register("skills", SkillViewSet, basename="skill")
+router.register("learning-skills", LearningSkillViewSet, basename="learning-skill")
 
 
 class UnknownRoute(APIView):
@@ -46,16 +66,7 @@ v1 = [
     path("schema", SchemaView.as_view()),  # with or without the slash (issue 13.7)
     path("docs/", DocsView.as_view(url_name="schema"), name="docs"),
     path("docs", DocsView.as_view(url_name="schema")),
-    path("sessions/<str:session_id>/runs", SessionRunsViewSet.as_view({"post": "create"}), name="session-runs"),
-    path("sessions/<str:session_id>/memory-context", runtime.MemoryContextView.as_view(), name="memory-context"),
-    path("sessions/<str:session_id>/memory-search", runtime.MemorySearchView.as_view(), name="memory-search"),
-    path("runtime/run-memory-policy", runtime.RunMemoryPolicyView.as_view(), name="run-memory-policy"),
-    path("runtime/redaction-preview", runtime.RedactionPreviewView.as_view(), name="redaction-preview"),
-    path("status", runtime.StatusView.as_view(), name="status"),
     *router.urls,
-    *agents_api.urlpatterns,
-    *learnings_api.urlpatterns,
-    *skills_api.urlpatterns,
 ]
 
 urlpatterns = [

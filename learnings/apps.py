@@ -11,7 +11,7 @@ class LearningsConfig(AppConfig):
         # ready (Django's rule for AppConfig.ready). The learning plane reacts to memory through memory.hooks.
         from django.db import transaction
 
-        from learnings import policy_store, tasks
+        from learnings import policy_in_force, tasks
         from memory import hooks
 
         def queue_capture(run) -> None:
@@ -21,7 +21,7 @@ class LearningsConfig(AppConfig):
             transaction.on_commit(lambda: tasks.queue_captures([run_pk]), robust=True)
 
         def semantic_capture_enabled() -> bool:
-            return policy_store.current_policy().capture.semantic_candidates.enabled
+            return policy_in_force.current_policy().capture.semantic_candidates.enabled
 
         def scope_dependents(scope_key: str) -> dict[str, int]:
             from learnings.models import Learning, LearningCandidate

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
-from learnings import extraction, policy_store, services, statements
+from learnings import extraction, policy_in_force, services, statements
+from learnings.learning_policy import SemanticCaptureConfig
 from learnings.models import CandidateOrigin, LearningCandidate, LearningKind
-from learnings.policy import SemanticCaptureConfig
 from memory import llm, metrics, run_memory
 from memory.errors import AppError
 from memory.models import TERMINAL_STATUSES, Run, RunMemoryRecord, RunStatus, SemanticCapture
@@ -106,7 +106,7 @@ def _set_receipt(record: RunMemoryRecord, receipt: str) -> None:
 def capture_run(run_pk: int) -> CaptureOutcome | None:
     """Capture everything a terminal run yields. Idempotent: a second delivery finds the receipt done and
     the run_summary candidate present, and creates nothing."""
-    policy = policy_store.current_policy()
+    policy = policy_in_force.current_policy()
     with transaction.atomic():
         record = RunMemoryRecord.objects.select_for_update().filter(run_id=run_pk).first()
         if record is None:  # run memory disabled, or nothing to summarise: nothing to capture from
@@ -177,7 +177,7 @@ def pending_capture_run_ids(limit: int = REPLAY_BATCH, *, among=None) -> list[in
     (when run_summary capture is on) a record without its run_summary candidate. The least-tried receipts
     come first, so runs whose extraction keeps failing cannot crowd newer ones out of a batch. ``among``
     narrows the records looked at (the replay passes those no capture task is queued for)."""
-    capture_policy = policy_store.current_policy().capture
+    capture_policy = policy_in_force.current_policy().capture
     records = RunMemoryRecord.objects.all() if among is None else among
     terminal = records.filter(run__status__in=TERMINAL_STATUSES)
     ids = []

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from learnings.policy import ACTION_DEBUG_NAMES, ACTIONS, DEFAULT_MODEL_TIMEOUT_MS
+from learnings.learning_policy import ACTION_DEBUG_NAMES, ACTIONS, DEFAULT_MODEL_TIMEOUT_MS
 
 DEFAULT_JUDGE_TIMEOUT_MS = DEFAULT_MODEL_TIMEOUT_MS
 MAX_REASON_CHARS = 400

@@ -23,13 +23,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from learnings import policy_store, recall_sql, semantic, standing, when
+from learnings import policy_in_force, recall_sql, semantic, standing, when
+from learnings.learning_policy import RetrievalConfig
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
-from learnings.policy import RetrievalConfig
 from learnings.querysets import versions_digest
 from learnings.sections import LEARNED_CONTEXT_FORMAT
 from memory import embedding, ranking
 from memory.clock import now_ms
+from memory.ranking import SEARCH_SCORE_SCALE
 from memory.sections import Block
 
 EXCERPT_CHARS = 180
@@ -332,7 +333,7 @@ def learned_records(
 
 
 def current_retrieval() -> RetrievalConfig:
-    return policy_store.current_policy().retrieval
+    return policy_in_force.current_policy().retrieval
 
 
 def learned_bundle(
@@ -397,10 +398,6 @@ def _search_rows(scope_keys: list[str], normalised: str | None) -> list[tuple]:
         return Learning.objects.scoped_rows("search_visible", scope_keys, at, _SEARCH_FIELDS)
     browse = Learning.objects.search_visible(scope_keys, at).order_by("-published_at_ms", "id")[:BROWSE_LIMIT]
     return list(browse.values_list(*_SEARCH_FIELDS))
-
-
-SEARCH_SCORE_SCALE = 1000
-"""Hybrid search scores are the fused score × 1000, rounded (the API's scores are integers)."""
 
 
 def search_hits(

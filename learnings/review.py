@@ -21,20 +21,20 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from learnings import judge, policy_store, semantic, services
+from learnings import judge, policy_in_force, semantic, services
+from learnings.learning_policy import (
+    LearningPolicy,
+    ModelOverride,
+    evaluate_candidate,
+    publish_tier_for_action,
+    screen_gate,
+)
 from learnings.models import (
     CandidateOrigin,
     CandidateState,
     LearningCandidate,
     PolicyDecision,
     VerificationStatus,
-)
-from learnings.policy import (
-    LearningPolicy,
-    ModelOverride,
-    evaluate_candidate,
-    publish_tier_for_action,
-    screen_gate,
 )
 from learnings.selectors import candidate_view, find_conflict
 from memory import llm
@@ -134,7 +134,7 @@ def candidate_supported(candidate: LearningCandidate) -> bool:
 
 def review_candidate(candidate_pk: int) -> ReviewOutcome | None:
     """Review one candidate under the policy in force. Idempotent; returns None when nothing was reviewed."""
-    policy, revision = policy_store.current_policy_and_revision()
+    policy, revision = policy_in_force.current_policy_and_revision()
     if not policy.reviews_candidates:
         return None
     candidate = LearningCandidate.objects.filter(pk=candidate_pk).first()

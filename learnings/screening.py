@@ -6,7 +6,7 @@ A learning that gets published reaches every session's ``learned_context`` verba
 prompt. Every candidate is screened when it is written (``learnings.services.candidates``: the API's propose,
 capture from runs, model extraction — every creation goes through one constructor) and the findings are stored
 on it (``LearningCandidate.screening``). A flagged candidate is never published by automation
-(``learnings.policy.screen_gate``), its findings go to the judge, the console shows them, and ``/v1/status``
+(``learnings.learning_policy.screen_gate``), its findings go to the judge, the console shows them, and ``/v1/status``
 counts them. An operator can still publish it by hand: the screen is a signal, not a verdict.
 
 What is flagged, by category:

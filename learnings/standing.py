@@ -48,7 +48,7 @@ AMBIENT_ENTRIES = 1
 MAX_SHARE = 0.5
 """The standing budget never takes more than half of the section's budget."""
 
-_SCOPE_ORDER = recall_sql._SCOPE_PRIORITY  # noqa: SLF001 - the same scope order the pool's recent arm uses
+_SCOPE_ORDER = recall_sql._SCOPE_PRIORITY  # the same scope order the pool's recent arm uses
 
 
 class Standing(NamedTuple):

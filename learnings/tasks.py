@@ -22,7 +22,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.db import transaction
 
-from learnings import capture, policy_store, review
+from learnings import capture, policy_in_force, review
 from learnings.models import LearningCandidate
 from learnings.services.queue import REVIEW_CANDIDATE_TASK, SHADOW_REVIEW_SWEEP_TASK, release_review
 from memory import run_memory
@@ -83,7 +83,7 @@ def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[i
     """Lease up to ``batch`` pending candidates that need a review under the current policy revision.
     Rows another sweep holds are skipped (``skip_locked``); the lease keeps them out of the next claim, and
     out of ``claim_reviews``, while this sweep reviews them."""
-    revision = policy_store.policy_revision()
+    revision = policy_in_force.policy_revision()
     now = now_ms()
     with transaction.atomic():
         ids = list(
@@ -104,7 +104,7 @@ def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[i
 def shadow_review_sweep(after_pk: int = 0) -> dict:
     """Review pending candidates in batches; a full batch queues the next one (a cursor, so a candidate
     that keeps failing cannot loop)."""
-    if not policy_store.current_policy().reviews_candidates:
+    if not policy_in_force.current_policy().reviews_candidates:
         return {"reviewed": 0, "failed": 0, "mode": "manual_only"}
     ids = claim_review_batch(after_pk=int(after_pk))
     reviewed = failed = 0
@@ -118,7 +118,7 @@ def shadow_review_sweep(after_pk: int = 0) -> dict:
         try:
             review.review_candidate(pk)
             reviewed += 1
-        except Exception:  # noqa: BLE001 - one bad candidate must not stop the sweep; the lease expires
+        except Exception:  # one bad candidate must not stop the sweep; the lease expires
             failed += 1
             logger.exception("review of learning-candidate-%s failed", pk)
     if len(ids) == SWEEP_BATCH:
@@ -155,5 +155,5 @@ def queue_on_worker_start(sender=None, **kwargs) -> None:
     try:
         shadow_review_sweep.delay()
         replay_pending_captures.delay()
-    except Exception:  # noqa: BLE001 - the beat schedule retries; a broker hiccup must not kill the worker
+    except Exception:  # the beat schedule retries; a broker hiccup must not kill the worker
         logger.exception("could not queue the learning plane's start-up work")

@@ -85,7 +85,7 @@ def _complete(config: ModelConfig, **request: Any) -> Any:
     def call() -> None:
         try:
             outcome["response"] = client.chat.completions.create(model=config.model, **request)
-        except Exception as exc:  # handed to the caller's thread below
+        except Exception as exc:  # noqa: BLE001 - handed to the caller's thread below
             outcome["error"] = exc
 
     worker = threading.Thread(target=call, name="kheish-llm", daemon=True)

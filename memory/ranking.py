@@ -36,6 +36,9 @@ LEXICAL_WEIGHT = 0.3
 SEMANTIC_WEIGHT = 1.0 - LEXICAL_WEIGHT
 MIN_COSINE = 0.2
 """Below this cosine, a candidate that shares no stemmed term with the query is not relevant."""
+SEARCH_SCORE_SCALE = 1000
+"""memory-search scores of hybrid hits (learnings, recovered runs): the fused score × 1000, rounded (the API's
+scores are integers)."""
 FEEDBACK_DOCS = 3
 FEEDBACK_WEIGHT = 0.6
 """Pseudo-relevance feedback: the query moves towards the mean of the 3 best candidates, weight 0.6."""

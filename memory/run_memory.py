@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
 from django.db.models.functions import Concat
 
-from memory import embedding, hooks, metrics, policies, public_ids, ranking, sql
+from memory import embedding, hooks, metrics, public_ids, ranking, revisioned_policies, sql
 from memory import run_memory_store as store
 from memory.clock import now_ms
 from memory.errors import ValidationFailed
@@ -30,7 +30,7 @@ from memory.models import (
     SemanticCapture,
     Session,
 )
-from memory.recall import rank_entries
+from memory.recall import rank_entries, score_entry
 from memory.run_memory_policy import (
     SEARCH_VISIBILITY_LEARNING_SCOPES,
     SEARCH_VISIBILITY_WORKSPACE,
@@ -59,7 +59,7 @@ MAX_DIAGNOSTICS = 32
 # ---- policy ---------------------------------------------------------------------------------------------
 
 def current_policy() -> RunMemoryPolicy:
-    data, _ = policies.current_policy_dict(PolicyKind.RUN_MEMORY)
+    data, _ = revisioned_policies.current_policy_dict(PolicyKind.RUN_MEMORY)
     if not data:
         return RunMemoryPolicy()
     try:
@@ -70,7 +70,7 @@ def current_policy() -> RunMemoryPolicy:
 
 
 def policy_revision() -> int:
-    return policies.current_policy_dict(PolicyKind.RUN_MEMORY)[1]
+    return revisioned_policies.current_policy_dict(PolicyKind.RUN_MEMORY)[1]
 
 
 def parse_policy(data: object) -> RunMemoryPolicy:
@@ -88,7 +88,7 @@ def set_policy(*, data: object, expected_revision: int | None, actor: object) ->
     the policy and its enforcement commit together or not at all."""
     policy = parse_policy(data)
     with transaction.atomic():
-        row = policies.save_policy(kind=PolicyKind.RUN_MEMORY, policy=policy.to_dict(),
+        row = revisioned_policies.save_policy(kind=PolicyKind.RUN_MEMORY, policy=policy.to_dict(),
                                    expected_revision=expected_revision, actor=actor)
         report = enforce_policy(policy=policy, source="runtime_policy")
     return policy, row.revision, report
@@ -516,6 +516,71 @@ def search_records(session: Session, scope_keys: list[str], *, policy: RunMemory
         metrics.increment(M + "pruned_ttl_total", len(expired))
     return [r for r in records if r.pk not in expired]
 
+
+
+EXCERPT_CHARS = 180
+
+
+def search_hits(*, session: Session, scope_keys: list[str], query: str | None, ranker: str = "lexical",
+                policy: RunMemoryPolicy | None = None) -> list[dict]:
+    """memory-search hits for recovered runs (§4.21): the records ``search_records`` lets the session see.
+    ``lexical``: +100 per field (summary, request_preview, outcome_preview, failure_markers) that contains the
+    whole query, +10 per whitespace term it contains, plus the §4.5 score; zero scores are dropped. ``hybrid``:
+    the shared hybrid ranker's order, scored on the learnings' scale. Without a query every record, score 0.
+    ``prompt_eligible`` says whether the record would enter the session's next prompt."""
+    policy = policy or current_policy()
+    normalized = (query or "").strip().lower() or None
+    eligible = {e.run_id for e in recovered_bundle(session, query, usage="preview", policy=policy,
+                                                   ranker=ranker).entries}
+    records = search_records(session, scope_keys, policy=policy)
+    if ranker == "hybrid":
+        return _hybrid_hits(records, normalized, eligible)
+    hits = []
+    for record in records:
+        entry = entry_of(record)
+        score = 0
+        matched = []
+        if normalized:
+            fields = {"summary": entry.summary, "request_preview": entry.request_preview or "",
+                      "outcome_preview": entry.outcome_preview or "",
+                      "failure_markers": " ".join(entry.failure_markers)}
+            terms = normalized.split()
+            for name, value in fields.items():
+                low = value.lower()
+                field_score = (100 if normalized in low else 0) + sum(10 for t in terms if t in low)
+                if field_score:
+                    matched.append(name)
+                    score += field_score
+            score += score_entry(entry, query)
+            if score == 0:
+                continue
+        hits.append(_hit(entry, record, score, eligible, matched))
+    return hits
+
+
+def _hit(entry: RecoveredEntry, record: RunMemoryRecord, score: int, eligible: set[str],
+         matched: list[str]) -> dict:
+    summary = entry.summary
+    return {
+        "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
+        "excerpt": summary if len(summary) <= EXCERPT_CHARS else summary[:EXCERPT_CHARS] + "…",
+        "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
+        "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
+    }
+
+
+def _hybrid_hits(records: list[RunMemoryRecord], query: str | None, eligible: set[str]) -> list[dict]:
+    """Hits ranked by the hybrid ranker (scores on the learnings' scale: fused position × 1000)."""
+    pairs = [(record, entry_of(record)) for record in records]
+    if not query:
+        return [_hit(entry, record, 0, eligible, []) for record, entry in pairs]
+    ranked = rank_hybrid([entry for _, entry in pairs], query, [record.embedding for record, _ in pairs])
+    by_run = {entry.run_id: record for record, entry in pairs}
+    return [
+        _hit(entry, by_run[entry.run_id], round(ranking.SEARCH_SCORE_SCALE * (1 - position / max(1, len(ranked)))),
+             eligible, ["summary"])
+        for position, entry in enumerate(ranked)
+    ]
 
 def _shared_scope(scope_keys: list[str]):
     """The outer record's scope rows that are one of these persona/project keys and that the record's own

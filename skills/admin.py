@@ -17,7 +17,7 @@ from skills.models import LADDER, LearningSkill, SkillStatus
 def stepper_html(status: str):
     """draft → verified → canary → active, the current step highlighted; a single red badge when revoked."""
     if status == SkillStatus.REVOKED:
-        return mark_safe(  # noqa: S308 - a constant
+        return mark_safe(  # a constant
             '<span class="skill-badge skill-revoked" style="background:#ba2121;color:#fff;padding:2px 8px;'
             'border-radius:8px">revoked</span>'
         )

@@ -9,7 +9,7 @@ description defaults to the first paragraph of the instructions.
 Loading never raises: a bad file is reported as a :class:`CatalogProblem` (``doctor`` prints them) and
 skipped. Parsed files are cached by (mtime, size), so listing a large catalog costs one directory walk.
 
-The same parser reads back the files mounted for promoted skills (``skills.mount``), so what the service
+The same parser reads back the files mounted for promoted skills (``skills.mounted_files``), so what the service
 writes is checked with exactly the loader that serves it.
 """
 
@@ -317,7 +317,7 @@ def _parse_cached(path: str, default_name: str, stamp: tuple) -> CatalogSkill | 
         result: CatalogSkill | CatalogFileError = parse_skill_file(Path(path), default_name=default_name or None)
     except CatalogFileError as exc:
         result = exc
-    except Exception as exc:  # noqa: BLE001 - a bad file must never take the service down
+    except Exception as exc:  # a bad file must never take the service down
         logger.exception("unexpected error loading skill file %s", path)
         result = CatalogFileError(f"unexpected error: {exc.__class__.__name__}")
     with _cache_lock:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from skills import mount
+from skills import mounted_files
 from skills.catalog import CatalogFileError
 from skills.fingerprint import definition_fingerprint
 from skills.models import LearningSkill
@@ -41,8 +41,8 @@ def inspect() -> dict:
     report: dict = {"orphans": [], "mismatched": [], "unrestorable": []}
     active = active_skills_by_learning_dir()
     try:
-        entries = mount.mounted_entries()
-    except mount.MountError as exc:
+        entries = mounted_files.mounted_entries()
+    except mounted_files.MountError as exc:
         report["unrestorable"] = [{"skill_name": s.skill_name, "problem": str(exc)} for s in active.values()]
         return report
     report["orphans"] = [name for name in entries if name not in active]
@@ -51,7 +51,7 @@ def inspect() -> dict:
         if problem:
             report["unrestorable"].append({"skill_name": skill.skill_name, "problem": problem})
             continue
-        problem = mount.mount_problem(learning_dir, skill.definition)
+        problem = mounted_files.mount_problem(learning_dir, skill.definition)
         if problem:
             report["mismatched"].append({"skill_name": skill.skill_name, "problem": problem})
     return report
@@ -72,8 +72,8 @@ def repair_skills(apply: bool = False) -> dict:
     active = active_skills_by_learning_dir()
     summary["active"] = len(active)
     try:
-        entries = mount.mounted_entries()
-    except mount.MountError as exc:
+        entries = mounted_files.mounted_entries()
+    except mounted_files.MountError as exc:
         summary["unrestorable"] = [{"skill_name": s.skill_name, "problem": str(exc)} for s in active.values()]
         return summary
     for name in entries:
@@ -81,8 +81,8 @@ def repair_skills(apply: bool = False) -> dict:
             continue
         if apply:
             try:
-                mount.remove_entry(name)
-            except (OSError, mount.MountError) as exc:
+                mounted_files.remove_entry(name)
+            except (OSError, mounted_files.MountError) as exc:
                 logger.error("could not remove orphan skill entry %s: %s", name, exc)
                 continue
         summary["orphans_removed"].append(name)
@@ -92,15 +92,15 @@ def repair_skills(apply: bool = False) -> dict:
             summary["unrestorable"].append({"skill_name": skill.skill_name, "problem": problem})
             continue
         definition = skill.definition
-        problem = mount.mount_problem(learning_dir, definition)
+        problem = mounted_files.mount_problem(learning_dir, definition)
         if problem:
             if not apply:
                 summary["rewritten"].append(skill.skill_name)
                 continue
             try:
-                mount.write_skill(learning_dir, definition)
-                problem = mount.mount_problem(learning_dir, definition)
-            except (OSError, mount.MountError, CatalogFileError) as exc:
+                mounted_files.write_skill(learning_dir, definition)
+                problem = mounted_files.mount_problem(learning_dir, definition)
+            except (OSError, mounted_files.MountError, CatalogFileError) as exc:
                 problem = f"rewrite failed: {exc}"
             if problem:
                 summary["unrestorable"].append(
@@ -116,8 +116,8 @@ def repair_skills(apply: bool = False) -> dict:
         if not apply:
             continue
         try:
-            loaded = mount.load_mounted(learning_dir)
-        except (OSError, mount.MountError, CatalogFileError) as exc:
+            loaded = mounted_files.load_mounted(learning_dir)
+        except (OSError, mounted_files.MountError, CatalogFileError) as exc:
             summary["unrestorable"].append(
                 {
                     "skill_name": skill.skill_name,

@@ -19,8 +19,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
 from factory.django import DjangoModelFactory
 
+from learnings.learning_policy import LearningPolicy
 from learnings.models import Learning, LearningCandidate
-from learnings.policy import LearningPolicy
 from learnings.services.cleaning import semantic_key_digests
 from learnings.validation import scope_key
 from memory.identity import KEY_PREFIX, hash_key

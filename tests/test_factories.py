@@ -9,8 +9,8 @@ import pytest
 from django.apps import apps
 from django.db import models
 
+from learnings.learning_policy import LearningPolicy
 from learnings.models import Learning
-from learnings.policy import LearningPolicy
 from memory.identity import authenticate_key
 from memory.models import RunStatus
 from skills.models import LearningSkill

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from django.urls import path
-from rest_framework import serializers
+from rest_framework import serializers, viewsets
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator
@@ -23,14 +21,16 @@ class AgentGrantsSerializer(StrictSerializer):
     persona_ids = serializers.ListField(child=StrictCharField(max_length=120), max_length=1000)
 
 
-class AgentGrantsView(APIView):
+class AgentGrantsViewSet(viewsets.ViewSet):
+    """A singleton under an agent: ``agents/{agent_id}/grants``."""
+
     permission_classes = [IsOperator]
 
     @described("An agent's grants",
                "The personas and projects the agent (its username, the agent_id of its runs) may bind its sessions "
                "to. 404 when no such agent exists.",
                caller=OPERATOR, responses=AgentGrantsSerializer, operation_id="agents_grants_retrieve")
-    def get(self, request, agent_id: str):
+    def read(self, request, agent_id: str):
         return Response(grants.grants_for(grants.get_agent(agent_id)).as_dict())
 
     @described("Replace an agent's grants",
@@ -39,12 +39,10 @@ class AgentGrantsView(APIView):
                "404 when no such agent exists.",
                caller=OPERATOR, request=AgentGrantsSerializer, responses=AgentGrantsSerializer,
                operation_id="agents_grants_update")
-    def put(self, request, agent_id: str):
+    def replace(self, request, agent_id: str):
         agent = grants.get_agent(agent_id)
         data = AgentGrantsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = grants.grants_set(agent=agent, actor=request.user, **data.validated_data)
         return Response(result.as_dict())
 
-
-urlpatterns = [path("agents/<str:agent_id>/grants", AgentGrantsView.as_view(), name="agent-grants")]

@@ -3,26 +3,23 @@
 Agents create candidates and read learnings only within their effective scopes - the scopes of the sessions
 they own, narrowed to what they are granted now - and read only the candidates they proposed (others are 404);
 publish, reject, revoke, revoke-matching, supersede and the policy are operator-only.
-Every write goes through ``learnings.services`` / ``learnings.policy_store``.
+Every write goes through ``learnings.services`` / ``learnings.policy_in_force``.
 """
 
 from __future__ import annotations
 
-from django.urls import path
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.routers import SimpleRouter
-from rest_framework.views import APIView
 
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
 from kheish.api.schema import OPERATOR, described, openapi_schema
-from learnings import policy_store, selectors, services
+from learnings import policy_in_force, selectors, services
 from learnings.models import (
     MAX_CONTENT_CHARS,
     CandidateOrigin,
@@ -599,7 +596,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         return Response(LearningViewSerializer(replacement).data)
 
 
-class LearningPolicyView(APIView):
+class LearningPolicyViewSet(viewsets.ViewSet):
     """``GET`` the learning policy in force; ``POST {policy, expected_revision?}`` replaces it whole."""
 
     permission_classes = [IsOperator]
@@ -619,8 +616,8 @@ class LearningPolicyView(APIView):
             },
         )
     )
-    def get(self, request):
-        return Response(policy_store.current_policy().to_dict())
+    def read(self, request):
+        return Response(policy_in_force.current_policy().to_dict())
 
     @described(
         "Replace the learning policy",
@@ -639,7 +636,7 @@ class LearningPolicyView(APIView):
         ),
         responses=POLICY_RESPONSE,
     )
-    def post(self, request):
+    def submit(self, request):
         policy, revision = services.set_policy(request.data, actor=request.user)
         return Response(
             {
@@ -648,13 +645,3 @@ class LearningPolicyView(APIView):
                 "revision": revision,
             }
         )
-
-
-router = SimpleRouter(trailing_slash=False)
-router.register("learning-candidates", LearningCandidateViewSet, basename="learning-candidate")
-router.register("learnings", LearningViewSet, basename="learning")
-
-urlpatterns = [
-    path("runtime/learning-policy", LearningPolicyView.as_view(), name="learning-policy"),
-    *router.urls,
-]

@@ -1,6 +1,6 @@
 import functools
 
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema_serializer, inline_serializer
 from rest_framework import pagination, serializers
 from rest_framework.utils.urls import replace_query_param
 
@@ -66,7 +66,7 @@ def query_parameter(name: str = "query") -> OpenApiParameter:
 
 
 def page_parameters() -> list[OpenApiParameter]:
-    """``limit`` and ``offset`` as documented for views that paginate by hand (APIViews)."""
+    """``limit`` and ``offset`` as documented for list views whose page schema is ``paginated(...)``."""
     return [int_parameter("limit", minimum=1, description=LIMIT_HELP),
             int_parameter("offset", minimum=0, maximum=MAX_OFFSET, description=OFFSET_HELP)]
 
@@ -124,12 +124,16 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
 
 @functools.cache
 def paginated(serializer_class):
-    """The schema of a LimitOffsetPagination page of ``serializer_class`` items, for views that paginate by hand
-    (APIViews): ``{count, next, previous, results}`` (issue 14.15: documented as they are served)."""
+    """The schema of a LimitOffsetPagination page of ``serializer_class`` items, for list views whose items are
+    not one model's rows: ``{count, next, previous, results}``, all four always present (issue 14.15:
+    documented as they are served). Marked ``many=False`` so that drf-spectacular does not wrap the page, which
+    is already the whole answer, in a second page for a ViewSet's ``list``."""
     name = serializer_class.__name__.removesuffix("Serializer")
-    return inline_serializer(f"Paginated{name}List", fields={
+    page = inline_serializer(f"Paginated{name}List", fields={
         "count": serializers.IntegerField(),
         "next": serializers.URLField(allow_null=True),
         "previous": serializers.URLField(allow_null=True),
         "results": serializer_class(many=True),
     })
+    extend_schema_serializer(many=False)(type(page))
+    return page

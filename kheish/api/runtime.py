@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import inline_serializer
-from rest_framework import serializers
+from rest_framework import serializers, viewsets
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from kheish import composition
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
@@ -25,10 +24,10 @@ POLICY_RESPONSE = inline_serializer("RuntimeSettingsView", fields={
 
 def learning_policy_dict() -> dict | None:
     try:
-        from learnings import policy_store
+        from learnings import policy_in_force
     except ModuleNotFoundError:
         return None
-    return policy_store.current_policy().to_dict()
+    return policy_in_force.current_policy().to_dict()
 
 
 def parse_expected_revision(body: dict) -> int | None:
@@ -46,7 +45,7 @@ SEARCH_VISIBILITY_HELP = (
     "alone); workspace - every session's runs. Prompt injection is session-only whatever the value.")
 
 
-class RunMemoryPolicyView(APIView):
+class RunMemoryPolicyViewSet(viewsets.ViewSet):
     permission_classes = [IsOperator]
 
     @described("Get the run-memory policy",
@@ -57,7 +56,7 @@ class RunMemoryPolicyView(APIView):
         "max_tracked_per_session": serializers.IntegerField(), "max_prompt_entries": serializers.IntegerField(),
         "redact_pii": serializers.BooleanField(),
         "search_visibility": serializers.ChoiceField(choices=SEARCH_VISIBILITIES, help_text=SEARCH_VISIBILITY_HELP)}))
-    def get(self, request):
+    def read(self, request):
         return Response(run_memory.current_policy().to_dict())
 
     @described("Replace the run-memory policy",
@@ -71,7 +70,7 @@ class RunMemoryPolicyView(APIView):
                        required=False, allow_null=True, min_value=0,
                        help_text="the revision you read; 409 when someone changed the policy since")}),
                responses=POLICY_RESPONSE)
-    def post(self, request):
+    def submit(self, request):
         body = request.data
         if not isinstance(body, dict):
             raise ValidationFailed("request body must be a JSON object", field="body")
@@ -98,7 +97,7 @@ class RedactionPreviewSerializer(StrictSerializer):
     redact_pii = StrictBooleanField(required=False, default=True)
 
 
-class RedactionPreviewView(APIView):
+class RedactionPreviewViewSet(viewsets.ViewSet):
     permission_classes = [IsOperator]
 
     @described("Preview redaction",
@@ -108,7 +107,7 @@ class RedactionPreviewView(APIView):
                responses=inline_serializer("RedactionPreview", fields={
         "text": serializers.CharField(), "redaction_count": serializers.IntegerField(),
         "redactions": serializers.DictField(child=serializers.IntegerField())}))
-    def post(self, request):
+    def submit(self, request):
         data = RedactionPreviewSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         from memory.scrubbing import scrub
@@ -118,7 +117,7 @@ class RedactionPreviewView(APIView):
                          "redactions": result.redactions})
 
 
-class StatusView(APIView):
+class StatusViewSet(viewsets.ViewSet):
     @described("Service status",
                "Whether the service is healthy and run memory is on. An agent gets health.ok and "
                "run_memory.enabled only; an operator also gets the counters, policies and maintenance reports, "
@@ -128,7 +127,7 @@ class StatusView(APIView):
         "health": serializers.JSONField(), "run_memory": serializers.JSONField(),
         "session_memory": serializers.JSONField(),
         "learnings": serializers.JSONField(required=False, help_text="operators only")}))
-    def get(self, request):
+    def read(self, request):
         view = composition.status_view()
         if caller_is_operator(request):
             return Response(view)
@@ -190,7 +189,7 @@ class SearchResultSerializer(serializers.Serializer):
     matched_fields = serializers.ListField(child=serializers.CharField())
 
 
-class MemoryContextView(SessionScopedMixin, APIView):
+class MemoryContextViewSet(SessionScopedMixin, viewsets.ViewSet):
     @described("Preview a session's memory",
                "What the session's next input would receive, without side effects: the learned_context and "
                "recovered_memory sections (entries and rendered text) for query, and the skills it may see. 400 "
@@ -203,7 +202,7 @@ class MemoryContextView(SessionScopedMixin, APIView):
             "learned_context": LearnedContextSerializer(allow_null=True),
             "recovered_memory": RecoveredMemorySerializer(allow_null=True),
             "visible_skills": serializers.JSONField()}))
-    def get(self, request, session_id: str):
+    def read(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         context = composition.memory_context(session, query_text(request))
         if not caller_is_operator(request):  # agents never see server paths (issue 19.7)
@@ -211,7 +210,7 @@ class MemoryContextView(SessionScopedMixin, APIView):
         return Response(context)
 
 
-class MemorySearchView(SessionScopedMixin, APIView):
+class MemorySearchViewSet(SessionScopedMixin, viewsets.ViewSet):
     @described("Search a session's memory",
                "Ranked hits for query over what the session may see: published learnings of its scopes, its "
                "recovered runs and its visible skills (limit 1..50, default 12; prompt_eligible says whether a "
@@ -224,7 +223,7 @@ class MemorySearchView(SessionScopedMixin, APIView):
                        "learning_scopes": serializers.ListField(child=serializers.CharField()),
                        "query": serializers.CharField(allow_null=True), "truncated": serializers.BooleanField(),
                        "results": SearchResultSerializer(many=True)}))
-    def get(self, request, session_id: str):
+    def read(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
         limit = max(1, min(50, limit))

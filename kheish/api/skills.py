@@ -12,16 +12,14 @@ so a hostile name (``..%2F..%2Fetc``, a Cyrillic look-alike, 300 characters) is 
 
 from __future__ import annotations
 
-from django.urls import path, re_path
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field, inline_serializer
-from rest_framework import serializers
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from kheish.api.fields import StrictCharField, StrictSerializer
 from kheish.api.pagination import (
     MAX_QUERY_CHARS,
-    LimitOffsetPagination,
     page_parameters,
     paginated,
     query_parameter,
@@ -229,10 +227,9 @@ def _shown(request, item):
     return Response(_hide_paths(request, item))
 
 
-def _paginated(view: APIView, request, items):
-    paginator = LimitOffsetPagination()
-    page = paginator.paginate_queryset(items, request, view=view)
-    return paginator.get_paginated_response([_hide_paths(request, item) for item in page])
+def _paginated(view, request, items):
+    page = view.paginate_queryset(items)
+    return view.get_paginated_response([_hide_paths(request, item) for item in page])
 
 
 def _validated(serializer_class, request) -> dict:
@@ -245,7 +242,20 @@ def _validated(serializer_class, request) -> dict:
 # ---- the runtime catalog ----------------------------------------------------------------------------------
 
 
-class SkillListView(APIView):
+class _SkillsViewSet(viewsets.GenericViewSet):
+    """Skill records are not one model's rows: no filter backend; pages of what the selectors return."""
+
+    filter_backends: list = []
+    lookup_field = "name"
+    # ``[\s\S]+`` (not ``[^/]+``): an encoded ``/`` in a hostile name reaches the name rules and gets a 400
+    # instead of falling through to "unknown route", and a name with a newline (%0A) is a name too (a 400 or 404
+    # problem), never Django's HTML 404. Django matches the router's ``^...$`` patterns whole (fullmatch).
+    lookup_value_regex = r"[\s\S]+"
+
+
+class SkillViewSet(_SkillsViewSet):
+    """``GET /v1/skills`` and ``GET /v1/skills/{name}``: the runtime catalog."""
+
     @described(
         "List skills",
         "The runtime catalog: catalog skills plus active promoted skills, filtered by query (name, "
@@ -255,22 +265,22 @@ class SkillListView(APIView):
         parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
-    def get(self, request):
+    def list(self, request):
         return _paginated(self, request, selectors.catalog_skills(_query(request),
                                                                   visible_learnings=_visible_learnings(request)))
 
-
-class SkillDetailView(APIView):
     @described(
         "Get a skill",
         "One skill of the runtime catalog with its instructions (the SKILL.md body). 400 for a name "
         "the name rules refuse; 404 when no catalog or active promoted skill has that name.",
         operation_id="skills_retrieve", parameters=[NAME_PARAMETER], responses=SkillDetailSerializer)
-    def get(self, request, name: str):
+    def retrieve(self, request, name: str):
         return _shown(request, selectors.catalog_skill(name, visible_learnings=_visible_learnings(request)))
 
 
-class SessionSkillsView(SessionScopedMixin, APIView):
+class SessionSkillViewSet(SessionScopedMixin, _SkillsViewSet):
+    """``GET /v1/sessions/{session_id}/skills``."""
+
     @described(
         "Skills a session may see",
         "The skills a session's runs may use: catalog skills plus promoted skills active for the "
@@ -280,7 +290,7 @@ class SessionSkillsView(SessionScopedMixin, APIView):
         parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
-    def get(self, request, session_id: str):
+    def list(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         skills = selectors.session_visible_skills(
             session=session, scope_keys=learning_scope_keys(session), query=_query(request)
@@ -291,7 +301,9 @@ class SessionSkillsView(SessionScopedMixin, APIView):
 # ---- promotion and governance -----------------------------------------------------------------------------
 
 
-class PromoteSkillView(APIView):
+class PromoteSkillViewSet(_SkillsViewSet):
+    """``POST /v1/learnings/{learning_id}/promote-skill`` (a singleton action under a learning)."""
+
     permission_classes = [IsOperator]
 
     @described(
@@ -305,7 +317,7 @@ class PromoteSkillView(APIView):
         request=CreateLearningSkillSerializer,
         responses=LearningSkillViewSerializer,
     )
-    def post(self, request, learning_id: str):
+    def submit(self, request, learning_id: str):
         data = _validated(CreateLearningSkillSerializer, request)
         from learnings.selectors import get_learning
 
@@ -329,7 +341,16 @@ class PromoteSkillView(APIView):
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 
 
-class LearningSkillListView(APIView):
+class LearningSkillViewSet(_SkillsViewSet):
+    """``/v1/learning-skills``: every promoted-skill record, and its governance actions (operators)."""
+
+    operator_actions = frozenset({"rollout_result", "revoke", "rollback"})
+
+    def get_permissions(self):
+        if self.action in self.operator_actions:
+            return [IsOperator()]
+        return super().get_permissions()
+
     @described(
         "List promoted skills",
         "Every promoted-skill record, whatever its status, filtered by source_learning_id and status. "
@@ -342,34 +363,27 @@ class LearningSkillListView(APIView):
         ],
         responses=paginated(LearningSkillViewSerializer),
     )
-    def get(self, request):
+    def list(self, request):
         qs = selectors.learning_skills(
             source_learning_id=request.query_params.get("source_learning_id"),
             status=request.query_params.get("status"),
             visible_learnings=_visible_learnings(request),
         )
-        paginator = LimitOffsetPagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
+        page = self.paginate_queryset(qs)
         views = [selectors.learning_skill_view(skill) for skill in page]
         if not caller_is_operator(request):  # one pass for the page: two queries, not two per record
             views = [selectors.without_server_paths(v) for v in selectors.without_foreign_ids(views, request.user)]
-        return paginator.get_paginated_response(views)
+        return self.get_paginated_response(views)
 
-
-class LearningSkillDetailView(APIView):
     @described(
         "Get a promoted skill",
         "One promoted-skill record: its definition, status, lifecycle events and rollout evidence. 400 "
         "for a name the name rules refuse; 404 for an unknown skill.",
         operation_id="learning_skills_retrieve", parameters=[NAME_PARAMETER], responses=LearningSkillViewSerializer
     )
-    def get(self, request, name: str):
+    def retrieve(self, request, name: str):
         return _shown(request, selectors.learning_skill_view(
             selectors.get_learning_skill(name, visible_learnings=_visible_learnings(request))))
-
-
-class RolloutResultView(APIView):
-    permission_classes = [IsOperator]
 
     @described(
         "Record rollout evidence",
@@ -383,7 +397,8 @@ class RolloutResultView(APIView):
         request=RolloutResultSerializer,
         responses=LearningSkillViewSerializer,
     )
-    def post(self, request, name: str):
+    @action(detail=True, methods=["post"], url_path="rollout-result")
+    def rollout_result(self, request, name: str):
         data = _validated(RolloutResultSerializer, request)
         skill = services.skill_record_rollout(
             skill_name=name,
@@ -395,10 +410,6 @@ class RolloutResultView(APIView):
         )
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
 
-
-class RevokeSkillView(APIView):
-    permission_classes = [IsOperator]
-
     @described(
         "Revoke a promoted skill",
         "Revokes a promoted skill (optional reason): it leaves every catalog and session view at once. "
@@ -408,14 +419,11 @@ class RevokeSkillView(APIView):
         request=SkillReasonSerializer,
         responses=LearningSkillViewSerializer,
     )
-    def post(self, request, name: str):
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, name: str):
         data = _validated(SkillReasonSerializer, request)
         skill = services.skill_revoke(skill_name=name, reason=data.get("reason"), actor=request.user)
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
-
-
-class RollbackSkillView(APIView):
-    permission_classes = [IsOperator]
 
     @described(
         "Roll back a promoted skill",
@@ -427,26 +435,8 @@ class RollbackSkillView(APIView):
         request=SkillReasonSerializer,
         responses=LearningSkillViewSerializer,
     )
-    def post(self, request, name: str):
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, name: str):
         data = _validated(SkillReasonSerializer, request)
         skill = services.skill_rollback(skill_name=name, reason=data.get("reason"), actor=request.user)
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
-
-
-# Names are matched with ``.+`` (not ``[^/]+``) so that an encoded ``/`` in a hostile name reaches the name
-# rules and gets a 400 instead of falling through to "unknown route". [\s\S] and \Z: a name with a newline (%0A) is
-# a name too (a 400 or 404 problem), never Django's HTML 404 nor, with ``$``, the name without its newline.
-urlpatterns = [
-    path("skills", SkillListView.as_view(), name="skills"),
-    re_path(r"^skills/(?P<name>[\s\S]+)\Z", SkillDetailView.as_view(), name="skill-detail"),
-    path("sessions/<str:session_id>/skills", SessionSkillsView.as_view(), name="session-skills"),
-    path("learnings/<str:learning_id>/promote-skill", PromoteSkillView.as_view(), name="learning-promote-skill"),
-    path("learning-skills", LearningSkillListView.as_view(), name="learning-skills"),
-    re_path(r"^learning-skills/(?P<name>[\s\S]+)/rollout-result\Z", RolloutResultView.as_view(),
-            name="learning-skill-rollout"),
-    re_path(r"^learning-skills/(?P<name>[\s\S]+)/revoke\Z", RevokeSkillView.as_view(), name="learning-skill-revoke"),
-    re_path(r"^learning-skills/(?P<name>[\s\S]+)/rollback\Z", RollbackSkillView.as_view(),
-            name="learning-skill-rollback"),
-    re_path(r"^learning-skills/(?P<name>[\s\S]+)\Z", LearningSkillDetailView.as_view(),
-            name="learning-skill-detail"),
-]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kheish.console.common import Stamp
-from learnings.policy import (
+from learnings.learning_policy import (
     REASON_API_ORIGIN_ACTIVE,
     REASON_PROCEDURE_ACTIVE,
     REASON_SECRET,

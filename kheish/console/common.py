@@ -13,7 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from learnings import policy_store
+from learnings import policy_in_force
 from memory import llm
 from memory.clock import now_ms
 from memory.run_records import PREVIEW_CHARS
@@ -109,7 +109,7 @@ def paginate(request: HttpRequest, queryset, size: int = PAGE_SIZE):
 def learning_status_line() -> dict:
     """The automation status line (mode, capture, judge, revision, rules) shown on the dashboard, the review
     queue and the policy editor."""
-    policy, revision = policy_store.current_policy_and_revision()
+    policy, revision = policy_in_force.current_policy_and_revision()
     return {
         "mode": policy.mode,
         "dot": MODE_DOT.get(policy.mode, "off"),
@@ -137,7 +137,7 @@ def capture_paths() -> dict:
       is no separate "heuristic only" switch. Runs that finished while semantic capture was off keep a
       ``pending`` receipt and are captured by the beat replay once it is on.
     """
-    policy, revision = policy_store.current_policy_and_revision()
+    policy, revision = policy_in_force.current_policy_and_revision()
     semantic = policy.capture.semantic_candidates
     override = semantic.model.generation.model if semantic.model and semantic.model.generation else None
     try:

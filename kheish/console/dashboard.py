@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 from kheish import composition
 from kheish.console import activity
 from kheish.console.common import Stamp, capture_paths, learning_status_line, render
-from learnings import policy_store
+from learnings import policy_in_force
 from learnings import services as learning_services
 from learnings.models import Learning, LearningCandidate, LearningKind, LearningStatus
 from memory.errors import AppError
@@ -37,7 +37,7 @@ def set_semantic_capture(request: HttpRequest) -> None:
     except ValueError:
         messages.error(request, "The form lost its policy revision: reload the page and try again.")
         return
-    current = policy_store.current_policy().to_dict()
+    current = policy_in_force.current_policy().to_dict()
     capture = current["capture"]
     body = {"policy": {**current, "capture": {**capture, "semantic_candidates": {
         **capture["semantic_candidates"], "enabled": enabled}}}, "expected_revision": expected}

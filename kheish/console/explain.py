@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.template.defaultfilters import pluralize
 
 from kheish.console.common import Stamp
+from learnings.learning_policy import status_for_tier
 from learnings.models import (
     PROMPT_ELIGIBLE_KINDS,
     CandidateState,
@@ -23,7 +24,6 @@ from learnings.models import (
     Sensitivity,
     VerificationStatus,
 )
-from learnings.policy import status_for_tier
 
 ELIGIBLE_KIND_NAMES = "facts, preferences and decisions"
 

@@ -14,8 +14,8 @@ import humanfriendly
 from django import forms
 from django.forms import formset_factory
 
+from learnings.learning_policy import ACTIONS, MODES, RANKERS, RETRIEVAL_MAX_ENTRIES_LIMIT, RETRIEVAL_MAX_TOKENS_LIMIT
 from learnings.models import LearningKind, PublishTier, ScopeKind, Sensitivity
-from learnings.policy import ACTIONS, MODES, RANKERS, RETRIEVAL_MAX_ENTRIES_LIMIT, RETRIEVAL_MAX_TOKENS_LIMIT
 from memory.admin_display import MODE_LABELS
 from memory.run_memory_policy import SEARCH_VISIBILITIES
 from skills.models import RolloutKind

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
-from kheish.console import dashboard, learnings, policy, review, search, skills
+from kheish.console import dashboard, learnings, policy_editors, review, search, skills
 
 
 def console_urls() -> tuple[list, str]:
@@ -28,7 +28,7 @@ def console_urls() -> tuple[list, str]:
         path("skills/<int:pk>/revoke/", wrap(skills.skill_revoke), name="skill-revoke"),
         path("skills/<int:pk>/rollback/", wrap(skills.skill_rollback), name="skill-rollback"),
         path("search/", wrap(search.search), name="search"),
-        path("policy/", wrap(policy.learning_policy), name="learning-policy"),
-        path("policy/run-memory/", wrap(policy.run_memory_policy), name="run-memory-policy"),
+        path("policy/", wrap(policy_editors.learning_policy), name="learning-policy"),
+        path("policy/run-memory/", wrap(policy_editors.run_memory_policy), name="run-memory-policy"),
     ]
     return patterns, "console"

@@ -3,7 +3,7 @@
 * ``candidates`` — create (API, capture), the run_summary candidate, reject / escalate / record a review;
 * ``publish`` — ``candidate_publish`` with its ``PublishOptions`` (operator edits or an automated decision);
 * ``governance`` — revoke, revoke every match, supersede;
-* ``policy`` — a new learning-policy revision (reads of the policy in force: ``learnings.policy_store``);
+* ``policy`` — a new learning-policy revision (reads of the policy in force: ``learnings.policy_in_force``);
 * ``rows`` (shared ``Learning`` row moves, the conflict error, the ``learning_revoking`` hook),
   ``cleaning`` (input cleaning), ``queue`` (background work queued by task name after commit).
 
@@ -44,7 +44,7 @@ from learnings.services.governance import (
     learning_supersede,
     learnings_revoke_matching,
 )
-from learnings.services.policy import requeue_pending_candidates, set_policy
+from learnings.services.policy_revision import requeue_pending_candidates, set_policy
 from learnings.services.publish import (
     MSG_SUPERSEDE_TIER,
     AutomationDecision,

@@ -23,7 +23,7 @@ SOURCE_FIELDS = (*SOURCE_TEXT_FIELDS, "input_event_offset")
 EVIDENCE_FIELDS = ("run_id", "artifact_id", "note")
 
 # Source and evidence references, declared as JSON Schema (Draft 2020-12, like the learning policy's in
-# learnings.policy). Every constraint names its message under "x-messages" ({field}: the dotted path,
+# learnings.learning_policy). Every constraint names its message under "x-messages" ({field}: the dotted path,
 # {key}: an unknown field's name, or the keyword's value: {maxLength}, {maxItems}); an unknown field is the
 # alphabetically first one, and the first error the validator yields is the one reported.
 MESSAGES = "x-messages"

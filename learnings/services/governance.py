@@ -10,8 +10,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from learnings import validation
+from learnings.learning_policy import policy_actor_for
 from learnings.models import Learning, LearningStatus, PolicyDecision, PublishTier
-from learnings.policy import policy_actor_for
 from learnings.selectors import DOMAIN, find_conflict
 from learnings.services.cleaning import clean_content, clean_expiry, normalise_scope, semantic_key_digests
 from learnings.services.rows import (

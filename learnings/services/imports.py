@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
+from learnings.learning_policy import policy_actor_for, status_for_tier
 from learnings.models import (
     CandidateOrigin,
     CandidateState,
@@ -29,7 +30,6 @@ from learnings.models import (
     Sensitivity,
     VerificationStatus,
 )
-from learnings.policy import policy_actor_for, status_for_tier
 from learnings.semantic import PROMPT_ELIGIBLE_KINDS
 from learnings.services.candidates import _new_candidate
 from learnings.services.cleaning import (

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from learnings.learning_policy import policy_actor_for, status_for_tier
 from learnings.models import (
     CandidateState,
     Learning,
@@ -17,7 +18,6 @@ from learnings.models import (
     PublishTier,
     VerificationStatus,
 )
-from learnings.policy import policy_actor_for, status_for_tier
 from learnings.selectors import DOMAIN, find_conflict, find_equivalent
 from learnings.services.candidates import lock_candidate, mark_published
 from learnings.services.cleaning import (

@@ -18,7 +18,7 @@ import logging
 from django.db import transaction
 
 from memory.errors import Conflict
-from skills import catalog, mount
+from skills import catalog, mounted_files
 from skills.models import LearningSkill, SkillStatus
 from skills.services.messages import DOMAIN
 
@@ -30,21 +30,21 @@ def mount_active(skill: LearningSkill) -> None:
     previous files come back and the error propagates (aborting the transaction)."""
     learning_id = skill.source_learning_public_id
     definition = skill.definition
-    previous = mount.capture(learning_id)
+    previous = mounted_files.capture(learning_id)
     try:
-        mount.write_skill(learning_id, definition)
-        problem = mount.mount_problem(learning_id, definition)
+        mounted_files.write_skill(learning_id, definition)
+        problem = mounted_files.mount_problem(learning_id, definition)
         if problem:
-            raise mount.MountError(
+            raise mounted_files.MountError(
                 f"promoted skill {skill.skill_name} loaded definition does not match the service's record: {problem}"
             )
-        loaded = mount.load_mounted(learning_id)
+        loaded = mounted_files.load_mounted(learning_id)
     except Exception as exc:
         try:
-            mount.restore(learning_id, previous)
-        except Exception:  # noqa: BLE001 - report the original error; repair will finish the job
+            mounted_files.restore(learning_id, previous)
+        except Exception:  # report the original error; repair will finish the job
             logger.exception("could not restore mounted files of %s after a failed mount", learning_id)
-        if isinstance(exc, mount.MountError | catalog.CatalogFileError | OSError):
+        if isinstance(exc, mounted_files.MountError | catalog.CatalogFileError | OSError):
             raise Conflict(
                 f"promoted skill {skill.skill_name} could not be mounted: {exc}",
                 domain=DOMAIN,
@@ -62,8 +62,8 @@ def unmount_if_orphaned(learning_pk: int) -> bool:
     if LearningSkill.objects.filter(source_learning_id=learning_pk, status=SkillStatus.ACTIVE).exists():
         return False
     try:
-        return mount.remove(f"learning-{learning_pk}")
-    except Exception:  # noqa: BLE001 - the files stay as orphans for repair
+        return mounted_files.remove(f"learning-{learning_pk}")
+    except Exception:  # the files stay as orphans for repair
         logger.exception("could not remove mounted files of learning-%s; repair will remove them", learning_pk)
         return False
 

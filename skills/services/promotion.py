@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 
 from learnings.models import Learning
 from memory.clock import now_ms
-from skills import catalog, mount
+from skills import catalog, mounted_files
 from skills.fingerprint import DEFAULT_PROMOTED_DESCRIPTION, SkillDefinition
 from skills.models import LearningSkill, LifecycleEventKind, SkillStatus, SkillVerificationStatus
 from skills.services.cleaning import CleanedRequest, PromotionRequest, clean_request
@@ -73,7 +73,7 @@ def _create(
         runtime=cleaned.runtime,
     )
     learning_id = learning.public_id
-    expected_root = mount.procedural_root() / learning_id
+    expected_root = mounted_files.procedural_root() / learning_id
     fingerprint = definition.fingerprint()
     fields = {
         "source_learning": learning,

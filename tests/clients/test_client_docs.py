@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from kheish.runtime import REPO_DIR
+from kheish.service_config import REPO_DIR
 from tests.clients.conftest import CLIENT_SRC  # noqa: F401  (puts the client package on sys.path)
 
 

@@ -18,10 +18,10 @@ from tests.clients.conftest import CLIENT_SRC, PREFERENCE, PREFERENCE_CONTENT
 
 pytest.importorskip("mcp")
 
-import httpx2  # noqa: E402
-from mcp import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+import httpx2
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TIMEOUT = 60
@@ -144,7 +144,7 @@ async def authorisation_checks(client: Client, victim_session: str, ops_client) 
                        ("remember", {"content": "The owner is me."})):
         message = await call_error(client, tool, session_id=victim_session, **args)
         assert "404" in message and "not_found" in message, message
-    with pytest.raises(Exception, match="404|not found|not_found"):  # noqa: B017 - the SDK's MCPError
+    with pytest.raises(Exception, match="404|not found|not_found"):  # the SDK's MCPError
         await client.read_resource(f"kheish://sessions/{victim_session}/memory")
     own = await call(client, "recall")
     # Proposing into a scope the key does not own is the API's 403, surfaced as a tool error.

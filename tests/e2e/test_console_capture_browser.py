@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_dashboard_capture_panel_and_switch(page, llm_unconfigured):  # noqa: F811
-    from learnings import policy_store
+    from learnings import policy_in_force
 
     operator = staff_user(superuser=True)
     login(page, operator.username)
@@ -37,4 +37,4 @@ def test_dashboard_capture_panel_and_switch(page, llm_unconfigured):  # noqa: F8
     expect(panel).to_contain_text("model extractor: off, no model configured")
     expect(page.get_by_role("button", name="Turn semantic capture off")).to_be_visible()
     shot(page, "capture-02-on")
-    assert policy_store.current_policy().capture.semantic_candidates.enabled
+    assert policy_in_force.current_policy().capture.semantic_candidates.enabled

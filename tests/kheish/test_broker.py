@@ -42,7 +42,7 @@ def _publish(queue: Queue, bodies: list[dict]) -> None:
 def _rows(queue: str) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, lease_until IS NOT NULL, deliveries FROM {broker.TABLE} WHERE queue = %s",  # noqa: S608
+            f"SELECT id, lease_until IS NOT NULL, deliveries FROM {broker.TABLE} WHERE queue = %s",
             [queue],
         )
         return cursor.fetchall()

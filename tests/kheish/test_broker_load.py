@@ -120,7 +120,7 @@ def _held_messages() -> int:
 
     if BROKER_TABLE in connection.introspection.table_names():
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT count(*) FROM {BROKER_TABLE} WHERE lease_until > clock_timestamp()")  # noqa: S608
+            cursor.execute(f"SELECT count(*) FROM {BROKER_TABLE} WHERE lease_until > clock_timestamp()")
             return cursor.fetchone()[0]
     return RunMemoryRecord.objects.filter(capture_queued_at_ms__isnull=False).count()
 

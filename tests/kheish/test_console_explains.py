@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 
 from kheish.console.explain import learning_exclusion
-from learnings import policy_store
+from learnings import policy_in_force
 from learnings.models import (
     Learning,
     LearningKind,
@@ -83,10 +83,10 @@ def test_dashboard_turns_semantic_capture_on_through_the_policy_service(ops, llm
     set_learning_policy({"mode": "enabled", "judge": {"enabled": False},
                          "publication": {"rules": [{"name": "prefs", "kind": "preference",
                                                     "action": "publish_active"}]}})
-    before, revision = policy_store.current_policy_and_revision()
+    before, revision = policy_in_force.current_policy_and_revision()
     response = ops.post(reverse("console:dashboard"), {"action": "semantic_on", "expected_revision": revision},
                         follow=True)
-    after, new_revision = policy_store.current_policy_and_revision()
+    after, new_revision = policy_in_force.current_policy_and_revision()
     assert new_revision == revision + 1 and after.capture.semantic_candidates.enabled
     expected = before.to_dict()
     expected["capture"]["semantic_candidates"]["enabled"] = True
@@ -105,13 +105,13 @@ def test_dashboard_turns_semantic_capture_on_through_the_policy_service(ops, llm
 
 def test_dashboard_refuses_a_stale_revision_and_keeps_the_policy(ops):
     set_learning_policy({"mode": "shadow"})
-    revision = policy_store.policy_revision()
+    revision = policy_in_force.policy_revision()
     set_learning_policy({"mode": "shadow", "judge": {"enabled": False}})
     response = ops.post(reverse("console:dashboard"), {"action": "semantic_on", "expected_revision": revision},
                         follow=True)
     page = text_of(response.content.decode())
     assert "Runtime config revision conflict: expected 1, current 2" in page
-    assert not policy_store.current_policy().capture.semantic_candidates.enabled
+    assert not policy_in_force.current_policy().capture.semantic_candidates.enabled
     assert PolicyRevision.objects.filter(kind=PolicyKind.LEARNING).count() == 2
 
 
@@ -122,7 +122,7 @@ def test_dashboard_post_needs_csrf(client):
     csrf_client.force_login(staff_user())
     response = csrf_client.post(reverse("console:dashboard"), {"action": "semantic_on", "expected_revision": 0})
     assert response.status_code == 403
-    assert not policy_store.current_policy().capture.semantic_candidates.enabled
+    assert not policy_in_force.current_policy().capture.semantic_candidates.enabled
 
 
 def test_dashboard_names_the_configured_model(ops, llm_settings):

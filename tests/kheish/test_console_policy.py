@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from learnings import policy_store
+from learnings import policy_in_force
 from memory import run_memory
 from memory.models import AuditEvent, PolicyRevision, RunMemoryRecord
 from tests.support.console_data import (
@@ -161,10 +161,14 @@ def test_run_memory_policy_messages_match_the_api(ops, operator_client, override
     assert not PolicyRevision.objects.exists()
 
 
-def test_a_disabled_run_memory_policy_with_zeros_is_valid(ops):
-    response = ops.post(RUN_MEMORY, run_memory_form({"enabled": False, "retention_ms": 0,
-                                                     "max_tracked_per_session": 0, "max_prompt_entries": 0}))
+def test_a_run_memory_policy_with_zeros_is_valid_only_when_disabled(ops):
+    zeros = {"retention_ms": 0, "max_tracked_per_session": 0, "max_prompt_entries": 0}
+    refused = ops.post(RUN_MEMORY, run_memory_form({"enabled": True, **zeros}))
+    assert refused.status_code == 400
+    assert "run memory retention_ms must be greater than zero when enabled" in refused.content.decode()
+    response = ops.post(RUN_MEMORY, run_memory_form({"enabled": False, **zeros}))
     assert response.status_code == 200 and 'id="dry-run"' in response.content.decode()
+    assert not PolicyRevision.objects.exists()  # a dry run stores nothing
 
 
 # ---- dry run, then save -----------------------------------------------------------------------------------
@@ -205,7 +209,7 @@ def test_dry_run_shows_decisions_and_writes_nothing(ops, candidates):
     for candidate in candidates.values():
         candidate.refresh_from_db()
         assert candidate.automation_review == reviews[candidate.pk]
-    assert policy_store.current_policy().mode == "shadow"
+    assert policy_in_force.current_policy().mode == "shadow"
 
 
 def test_save_requires_the_dry_run_of_the_same_policy(ops, operator_user, candidates):
@@ -217,10 +221,10 @@ def test_save_requires_the_dry_run_of_the_same_policy(ops, operator_user, candid
     changed = {**NEW_POLICY, "mode": "shadow"}
     stale = ops.post(LEARNING, learning_form(changed, action="save", expected_revision=1, previewed=digest))
     assert "The policy changed since its dry run" in stale.content.decode()
-    assert policy_store.current_policy().mode == "shadow"
+    assert policy_in_force.current_policy().mode == "shadow"
     response = ops.post(LEARNING, learning_form(NEW_POLICY, action="save", expected_revision=1, previewed=digest))
     assert response.status_code == 302
-    policy, revision = policy_store.current_policy_and_revision()
+    policy, revision = policy_in_force.current_policy_and_revision()
     assert (policy.mode, revision, [r.name for r in policy.publication.rules]) == ("enabled", 2, ["prefs", "noise"])
     event = AuditEvent.objects.filter(subject_type="policy", subject_id="learning", action="update").latest("id")
     assert (event.actor, event.from_state, event.to_state) == (operator_user.username, "r1", "r2")
@@ -251,7 +255,7 @@ def test_rules_can_be_added_moved_and_removed(ops):
     digest = preview_digest(html)
     data.update(action="save", previewed=digest)
     assert ops.post(LEARNING, data).status_code == 302
-    assert [r.name for r in policy_store.current_policy().publication.rules] == ["second"]
+    assert [r.name for r in policy_in_force.current_policy().publication.rules] == ["second"]
 
 
 def test_model_overrides_are_kept(ops):
@@ -261,7 +265,7 @@ def test_model_overrides_are_kept(ops):
     policy = {"mode": "enabled", "judge": {"enabled": True}}
     digest = preview_digest(ops.post(LEARNING, learning_form(policy, expected_revision=1)).content.decode())
     ops.post(LEARNING, learning_form(policy, action="save", expected_revision=1, previewed=digest))
-    saved = policy_store.current_policy()
+    saved = policy_in_force.current_policy()
     assert saved.judge.enabled and saved.judge.model.to_dict() == model
 
 
@@ -312,7 +316,7 @@ def test_saved_policy_is_the_policy_in_force(ops, operator_user):
     digest = preview_digest(ops.post(LEARNING, learning_form(policy)).content.decode())
     response = ops.post(LEARNING, learning_form(policy, action="save", previewed=digest))
     assert response.status_code == 302
-    saved, revision = policy_store.current_policy_and_revision()
+    saved, revision = policy_in_force.current_policy_and_revision()
     assert revision == 1 and saved.mode == "enabled" and saved.capture.semantic_candidates.enabled
     assert saved.capture.semantic_candidates.max_candidates_per_run == 3
     assert saved.publication.rules[0].name == "prefs" and saved.judge.enabled is False
@@ -332,4 +336,4 @@ def test_retrieval_settings_are_edited_dry_run_and_saved(ops):
     assert "retrieval.standing_tokens" in html
     response = ops.post(LEARNING, learning_form(policy, action="save", previewed=preview_digest(html)))
     assert response.status_code == 302
-    assert policy_store.current_policy().retrieval.to_dict() == policy["retrieval"]
+    assert policy_in_force.current_policy().retrieval.to_dict() == policy["retrieval"]

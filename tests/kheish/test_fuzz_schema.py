@@ -71,7 +71,7 @@ CROSS_FIELD_RULES = (
      "(skill_name, description, instructions required, with their literal messages)"),
     ("^/v1/learning-skills/[^/]+/rollout-result$", "POST", "expected_output_contains required by the service"),
     ("^/v1/runtime/(learning|run-memory)-policy$", "POST", "the policy object's own schema is validated by its "
-     "plane (JSON Schema in learnings.policy / memory.run_memory_policy), not restated in the OpenAPI"),
+     "plane (JSON Schema in learnings.learning_policy / memory.run_memory_policy), not restated in the OpenAPI"),
     ("^/v1/agents/[^/]+/grants$", "PUT", "grants name existing personas and projects"),
     ("^/v1/sessions/[^/]+/runs$", "POST", "a blank idempotency_key is refused (the Idempotency-Key convention)"),
     ("^/v1/runs/[^/]+/wait-for-(approval|user-question)$", "POST", "request_ids items must not be blank"),

@@ -103,9 +103,14 @@ def test_policy_rejects_unknown_fields_and_wrong_types(operator_client, policy):
     assert PolicyRevision.objects.count() == 0
 
 
-def test_disabled_all_zero_policy_is_valid(operator_client):
-    zero = {"enabled": False, "retention_ms": 0, "max_tracked_per_session": 0, "max_prompt_entries": 0,
+def test_an_all_zero_policy_is_valid_only_when_disabled(operator_client):
+    zero = {"enabled": True, "retention_ms": 0, "max_tracked_per_session": 0, "max_prompt_entries": 0,
             "redact_pii": False, "search_visibility": "session_only"}
+    refused = operator_client.post("/v1/runtime/run-memory-policy", {"policy": zero}, format="json")
+    assert_problem(refused, 400, "runtime/invalid_run_memory_policy", field="policy.retention_ms")
+    assert PolicyRevision.objects.count() == 0
+
+    zero["enabled"] = False
     response = operator_client.post("/v1/runtime/run-memory-policy", {"policy": zero}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["run_memory_policy"] == zero

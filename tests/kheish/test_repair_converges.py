@@ -106,3 +106,20 @@ def test_the_report_reconciles_with_what_the_repair_did(api_client, session_id, 
     assert len(before) + summary["missing_records_rebuilt"] - removed == len(after)
     assert dry == summary
     assert _nothing_to_fix(maintenance.repair_all(apply=False, source="test"))
+
+
+def test_the_beat_repair_runs_under_its_name_and_under_its_name_before_the_move(monkeypatch, settings):
+    """The hourly repair is ``kheish.tasks.repair_all_planes``; a message queued under its old name
+    (``memory.tasks.repair_run_memory``) before an upgrade still runs the same repair."""
+    from kheish import tasks
+    from kheish.celery import app
+
+    app.loader.import_default_modules()  # the apps' tasks modules, as a worker imports them
+    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert tasks.REPAIR_TASK in scheduled and tasks.LEGACY_REPAIR_TASK not in scheduled
+    assert scheduled <= set(app.tasks)  # every beat entry names a registered task
+    calls = []
+    monkeypatch.setattr(maintenance, "repair_all", lambda **kwargs: calls.append(kwargs) or {"ok": True})
+    for name in (tasks.REPAIR_TASK, tasks.LEGACY_REPAIR_TASK):
+        assert app.tasks[name].apply().get() == {"ok": True}
+    assert calls == [{"apply": True, "source": "beat_repair"}] * 2

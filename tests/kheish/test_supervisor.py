@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from kheish import supervisor
-from kheish.runtime import REPO_DIR
-from tests.kheish.test_first_hour import _free_port, _Output, _shell_env
+from kheish.service_config import REPO_DIR
+from tests.kheish.test_printed_commands import _free_port, _Output, _shell_env
 
 
 def _pids(output: _Output, name: str) -> list[int]:

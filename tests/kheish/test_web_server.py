@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from gunicorn.app.base import Application
 
-from kheish.runtime import REPO_DIR
+from kheish.service_config import REPO_DIR
 
 CONF = REPO_DIR / "kheish" / "gunicorn_conf.py"
 APP = "tests.kheish.wsgi_hello:app"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from learnings import policy_store
+from learnings import policy_in_force
 from memory.models import AuditEvent, PolicyRevision
 from tests.conftest import assert_problem
 from tests.support.learnings import candidate
@@ -108,7 +108,7 @@ def test_stale_expected_revision_is_409(operator_client):
     problem = assert_problem(operator_client.post(URL, {"policy": {"mode": "shadow"}, "expected_revision": 0},
                                                   format="json"), 409, "runtime/runtime_revision_conflict")
     assert problem["field"] == "expected_revision"
-    assert policy_store.current_policy().mode == "enabled"
+    assert policy_in_force.current_policy().mode == "enabled"
 
 
 def test_change_requeues_pending_candidates(operator_client, django_capture_on_commit_callbacks):

@@ -8,8 +8,8 @@ import pytest
 
 from kheish import composition
 from learnings import recall_sql, retrieval
+from learnings.learning_policy import RetrievalConfig
 from learnings.models import Learning
-from learnings.policy import RetrievalConfig
 from memory.clock import now_ms
 from memory.sessions import learning_scope_keys
 from tests.factories import ProjectFactory, SessionFactory
@@ -148,13 +148,14 @@ def test_policy_rejects_out_of_bound_retrieval(operator_client):
 
 
 def test_backfill_fills_missing_embeddings(session):
-    from learnings import embeddings
+    from learnings import embedding_backfill
 
     Learning.objects.update(embedding=None)
-    assert embeddings.missing_count() == len(HAYSTACK)
+    assert embedding_backfill.missing_count() == len(HAYSTACK)
     seen = []
-    assert embeddings.backfill(batch=4, progress=lambda done, total: seen.append((done, total))) == len(HAYSTACK)
-    assert embeddings.missing_count() == 0 and seen[-1] == (len(HAYSTACK), len(HAYSTACK))
+    filled = embedding_backfill.backfill(batch=4, progress=lambda done, total: seen.append((done, total)))
+    assert filled == len(HAYSTACK)
+    assert embedding_backfill.missing_count() == 0 and seen[-1] == (len(HAYSTACK), len(HAYSTACK))
 
 
 def test_recovered_memory_is_ranked_by_the_hybrid_ranker(agent):

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 import pytest
 from jsonschema import Draft202012Validator
 
-from learnings import policy as policy_module
-from learnings.policy import (
+from learnings import learning_policy as policy_module
+from learnings.learning_policy import (
     CaptureConfig,
     Evaluation,
     JudgeConfig,
@@ -629,8 +629,8 @@ def test_a_bound_is_one_schema_keyword():
 
 @pytest.mark.django_db
 def test_the_stored_policy_is_parsed_once_per_distinct_object(monkeypatch):
-    from learnings import policy_store
-    from learnings.services.policy import set_policy
+    from learnings import policy_in_force
+    from learnings.services.policy_revision import set_policy
 
     parses = []
     real = LearningPolicy.from_dict.__func__
@@ -641,11 +641,11 @@ def test_the_stored_policy_is_parsed_once_per_distinct_object(monkeypatch):
 
     monkeypatch.setattr(LearningPolicy, "from_dict", classmethod(counting))
     set_policy({"policy": {"mode": "enabled", "retrieval": {"max_entries": 5}}}, "ops")
-    first = policy_store.current_policy()
-    assert policy_store.current_policy() is first and first.retrieval.max_entries == 5
+    first = policy_in_force.current_policy()
+    assert policy_in_force.current_policy() is first and first.retrieval.max_entries == 5
     assert len(parses) <= 1
     set_policy({"policy": {"mode": "enabled", "retrieval": {"max_entries": 6}}}, "ops")
-    assert policy_store.current_policy().retrieval.max_entries == 6
+    assert policy_in_force.current_policy().retrieval.max_entries == 6
 
 
 # --- §4.10 evaluation ---------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from django.apps import apps
 from django.urls import reverse
 
 from learnings import capture, screening
+from learnings.learning_policy import evaluate_candidate
 from learnings.models import CandidateState, Learning, LearningCandidate
-from learnings.policy import evaluate_candidate
 from learnings.review import review_candidate
 from memory.errors import Conflict
 from memory.models import AuditEvent
@@ -173,9 +173,9 @@ def test_rule_engine_holds_a_flagged_candidate_for_review():
     set_policy(FACTS_ACTIVE)
     flagged = candidate(ATTACK)
     clean = candidate("The release train is weekly.")
-    from learnings import policy_store
+    from learnings import policy_in_force
 
-    policy = policy_store.current_policy()
+    policy = policy_in_force.current_policy()
     held = evaluate_candidate(policy, flagged, now_ms=1)
     assert held.action == "manual_review" and held.rule_action == "publish_active"
     assert "memory-poisoning screen flagged instruction override, exfiltration" in held.reason
@@ -196,7 +196,7 @@ def test_review_escalates_a_flagged_candidate_instead_of_publishing(llm_unconfig
 
 @pytest.mark.django_db
 def test_a_mapping_candidate_without_stored_findings_is_screened_on_the_fly():
-    from learnings.policy import LearningPolicy
+    from learnings.learning_policy import LearningPolicy
 
     policy = LearningPolicy.from_dict({"mode": "enabled", "publication": {"rules": [
         {"name": "facts", "kind": "fact", "action": "publish_provisional"}]}})

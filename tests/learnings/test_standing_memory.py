@@ -7,7 +7,7 @@ import pytest
 
 from kheish import composition
 from learnings import retrieval, standing
-from learnings.policy import RetrievalConfig
+from learnings.learning_policy import RetrievalConfig
 from memory.sections import estimate_tokens
 from memory.sessions import learning_scope_keys
 from tests.conftest import assert_problem

@@ -91,15 +91,21 @@ def test_rules_are_checked_in_spec_order():
     assert error.field == "retention_ms"
 
 
-def test_disabled_policy_with_all_zeros_is_valid():
-    data = {**SPEC_DEFAULTS, "enabled": False, "retention_ms": 0, "max_tracked_per_session": 0}
-    policy = RunMemoryPolicy.from_dict({**data, "max_prompt_entries": 0})
+def test_all_zeros_are_valid_only_when_disabled():
+    zeros = {**SPEC_DEFAULTS, "retention_ms": 0, "max_tracked_per_session": 0, "max_prompt_entries": 0}
+    policy = RunMemoryPolicy.from_dict({**zeros, "enabled": False})
     assert policy.enabled is False
     assert (policy.retention_ms, policy.max_tracked_per_session, policy.max_prompt_entries) == (0, 0, 0)
+    # the near miss: the same zeros with the policy enabled are refused, naming the first rule's field
+    assert _error({**zeros, "enabled": True}).field == "retention_ms"
 
 
-def test_prompt_entries_equal_to_tracked_is_valid():
-    assert RunMemoryPolicy.from_dict({"max_tracked_per_session": 3, "max_prompt_entries": 3})
+def test_prompt_entries_may_equal_tracked_but_not_exceed_it():
+    policy = RunMemoryPolicy.from_dict({"max_tracked_per_session": 3, "max_prompt_entries": 3})
+    assert (policy.max_tracked_per_session, policy.max_prompt_entries) == (3, 3)
+    error = _error({"max_tracked_per_session": 3, "max_prompt_entries": 4})
+    assert (error.field, error.message) == (
+        "max_prompt_entries", "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session")
 
 
 def test_unknown_field_is_rejected():

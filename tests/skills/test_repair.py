@@ -87,7 +87,7 @@ def test_an_orphan_symlink_is_removed_without_following_it(skill_root, tmp_path,
 
 
 def test_an_active_skill_that_cannot_be_restored_is_reported(ladder, procedure, skill_root, monkeypatch):
-    from skills import mount
+    from skills import mounted_files
 
     ladder(procedure)
     (skill_dir(skill_root, procedure) / "SKILL.md").unlink()
@@ -95,7 +95,7 @@ def test_an_active_skill_that_cannot_be_restored_is_reported(ladder, procedure, 
     def read_only(*args, **kwargs):
         raise OSError("read-only file system")
 
-    monkeypatch.setattr(mount, "write_files", read_only)
+    monkeypatch.setattr(mounted_files, "write_files", read_only)
     summary = repair.repair_skills(apply=True)
     assert [item["skill_name"] for item in summary["unrestorable"]] == [NAME]
     assert "read-only file system" in summary["unrestorable"][0]["problem"]
@@ -154,11 +154,11 @@ def test_checks_survive_a_missing_database(monkeypatch):
 def test_doctor_prints_an_active_skill_it_cannot_restore(ladder, procedure, skill_root, monkeypatch):
     import pytest
 
-    from skills import mount
+    from skills import mounted_files
 
     ladder(procedure)
     (skill_dir(skill_root, procedure) / "SKILL.md").write_text("edited")
-    monkeypatch.setattr(mount, "write_files", lambda *a, **k: (_ for _ in ()).throw(OSError("read-only")))
+    monkeypatch.setattr(mounted_files, "write_files", lambda *a, **k: (_ for _ in ()).throw(OSError("read-only")))
     call_command("repair", "--apply", stdout=io.StringIO())
     out = io.StringIO()
     with pytest.raises(SystemExit):

@@ -93,14 +93,14 @@ def test_revoke_unknown_skill(operator_client):
 def test_a_failed_unmount_leaves_orphans_for_repair(
     ladder, procedure, operator_client, skill_root, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from skills import mount, repair
+    from skills import mounted_files, repair
 
     ladder(procedure)
 
     def broken(learning_id):
         raise OSError("read-only file system")
 
-    monkeypatch.setattr(mount, "remove", broken)
+    monkeypatch.setattr(mounted_files, "remove", broken)
     with django_capture_on_commit_callbacks(execute=True):
         assert revoke(operator_client).status_code == 200
     assert mounted(skill_root, procedure)  # still there ...
@@ -181,14 +181,14 @@ def test_rollback_reason_with_secret_material(ladder, procedure, operator_client
 def test_a_failed_remount_restores_the_previous_files_and_state(
     ladder, procedure, operator_client, skill_root, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from skills import mount
+    from skills import mounted_files
 
     ladder(procedure)
     with django_capture_on_commit_callbacks(execute=True):
         revoke(operator_client)
     (skill_root / "procedural" / procedure.public_id).mkdir(parents=True)
     (skill_root / "procedural" / procedure.public_id / "NOTE.txt").write_text("left by an operator")
-    monkeypatch.setattr(mount, "mount_problem", lambda learning_id, definition: "simulated mismatch")
+    monkeypatch.setattr(mounted_files, "mount_problem", lambda learning_id, definition: "simulated mismatch")
     body = assert_problem(rollback(operator_client), 409, "skills/mount_failed")
     assert "simulated mismatch" in body["detail"]
     assert LearningSkill.objects.get().status == "revoked"

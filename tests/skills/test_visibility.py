@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from skills import mount
+from skills import mounted_files
 from skills.models import LearningSkill
 from tests.conftest import assert_problem
 from tests.support.skills import write_catalog_skill
@@ -159,8 +159,8 @@ def test_hostile_names_in_paths_are_400(api_client, operator_client, hostile):
 
 def test_mount_paths_never_escape_the_root(skill_root, tmp_path):
     for hostile in ("../../etc", "learning-1/../../x", "/etc", "learning-\u0661", "learning-0", ""):
-        with pytest.raises(mount.MountError):
-            mount.skill_dir(hostile)
+        with pytest.raises(mounted_files.MountError):
+            mounted_files.skill_dir(hostile)
     # A symlink planted where a skill directory goes is replaced, never followed.
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -168,16 +168,16 @@ def test_mount_paths_never_escape_the_root(skill_root, tmp_path):
     (skill_root / "procedural" / "learning-7").symlink_to(outside, target_is_directory=True)
     from skills.fingerprint import SkillDefinition
 
-    mount.write_skill("learning-7", SkillDefinition(name="x", description="d", instructions="i"))
+    mounted_files.write_skill("learning-7", SkillDefinition(name="x", description="d", instructions="i"))
     assert list(outside.iterdir()) == []
     assert (skill_root / "procedural" / "learning-7").is_dir()
     assert not (skill_root / "procedural" / "learning-7").is_symlink()
     # A skill root whose procedural directory points outside is refused outright.
-    mount.remove("learning-7")
+    mounted_files.remove("learning-7")
     (skill_root / "procedural").rmdir()
     (skill_root / "procedural").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(mount.MountError):
-        mount.write_skill("learning-7", SkillDefinition(name="x", description="d", instructions="i"))
+    with pytest.raises(mounted_files.MountError):
+        mounted_files.write_skill("learning-7", SkillDefinition(name="x", description="d", instructions="i"))
     assert list(outside.iterdir()) == []
 
 

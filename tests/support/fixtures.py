@@ -84,7 +84,7 @@ block is beyond the reference; its defaults are the hybrid ranker within 2,000 t
 def spec_retrieval(monkeypatch: pytest.MonkeyPatch):
     """Run a test under the reference's retrieval whatever learning policy it stores."""
     from learnings import retrieval
-    from learnings.policy import RetrievalConfig
+    from learnings.learning_policy import RetrievalConfig
 
     config = RetrievalConfig(**SPEC_RETRIEVAL)
     monkeypatch.setattr(retrieval, "current_retrieval", lambda: config)

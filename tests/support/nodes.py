@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import requests
 
-from kheish.runtime import REPO_DIR
-from tests.kheish.test_first_hour import _free_port, _Output, _shell_env
+from kheish.service_config import REPO_DIR
+from tests.kheish.test_printed_commands import _free_port, _Output, _shell_env
 
 
 @dataclass

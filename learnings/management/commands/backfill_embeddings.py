@@ -1,18 +1,19 @@
-"""``manage.py backfill_embeddings``: embed the learnings that have no embedding yet (see learnings.embeddings)."""
+"""``manage.py backfill_embeddings``: embed the learnings that have no embedding yet
+(see learnings.embedding_backfill)."""
 
 from django.core.management.base import BaseCommand
 
-from learnings import embeddings
+from learnings import embedding_backfill
 
 
 class Command(BaseCommand):
     help = "Compute the sentence embedding of every learning that has none (progress printed; safe to rerun)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--batch", type=int, default=embeddings.BATCH, help="rows per batch (default 500)")
+        parser.add_argument("--batch", type=int, default=embedding_backfill.BATCH, help="rows per batch (default 500)")
 
     def handle(self, *args, batch: int, **options):
-        total = embeddings.missing_count()
+        total = embedding_backfill.missing_count()
         if total == 0:
             self.stdout.write("every learning has an embedding: nothing to do")
             return
@@ -21,5 +22,5 @@ class Command(BaseCommand):
         def progress(done: int, expected: int) -> None:
             self.stdout.write(f"  {done}/{expected}")
 
-        filled = embeddings.backfill(batch=batch, progress=progress)
+        filled = embedding_backfill.backfill(batch=batch, progress=progress)
         self.stdout.write(self.style.SUCCESS(f"filled {filled} embedding(s)"))

@@ -25,7 +25,7 @@ VOCABULARY = (
     "kubernetes cluster upgrade certificate rotation disk usage backup restore drill on at for with and "
     "Paris Tokyo Monday Friday Helix version release notes tokens budget keys policy"
 )
-WORDS = st.sampled_from(VOCABULARY.split())  # noqa: SIM905 (a word list reads better as text)
+WORDS = st.sampled_from(VOCABULARY.split())  # a word list reads better as text
 NUMBERS = st.one_of(
     st.integers(0, 99_999).map(str),
     st.floats(0, 1000, allow_nan=False).map(lambda f: f"{f:.2f}"),

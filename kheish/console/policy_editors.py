@@ -2,7 +2,7 @@
 ``policy/run-memory/``. Each posts a dry run first — what the edited policy would decide (learning: the
 publication rules over the last N candidates; run memory: what enforcement would prune) and a diff against the
 policy in force — and saves only the policy whose dry run was shown (a digest of it travels with the form).
-Validation is the policy code's own (``learnings.policy_store.parse_request``, ``memory.run_memory``), so the
+Validation is the policy code's own (``learnings.policy_in_force.parse_request``, ``memory.run_memory``), so the
 operator reads the API's literal messages; saving is ``learnings.services.set_policy`` / ``run_memory.set_policy``,
 which write the revision and the audit event. The revision history can load an old revision into the editor."""
 
@@ -20,10 +20,10 @@ from django.views.decorators.http import require_http_methods
 
 from kheish.console.common import Stamp, learning_status_line, render
 from kheish.console.forms import LearningPolicyForm, RuleForm, RuleFormSet, RunMemoryPolicyForm, human_duration
-from learnings import policy_store
+from learnings import policy_in_force
 from learnings import services as learning_services
+from learnings.learning_policy import ACTIONS, LearningPolicy, evaluate_candidate
 from learnings.models import CandidateState, LearningCandidate
-from learnings.policy import ACTIONS, LearningPolicy, evaluate_candidate
 from memory import run_memory
 from memory.clock import now_ms
 from memory.errors import AppError
@@ -142,7 +142,7 @@ def dry_run(new: LearningPolicy, old: LearningPolicy, size: int) -> dict:
 
 @require_http_methods(["GET", "POST"])
 def learning_policy(request: HttpRequest) -> HttpResponse:
-    current, revision = policy_store.current_policy_and_revision()
+    current, revision = policy_in_force.current_policy_and_revision()
     current_dict = current.to_dict()
     errors: list[str] = []
     preview = None
@@ -163,7 +163,7 @@ def learning_policy(request: HttpRequest) -> HttpResponse:
                 body = {"policy": form.policy([f.rule() for f in rule_forms], current_dict),
                         "expected_revision": form.cleaned_data["expected_revision"]}
                 try:
-                    parsed, expected = policy_store.parse_request(body)
+                    parsed, expected = policy_in_force.parse_request(body)
                 except AppError as exc:
                     errors.append(exc.detail)
                     match = RULE_INDEX.search(exc.field or "")

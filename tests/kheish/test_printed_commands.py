@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from kheish.runtime import REPO_DIR
+from kheish.service_config import REPO_DIR
 
 pytestmark = pytest.mark.integration
 

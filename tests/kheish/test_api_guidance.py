@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from kheish.runtime import REPO_DIR
+from kheish.service_config import REPO_DIR
 from tests.conftest import assert_problem
 from tests.support.api import finish
 

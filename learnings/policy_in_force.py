@@ -1,5 +1,5 @@
-"""Reads of the learning policy (spec §2.1, §3.2): the revision in force (stored through ``memory.policies``)
-and the parsing of a policy request body. Writes (``set_policy``) are in ``learnings.services.policy``.
+"""Reads of the learning policy (spec §2.1, §3.2): the revision in force (stored through ``memory.revisioned_policies``)
+and the parsing of a policy request body. Writes (``set_policy``) are in ``learnings.services.policy_revision``.
 
 The stored policy is read fresh on every prompt assembly and terminal run; parsing it against the JSON
 Schema costs about a millisecond, so the last parse is kept and reused while the stored object serialises to
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import logging
 
-from learnings.policy import LearningPolicy, LearningPolicyError
-from memory import policies
+from learnings.learning_policy import LearningPolicy, LearningPolicyError
+from memory import revisioned_policies
 from memory.errors import ValidationFailed
 from memory.models import PolicyKind
 
@@ -24,8 +24,8 @@ _last_parsed: tuple[str, LearningPolicy] | None = None
 
 
 def current_policy_and_revision() -> tuple[LearningPolicy, int]:
-    global _last_parsed  # noqa: PLW0603 - the one-entry memo described above
-    data, revision = policies.current_policy_dict(PolicyKind.LEARNING)
+    global _last_parsed  # the one-entry memo described above
+    data, revision = revisioned_policies.current_policy_dict(PolicyKind.LEARNING)
     if not data:
         return LearningPolicy(), revision
     key = json.dumps(data, sort_keys=True)
@@ -48,7 +48,7 @@ def current_policy() -> LearningPolicy:
 
 
 def policy_revision() -> int:
-    return policies.current_policy_dict(PolicyKind.LEARNING)[1]
+    return revisioned_policies.current_policy_dict(PolicyKind.LEARNING)[1]
 
 
 def policy_error(exc: LearningPolicyError) -> ValidationFailed:
