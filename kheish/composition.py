@@ -10,7 +10,7 @@ from learnings import retrieval
 from learnings import selectors as learning_selectors
 from learnings.policy import RetrievalConfig
 from learnings.sections import LEARNED_CONTEXT_FORMAT, render_learned_context
-from memory import compaction, metrics, run_memory
+from memory import compaction, metrics, public_ids, run_memory
 from memory.models import Run, Session
 from memory.recall import score_entry
 from memory.runs import RunInput, run_open
@@ -149,7 +149,8 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
         results.append({
             "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
             "excerpt": entry.summary if len(entry.summary) <= 180 else entry.summary[:180] + "…",
-            "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
+            "score": score, "timestamp_ms": entry.recorded_at_ms,
+            "scope": f"session:{public_ids.session_id(record.session_id)}",
             "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
         })
     named: list[dict] = []
@@ -175,7 +176,8 @@ def _run_hit(entry, record, score: int, eligible: set[str], matched: list[str]) 
     return {
         "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
         "excerpt": entry.summary if len(entry.summary) <= 180 else entry.summary[:180] + "…",
-        "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
+        "score": score, "timestamp_ms": entry.recorded_at_ms,
+        "scope": f"session:{public_ids.session_id(record.session_id)}",
         "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
     }
 

@@ -29,13 +29,8 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from learnings import screening
-from learnings.validation import (
-    LEARNING_KINDS,
-    SCOPE_KINDS,
-    SEMANTIC_KINDS,
-    SENSITIVITIES,
-    content_has_secret_material,
-)
+from learnings.validation import content_has_secret_material
+from learnings.vocabulary import SEMANTIC_KINDS, LearningKind, ScopeKind, Sensitivity
 
 MODES = ("manual_only", "shadow", "enabled")
 ACTIONS = ("manual_review", "reject", "publish_provisional", "publish_active")
@@ -148,10 +143,10 @@ _MODEL = _nullable(_record({"provider": _TEXT, "generation": _GENERATION}))
 _RULE = _record(
     {
         "name": _TEXT,
-        "scope_kind": _nullable(_choice(SCOPE_KINDS)),
+        "scope_kind": _nullable(_choice(ScopeKind.values)),
         "scope_id": _TEXT,
-        "kind": _nullable(_choice(LEARNING_KINDS)),
-        "sensitivity": _nullable(_choice(SENSITIVITIES)),
+        "kind": _nullable(_choice(LearningKind.values)),
+        "sensitivity": _nullable(_choice(Sensitivity.values)),
         # Any integer: the 0..100 range is a §3.2 rule (validate_rules), reported with its literal message.
         "min_confidence": _nullable({"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}),
         "require_evidence": _FLAG,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from memory import sql
+from memory import public_ids, sql
 from memory.audit import record_audit
 from memory.errors import ValidationFailed
 from memory.journal import append_event, log_entry
@@ -87,8 +87,8 @@ def live_context(session: Session, *, budget_tokens: int | None = None) -> LiveC
     kept: list[dict] = []
     truncated = False
     for offset, timestamp_ms, run_id, event in _newest_first(session.pk, after):
-        entry = {"offset": offset, "timestamp_ms": timestamp_ms, "run_id": f"run-{run_id}" if run_id else None,
-                 "event": event}
+        entry = {"offset": offset, "timestamp_ms": timestamp_ms,
+                 "run_id": public_ids.run_id(run_id) if run_id else None, "event": event}
         cost = entry_tokens(entry)
         if used + cost > budget:
             truncated = True

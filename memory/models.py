@@ -8,6 +8,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
+from memory import public_ids
 from memory.clock import now_ms
 from memory.embedding import DIMENSIONS as EMBEDDING_DIMENSIONS
 
@@ -127,7 +128,7 @@ class Session(models.Model):
 
     @property
     def public_id(self) -> str:
-        return f"session-{self.pk}"
+        return public_ids.session_id(self.pk)
 
 
 class Run(models.Model):
@@ -178,7 +179,7 @@ class Run(models.Model):
 
     @property
     def public_id(self) -> str:
-        return f"run-{self.pk}"
+        return public_ids.run_id(self.pk)
 
     @property
     def is_terminal(self) -> bool:
@@ -322,7 +323,7 @@ class RunMemoryRecord(models.Model):
         indexes = [models.Index(fields=["session", "-recorded_at_ms", "-run"], name="runmem_session_idx")]
 
     def __str__(self) -> str:
-        return f"run-memory run-{self.run_id}"
+        return f"run-memory {public_ids.run_id(self.run_id)}"
 
 
 class RunMemoryScope(models.Model):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from memory import public_ids
 from memory.clock import now_ms
 from skills.fingerprint import NAME_MAX_CHARS, SkillDefinition, SkillRuntime
 
@@ -123,7 +124,7 @@ class LearningSkill(models.Model):
     @property
     def source_learning_public_id(self) -> str:
         """``learning-N`` (also the name of the mount directory)."""
-        return f"learning-{self.source_learning_id}"
+        return public_ids.learning_id(self.source_learning_id)
 
     @property
     def source_scope_key(self) -> str:
