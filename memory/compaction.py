@@ -20,6 +20,7 @@ from memory.errors import ValidationFailed
 from memory.journal import append_event, log_entry
 from memory.models import Checkpoint, JournalEvent, Session
 from memory.sections import estimate_tokens
+from memory.vocabulary import FAILURE_STATUSES, EventType
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ def _event_line(event: JournalEvent) -> str | None:
         result = data.get("result", {})
         status = "error" if result.get("is_error") else "ok"
         return f"tool {result.get('name') or result.get('call_id')}: {status}"
-    if event.type == "run_lifecycle" and data.get("to_status") in ("failed", "interrupted", "cancelled"):
+    if event.type == EventType.RUN_LIFECYCLE and data.get("to_status") in FAILURE_STATUSES:
         return f"run {data.get('to_status')}"
     return None
 

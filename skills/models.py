@@ -13,37 +13,9 @@ from django.db.models import Q
 from memory import public_ids
 from memory.clock import now_ms
 from skills.fingerprint import NAME_MAX_CHARS, SkillDefinition, SkillRuntime
+from skills.vocabulary import LADDER, LifecycleEventKind, RolloutKind, SkillStatus, SkillVerificationStatus
 
-
-class SkillStatus(models.TextChoices):
-    DRAFT = "draft"
-    VERIFIED = "verified"
-    CANARY = "canary"
-    ACTIVE = "active"
-    REVOKED = "revoked"
-
-
-# The rollout ladder, in order (the admin stepper).
-LADDER = (SkillStatus.DRAFT, SkillStatus.VERIFIED, SkillStatus.CANARY, SkillStatus.ACTIVE)
-
-
-class SkillVerificationStatus(models.TextChoices):
-    UNVERIFIED = "unverified"
-    PENDING = "pending"
-    VERIFIED = "verified"
-    FAILED = "failed"
-
-
-class LifecycleEventKind(models.TextChoices):
-    PROMOTE = "promote"
-    ROLLOUT_RESULT = "rollout_result"
-    REVOKE = "revoke"
-    ROLLBACK = "rollback"
-
-
-class RolloutKind(models.TextChoices):
-    VERIFICATION = "verification"
-    CANARY = "canary"
+__all__ = ["LADDER", "LearningSkill", "LifecycleEventKind", "RolloutKind", "SkillStatus", "SkillVerificationStatus"]
 
 
 def _choices_check(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
