@@ -13,11 +13,10 @@ Plain data and Django's ``TextChoices`` only: no model, no database (``learnings
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 from django.db import models
 
 from memory import public_ids
+from memory.vocabulary import listing as listing  # the words helper, shared by every plane
 
 
 class ScopeKind(models.TextChoices):
@@ -142,13 +141,3 @@ def kind_plural(kind: str) -> str:
     """``run summaries``, ``facts``."""
     label = kind_label(kind)
     return label[:-1] + "ies" if label.endswith("y") else label + "s"
-
-
-def listing(values: Iterable[str], notes: Mapping[str, str] | None = None, *, sep: str = " | ",
-            last: str | None = None) -> str:
-    """``a | b (note) | c``, or with ``sep=", ", last=" or "`` ``a, b or c``: the values of a vocabulary as the
-    schema text and the console say them."""
-    words = [f"{value} ({notes[value]})" if notes and value in notes else str(value) for value in values]
-    if last is not None and len(words) > 1:
-        return sep.join(words[:-1]) + last + words[-1]
-    return sep.join(words)

@@ -7,6 +7,8 @@ and the console read them from here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from django.db import models
 
 
@@ -65,3 +67,13 @@ class SemanticCapture(models.TextChoices):
     PENDING = "pending"
     COMPLETED = "completed"
     SKIPPED = "skipped"
+
+
+def listing(values: Iterable[str], notes: Mapping[str, str] | None = None, *, sep: str = " | ",
+            last: str | None = None) -> str:
+    """``a | b (note) | c``, or with ``sep=", ", last=" or "`` ``a, b or c``: the values of a vocabulary as the
+    schema text and the console say them."""
+    words = [f"{value} ({notes[value]})" if notes and value in notes else str(value) for value in values]
+    if last is not None and len(words) > 1:
+        return sep.join(words[:-1]) + last + words[-1]
+    return sep.join(words)
