@@ -45,11 +45,6 @@ CANDIDATE_PREFIX = CANDIDATE_ID
 LEARNING_PREFIX = LEARNING_ID
 PROMPT_ELIGIBLE_KINDS = PROMPT_KINDS
 
-__all__ = [
-    "CANDIDATE_PREFIX", "LEARNING_PREFIX", "LIVE_STATUSES", "MAX_CONTENT_CHARS", "PROMPT_ELIGIBLE_KINDS",
-    "CandidateOrigin", "CandidateState", "Learning", "LearningCandidate", "LearningKind", "LearningStatus",
-    "PolicyDecision", "PublishTier", "ScopeKind", "Sensitivity", "VerificationStatus", "key_digest",
-]
 
 
 def key_digest(key: str | None) -> str:

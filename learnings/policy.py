@@ -30,7 +30,15 @@ from jsonschema.exceptions import ValidationError
 
 from learnings import screening
 from learnings.validation import content_has_secret_material
-from learnings.vocabulary import SEMANTIC_KINDS, LearningKind, ScopeKind, Sensitivity
+from learnings.vocabulary import (
+    SEMANTIC_KINDS,
+    LearningKind,
+    LearningStatus,
+    PolicyDecision,
+    PublishTier,
+    ScopeKind,
+    Sensitivity,
+)
 
 MODES = ("manual_only", "shadow", "enabled")
 ACTIONS = ("manual_review", "reject", "publish_provisional", "publish_active")
@@ -825,17 +833,17 @@ def evaluate_candidate(policy: LearningPolicy, candidate: Any, *, now_ms: int) -
 # Publication metadata (§4.10, §4.12, §4.14)
 # ---------------------------------------------------------------------------------------------------------
 
-POLICY_ACTORS = {"manual": "operator", "automatic": "daemon"}
+POLICY_ACTORS = {PolicyDecision.MANUAL: "operator", PolicyDecision.AUTOMATIC: "daemon"}
 
 
 def publish_tier_for_action(action: str) -> str | None:
     """``publish_provisional`` → ``provisional``, ``publish_active`` → ``active``, otherwise ``None``."""
-    return {"publish_provisional": "provisional", "publish_active": "active"}.get(action)
+    return {"publish_provisional": PublishTier.PROVISIONAL, "publish_active": PublishTier.ACTIVE}.get(action)
 
 
 def status_for_tier(publish_tier: str) -> str:
     """A freshly published learning's status follows its tier."""
-    return "provisional" if publish_tier == "provisional" else "active"
+    return LearningStatus.PROVISIONAL if publish_tier == PublishTier.PROVISIONAL else LearningStatus.ACTIVE
 
 
 def policy_actor_for(policy_decision: str) -> str:

@@ -22,11 +22,6 @@ from memory.vocabulary import (
     SemanticCapture,
 )
 
-__all__ = [
-    "ACTIVE_STATUSES", "TERMINAL_STATUSES", "ApiKeyRole", "EventType", "PolicyKind", "RunKind", "RunStatus",
-    "SemanticCapture",
-]
-
 
 class ApiKey(models.Model):
     """A hashed, prefixed API key. The plaintext is shown once at creation and never stored."""

@@ -13,9 +13,8 @@ from django.db.models import Q
 from memory import public_ids
 from memory.clock import now_ms
 from skills.fingerprint import NAME_MAX_CHARS, SkillDefinition, SkillRuntime
-from skills.vocabulary import LADDER, LifecycleEventKind, RolloutKind, SkillStatus, SkillVerificationStatus
-
-__all__ = ["LADDER", "LearningSkill", "LifecycleEventKind", "RolloutKind", "SkillStatus", "SkillVerificationStatus"]
+from skills.vocabulary import LADDER as LADDER  # re-exported (skills.admin)
+from skills.vocabulary import LifecycleEventKind, RolloutKind, SkillStatus, SkillVerificationStatus
 
 
 def _choices_check(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
