@@ -66,8 +66,12 @@ class Term:
     def q(self, at_ms: int) -> Q:
         raise NotImplementedError
 
-    def holds(self, record: Any, at_ms: int) -> bool:
+    def py(self, get: Callable[[str], str]) -> str:
+        """The Python expression over ``r`` (``get(field)`` reads a field) and ``at``, compiled by ``predicate``."""
         raise NotImplementedError
+
+    def holds(self, record: Any, at_ms: int) -> bool:
+        return predicate((Condition("", self, _no_reason),), isinstance(record, Mapping))(record, at_ms)
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,8 @@ class Is(Term):
     def q(self, at_ms: int) -> Q:
         return Q(**{self.field: self.value})
 
-    def holds(self, record: Any, at_ms: int) -> bool:
-        return _read(record, self.field) == self.value
+    def py(self, get: Callable[[str], str]) -> str:
+        return f"{get(self.field)} == {_literal(self.value)}"
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,8 @@ class IsNot(Term):
     def q(self, at_ms: int) -> Q:
         return ~Q(**{self.field: self.value})
 
-    def holds(self, record: Any, at_ms: int) -> bool:
-        return _read(record, self.field) != self.value
+    def py(self, get: Callable[[str], str]) -> str:
+        return f"{get(self.field)} != {_literal(self.value)}"
 
 
 @dataclass(frozen=True)
@@ -113,8 +117,8 @@ class OneOf(Term):
     def q(self, at_ms: int) -> Q:
         return Q(**{f"{self.field}__in": self.values})
 
-    def holds(self, record: Any, at_ms: int) -> bool:
-        return _read(record, self.field) in self.values
+    def py(self, get: Callable[[str], str]) -> str:
+        return f"{get(self.field)} in ({', '.join(map(_literal, self.values))},)"
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,8 @@ class IsNull(Term):
     def q(self, at_ms: int) -> Q:
         return Q(**{f"{self.field}__isnull": True})
 
-    def holds(self, record: Any, at_ms: int) -> bool:
-        return _read(record, self.field) is None
+    def py(self, get: Callable[[str], str]) -> str:
+        return f"{get(self.field)} is None"
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,8 @@ class AllOf(Term):
             result &= term.q(at_ms)
         return result
 
-    def holds(self, record: Any, at_ms: int) -> bool:
-        return all(term.holds(record, at_ms) for term in self.terms)
+    def py(self, get: Callable[[str], str]) -> str:
+        return "(" + " and ".join(term.py(get) for term in self.terms) + ")"
 
 
 @dataclass(frozen=True)
@@ -161,8 +165,8 @@ class AnyOf(Term):
             result |= term.q(at_ms)
         return result
 
-    def holds(self, record: Any, at_ms: int) -> bool:
-        return any(term.holds(record, at_ms) for term in self.terms)
+    def py(self, get: Callable[[str], str]) -> str:
+        return "(" + " or ".join(term.py(get) for term in self.terms) + ")"
 
 
 @dataclass(frozen=True)
@@ -175,9 +179,8 @@ class Unexpired(Term):
     def q(self, at_ms: int) -> Q:
         return Q(expires_at_ms__isnull=True) | Q(expires_at_ms__gt=at_ms)
 
-    def holds(self, record: Any, at_ms: int) -> bool:
-        expires = _read(record, "expires_at_ms")
-        return expires is None or expires > at_ms
+    def py(self, get: Callable[[str], str]) -> str:
+        return f"({get('expires_at_ms')} is None or {get('expires_at_ms')} > at)"
 
 
 # ---- the conditions -----------------------------------------------------------------------------------------
@@ -201,7 +204,11 @@ class Condition:
         return self.term.q(at_ms)
 
     def holds(self, record: Any, at_ms: int) -> bool:
-        return self.term.holds(record, at_ms)
+        return predicate((self,), isinstance(record, Mapping))(record, at_ms)
+
+
+def _no_reason(record: Any, when: Callable[[int], str]) -> str:
+    return ""
 
 
 def kind_reason(kind: str) -> str:
@@ -271,8 +278,32 @@ SHAPES: dict[str, tuple[Condition, ...]] = {
 prompt-eligible; memory-search reads the visible records that are not sensitive (§4.21)."""
 
 
+_PREDICATES: dict[tuple[tuple[Condition, ...], bool], Callable[[Any, int], bool]] = {}
+
+
+def predicate(conditions: Iterable[Condition], mapping: bool = False) -> Callable[[Any, int], bool]:
+    """``(record, at_ms) -> bool``: all ``conditions`` hold, compiled once from their terms into one Python
+    expression (over a model instance's attributes, or a mapping's keys). A check runs for every search hit and
+    every explained row, so it is not an interpreted walk over the terms."""
+    key = (tuple(conditions), mapping)
+    found = _PREDICATES.get(key)
+    if found is None:
+        get = (lambda field: f"r.get({field!r})") if mapping else (lambda field: f"r.{field}")
+        body = " and ".join(f"({condition.term.py(get)})" for condition in key[0]) or "True"
+        namespace: dict[str, Any] = {}
+        exec(f"def check(r, at):\n    return {body}\n", namespace)  # noqa: S102 - vocabulary literals only
+        found = _PREDICATES[key] = namespace["check"]
+    return found
+
+
 def passes(conditions: Iterable[Condition], record: Any, at_ms: int) -> bool:
-    return all(condition.holds(record, at_ms) for condition in conditions)
+    return bool(predicate(conditions, isinstance(record, Mapping))(record, at_ms))
+
+
+is_prompt_visible = predicate(PROMPT_VISIBLE)
+"""``(learning, at_ms)``: ``Learning.is_prompt_visible``."""
+is_prompt_eligible = predicate(PROMPT_ELIGIBLE)
+"""``(learning, at_ms)``: ``Learning.is_prompt_eligible``."""
 
 
 def failures(conditions: Iterable[Condition], record: Any, at_ms: int) -> list[Condition]:

@@ -332,9 +332,9 @@ class Learning(ScopedRecord):
     def is_prompt_visible(self) -> bool:
         """§4.7 ``learning_is_prompt_visible`` (``learnings.gate.PROMPT_VISIBLE``; kind eligibility and expiry are
         separate gates)."""
-        return gate.passes(gate.PROMPT_VISIBLE, self, 0)
+        return gate.is_prompt_visible(self, 0)
 
     @property
     def is_prompt_eligible(self) -> bool:
         """The record's own prompt gates (``learnings.gate.PROMPT_ELIGIBLE``: kind, prompt-visible, unexpired)."""
-        return gate.passes(gate.PROMPT_ELIGIBLE, self, now_ms())
+        return gate.is_prompt_eligible(self, now_ms())

@@ -365,7 +365,7 @@ def _excerpt(content: str) -> str:
     return content if len(content) <= EXCERPT_CHARS else content[:EXCERPT_CHARS] + "…"
 
 
-_HIT_GATES = (gate.PROMPT_KIND, *gate.PROMPT_VISIBLE)
+_HIT_GATES = gate.predicate((gate.PROMPT_KIND, *gate.PROMPT_VISIBLE), mapping=True)
 
 
 def _prompt_eligible(
@@ -374,7 +374,7 @@ def _prompt_eligible(
     """The prompt gates of §4.7 (``learnings.gate``) for a live, unexpired, unshadowed record."""
     record = {"kind": kind, "status": status, "publish_tier": tier, "verification_status": verification,
               "policy_decision": decision, "sensitivity": sensitivity}
-    return gate.passes(_HIT_GATES, record, 0)
+    return _HIT_GATES(record, 0)
 
 
 _SEARCH_FIELDS = (
