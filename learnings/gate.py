@@ -6,7 +6,7 @@ Each gate is a named :class:`Condition` over a learning's columns. One condition
   run these), with the parameters ``%(keys)s`` (scope keys) and ``%(at)s`` (the time, epoch ms);
 * its ORM ``Q`` (``LearningQuerySet.live`` / ``prompt_visible`` / ``for_prompt`` / ``search_visible``);
 * its Python predicate over a model instance or a mapping of the same names (``Learning.is_prompt_eligible``,
-  the memory-search hits' ``prompt_eligible``);
+  the memory-search hits' ``prompt_eligible``), compiled once per group of conditions (``predicate``);
 * the reason an operator reads when a record fails it (the console's explainer, ``kheish.console.explain``).
 
 The groups below are the spec's: **visible** (live status, verification not failed, unexpired, not shadowed),
