@@ -13,7 +13,8 @@ from kheish import composition
 from kheish.console import bulk, explain
 from learnings import policy_in_force
 from learnings.admin import LearningAdmin, LearningCandidateAdmin
-from learnings.models import PROMPT_ELIGIBLE_KINDS, CandidateState, Learning, LearningCandidate, LearningKind
+from learnings.models import PROMPT_ELIGIBLE_KINDS, Learning, LearningCandidate, LearningKind
+from learnings.vocabulary import REVIEW_STATES, CandidateState
 from memory import public_ids
 from memory.admin import SessionAdmin
 from memory.models import Session
@@ -44,7 +45,7 @@ def memory_card(session: Session, query: str | None = None) -> dict:
     for learning in in_scope.exclude(pk__in=injected_pks)[:EXPLAINED_ROWS]:
         reasons = explain.learning_exclusion(learning)
         if not reasons and learning.pk not in prompt_set:
-            reasons = ["shadowed: a live learning supersedes it"]
+            reasons = [explain.SHADOWED_REASON]
         if not reasons:
             reasons = [f"no match for the input ({retrieval['ranker']} ranker)" if query else
                        f"left out by the section's limits ({retrieval['max_entries']} entries, "
@@ -84,7 +85,7 @@ def _why_no_learnings(learning_count: int, candidates: list[LearningCandidate], 
         sentences.append(f"Only {explain.count(len(candidates), 'run_summary candidate')} exist"
                          f"{'s' if len(candidates) == 1 else ''}: run summaries never reach a prompt.")
     else:
-        pending = [c for c in candidates if c.state in (CandidateState.PENDING, CandidateState.ESCALATED)]
+        pending = [c for c in candidates if c.state in REVIEW_STATES]
         sentences.append(f"No learning yet: {explain.count(len(pending), 'candidate')} await"
                          f"{'s' if len(pending) == 1 else ''} review; a candidate reaches a prompt only once "
                          "published (active tier).")

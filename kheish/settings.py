@@ -207,7 +207,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "kheish.api.schema.problem_responses"],  # problem+json errors (issue 14.15)
-    "ENUM_NAME_OVERRIDES": {"LearningKindEnum": "learnings.models.LearningKind"},
+    "ENUM_NAME_OVERRIDES": {"LearningKindEnum": "learnings.vocabulary.LearningKind"},
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -20,8 +20,8 @@ from typing import Any
 
 from learnings.semantic import semantic_keys
 from learnings.validation import content_has_secret_material
+from learnings.vocabulary import SEMANTIC_KINDS
 
-SEMANTIC_KINDS = ("fact", "preference", "decision")
 HEURISTIC_CONFIDENCE = 98
 DEFAULT_MODEL_CONFIDENCE = 80
 MAX_CONFIDENCE = 100

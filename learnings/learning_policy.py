@@ -29,12 +29,15 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from learnings import screening
-from learnings.validation import (
-    LEARNING_KINDS,
-    SCOPE_KINDS,
+from learnings.validation import content_has_secret_material
+from learnings.vocabulary import (
     SEMANTIC_KINDS,
-    SENSITIVITIES,
-    content_has_secret_material,
+    LearningKind,
+    LearningStatus,
+    PolicyDecision,
+    PublishTier,
+    ScopeKind,
+    Sensitivity,
 )
 
 MODES = ("manual_only", "shadow", "enabled")
@@ -148,10 +151,10 @@ _MODEL = _nullable(_record({"provider": _TEXT, "generation": _GENERATION}))
 _RULE = _record(
     {
         "name": _TEXT,
-        "scope_kind": _nullable(_choice(SCOPE_KINDS)),
+        "scope_kind": _nullable(_choice(ScopeKind.values)),
         "scope_id": _TEXT,
-        "kind": _nullable(_choice(LEARNING_KINDS)),
-        "sensitivity": _nullable(_choice(SENSITIVITIES)),
+        "kind": _nullable(_choice(LearningKind.values)),
+        "sensitivity": _nullable(_choice(Sensitivity.values)),
         # Any integer: the 0..100 range is a §3.2 rule (validate_rules), reported with its literal message.
         "min_confidence": _nullable({"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}),
         "require_evidence": _FLAG,
@@ -830,17 +833,17 @@ def evaluate_candidate(policy: LearningPolicy, candidate: Any, *, now_ms: int) -
 # Publication metadata (§4.10, §4.12, §4.14)
 # ---------------------------------------------------------------------------------------------------------
 
-POLICY_ACTORS = {"manual": "operator", "automatic": "daemon"}
+POLICY_ACTORS = {PolicyDecision.MANUAL: "operator", PolicyDecision.AUTOMATIC: "daemon"}
 
 
 def publish_tier_for_action(action: str) -> str | None:
     """``publish_provisional`` → ``provisional``, ``publish_active`` → ``active``, otherwise ``None``."""
-    return {"publish_provisional": "provisional", "publish_active": "active"}.get(action)
+    return {"publish_provisional": PublishTier.PROVISIONAL, "publish_active": PublishTier.ACTIVE}.get(action)
 
 
 def status_for_tier(publish_tier: str) -> str:
     """A freshly published learning's status follows its tier."""
-    return "provisional" if publish_tier == "provisional" else "active"
+    return LearningStatus.PROVISIONAL if publish_tier == PublishTier.PROVISIONAL else LearningStatus.ACTIVE
 
 
 def policy_actor_for(policy_decision: str) -> str:

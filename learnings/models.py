@@ -18,78 +18,33 @@ from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 
+from learnings import gate
 from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
+from learnings.validation import MAX_CONTENT_CHARS
+from learnings.vocabulary import (
+    CANDIDATE_ID,
+    LEARNING_ID,
+    LIVE_STATUSES,
+    PROMPT_KINDS,
+    CandidateOrigin,
+    CandidateState,
+    LearningKind,
+    LearningStatus,
+    PolicyDecision,
+    PublishTier,
+    ScopeKind,
+    Sensitivity,
+    VerificationStatus,
+)
+from memory import public_ids
 from memory.clock import now_ms
 from memory.embedding import DIMENSIONS as EMBEDDING_DIMENSIONS
 from memory.embedding import embed
 
-MAX_CONTENT_CHARS = 1600
-CANDIDATE_PREFIX = "learning-candidate"
-LEARNING_PREFIX = "learning"
+CANDIDATE_PREFIX = CANDIDATE_ID
+LEARNING_PREFIX = LEARNING_ID
+PROMPT_ELIGIBLE_KINDS = PROMPT_KINDS
 
-
-class ScopeKind(models.TextChoices):
-    SESSION = "session"
-    PERSONA = "persona"
-    PROJECT = "project"
-    WORKSPACE = "workspace"
-
-
-class LearningKind(models.TextChoices):
-    RUN_SUMMARY = "run_summary", "Run summary"
-    FACT = "fact"
-    PREFERENCE = "preference"
-    DECISION = "decision"
-    PROCEDURE = "procedure"
-
-
-PROMPT_ELIGIBLE_KINDS = (LearningKind.FACT, LearningKind.PREFERENCE, LearningKind.DECISION)
-
-
-class Sensitivity(models.TextChoices):
-    SCOPED = "scoped"
-    SENSITIVE = "sensitive"
-
-
-class CandidateOrigin(models.TextChoices):
-    # The wire values are the spec's (``api`` | ``daemon``); the labels are what an operator reads.
-    API = "api", "Posted through the API"
-    DAEMON = "daemon", "Captured from a run"
-
-
-class CandidateState(models.TextChoices):
-    PENDING = "pending"
-    ESCALATED = "escalated"
-    PUBLISHED = "published"
-    REJECTED = "rejected"
-
-
-class LearningStatus(models.TextChoices):
-    PROVISIONAL = "provisional"
-    ACTIVE = "active"
-    SUPERSEDED = "superseded"
-    REVOKED = "revoked"
-
-
-LIVE_STATUSES = (LearningStatus.ACTIVE, LearningStatus.PROVISIONAL)
-
-
-class PublishTier(models.TextChoices):
-    PROVISIONAL = "provisional"
-    ACTIVE = "active"
-
-
-class PolicyDecision(models.TextChoices):
-    MANUAL = "manual"
-    AUTOMATIC = "automatic"
-    ESCALATED = "escalated"
-
-
-class VerificationStatus(models.TextChoices):
-    UNVERIFIED = "unverified"
-    PENDING = "pending"
-    VERIFIED = "verified"
-    FAILED = "failed"
 
 
 def key_digest(key: str | None) -> str:
@@ -264,7 +219,7 @@ class LearningCandidate(ScopedRecord):
 
     @property
     def public_id(self) -> str:
-        return f"{CANDIDATE_PREFIX}-{self.pk}"
+        return public_ids.format_id(CANDIDATE_ID, self.pk)
 
     @property
     def review_reason(self) -> str:
@@ -371,21 +326,15 @@ class Learning(ScopedRecord):
 
     @property
     def public_id(self) -> str:
-        return f"{LEARNING_PREFIX}-{self.pk}"
+        return public_ids.format_id(LEARNING_ID, self.pk)
 
     @property
     def is_prompt_visible(self) -> bool:
-        """§4.7 ``learning_is_prompt_visible`` (kind eligibility and expiry are separate gates)."""
-        if self.status != LearningStatus.ACTIVE or self.publish_tier != PublishTier.ACTIVE:
-            return False
-        if self.sensitivity == Sensitivity.SENSITIVE or self.verification_status == VerificationStatus.FAILED:
-            return False
-        if self.policy_decision == PolicyDecision.ESCALATED:
-            return False
-        if self.policy_decision == PolicyDecision.AUTOMATIC:
-            return self.verification_status == VerificationStatus.VERIFIED
-        return True
+        """§4.7 ``learning_is_prompt_visible`` (``learnings.gate.PROMPT_VISIBLE``; kind eligibility and expiry are
+        separate gates)."""
+        return gate.is_prompt_visible(self, 0)
 
     @property
     def is_prompt_eligible(self) -> bool:
-        return self.kind in PROMPT_ELIGIBLE_KINDS and self.is_prompt_visible and not self.is_expired()
+        """The record's own prompt gates (``learnings.gate.PROMPT_ELIGIBLE``: kind, prompt-visible, unexpired)."""
+        return gate.is_prompt_eligible(self, now_ms())

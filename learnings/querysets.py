@@ -10,34 +10,21 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from django.db import connections
-from django.db.models import CharField, Exists, Model, OuterRef, Q, QuerySet, Value
+from django.db.models import CharField, Model, Q, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 
-from learnings import recall_sql
+from learnings import gate, recall_sql
+from learnings.vocabulary import (
+    CANDIDATE_ID,
+    CAPTURED_ONLY_KINDS,
+    LEARNING_ID,
+    REVIEW_STATES,
+    CandidateState,
+    LearningKind,
+    ScopeKind,
+)
+from memory import public_ids
 from memory.clock import now_ms
-
-# Plain strings (not the TextChoices of learnings.models, which imports this module).
-LIVE = ("active", "provisional")
-KINDS = ("run_summary", "fact", "preference", "decision", "procedure")
-PROMPT_KINDS = ("fact", "preference", "decision")
-
-
-def _unexpired(at_ms: int) -> Q:
-    return Q(expires_at_ms__isnull=True) | Q(expires_at_ms__gt=at_ms)
-
-
-def _shadowing(model: type[Model], at_ms: int) -> QuerySet:
-    """Live records naming the outer record in ``supersedes``. ``supersedes IS NOT NULL`` follows from the
-    join but is stated, so that PostgreSQL may read the few superseding rows once through the ``supersedes``
-    index instead of probing that index once per candidate (about 1,100 probes for a typical session)."""
-    return model.objects.filter(
-        Q(supersedes=OuterRef("pk")),
-        Q(supersedes__isnull=False),
-        Q(status__in=LIVE),
-        ~Q(verification_status="failed"),
-        _unexpired(at_ms),
-    )
-
 
 ROW_VERSION = "_row_version"
 """A row version's identity: ``id:xmin:ctid``. ``xmin`` (the writing transaction) changes with
@@ -91,14 +78,15 @@ def caller_scope_q(user: object) -> Q:
 
     scopes = caller_scopes(user)
     session_ids = (
-        scopes.session_pks.annotate(public=Concat(Value("session-"), Cast("pk", CharField()), output_field=CharField()))
+        scopes.session_pks.annotate(public=Concat(Value(f"{public_ids.SESSION}-"), Cast("pk", CharField()),
+                                                  output_field=CharField()))
         .values("public")
     )
     return (
-        Q(scope_kind="workspace")
-        | Q(scope_kind="session", scope_id__in=session_ids)
-        | Q(scope_kind="persona", scope_id__in=scopes.persona_ids)
-        | Q(scope_kind="project", scope_id__in=scopes.project_ids)
+        Q(scope_kind=ScopeKind.WORKSPACE)
+        | Q(scope_kind=ScopeKind.SESSION, scope_id__in=session_ids)
+        | Q(scope_kind=ScopeKind.PERSONA, scope_id__in=scopes.persona_ids)
+        | Q(scope_kind=ScopeKind.PROJECT, scope_id__in=scopes.project_ids)
     )
 
 
@@ -122,7 +110,7 @@ class _ScopedQuerySet(QuerySet):
         needle = (query or "").strip().lower()
         if not needle:
             return self
-        kinds = [kind for kind in KINDS if needle in kind.replace("_", "")]
+        kinds = [kind for kind in LearningKind.values if needle in kind.replace("_", "")]
         annotated = self.annotate(
             _public_id=Concat(Value(f"{self.id_prefix}-"), Cast("pk", CharField()), output_field=CharField())
         )
@@ -136,7 +124,7 @@ class _ScopedQuerySet(QuerySet):
 
 
 class LearningCandidateQuerySet(_ScopedQuerySet):
-    id_prefix = "learning-candidate"
+    id_prefix = CANDIDATE_ID
 
     def visible_to(self, user: object, *, operator: bool) -> QuerySet:
         """Candidates are unreviewed proposals (issue 19.4): an agent sees only its own - those it proposed or
@@ -150,26 +138,26 @@ class LearningCandidateQuerySet(_ScopedQuerySet):
 
     def pending_review(self) -> QuerySet:
         """Pending and escalated candidates, whatever their kind."""
-        return self.filter(state__in=("pending", "escalated"))
+        return self.filter(state__in=REVIEW_STATES)
 
     def awaiting_review(self) -> QuerySet:
         """The review queue: pending and escalated candidates that are work, i.e. not run summaries (review
         material that never reaches a prompt; the queue shows them under their own filter)."""
-        return self.pending_review().exclude(kind="run_summary")
+        return self.pending_review().exclude(kind__in=CAPTURED_ONLY_KINDS)
 
     def needing_review(self, revision: int, at_ms: int | None = None) -> QuerySet:
         """Pending candidates whose last automation review predates the current policy revision and that
         no sweep currently holds a lease on."""
         at_ms = now_ms() if at_ms is None else at_ms
         return (
-            self.filter(state="pending")
+            self.filter(state=CandidateState.PENDING)
             .filter(Q(reviewed_policy_revision__isnull=True) | ~Q(reviewed_policy_revision=revision))
             .filter(Q(review_lease_until_ms__isnull=True) | Q(review_lease_until_ms__lt=at_ms))
         )
 
 
 class LearningQuerySet(_ScopedQuerySet):
-    id_prefix = "learning"
+    id_prefix = LEARNING_ID
 
     def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...], *,
                     versioned: bool = False) -> list:
@@ -206,51 +194,32 @@ class LearningQuerySet(_ScopedQuerySet):
         return _fingerprint_sql(self.model, shape), {"keys": keys, "at": at_ms}
 
     def live(self, at_ms: int | None = None) -> QuerySet:
-        """§4.7 visibility: active or provisional, verification not failed, not expired."""
+        """§4.7 visibility: active or provisional, verification not failed, not expired (``gate.VISIBLE``)."""
         at_ms = now_ms() if at_ms is None else at_ms
-        return self.filter(status__in=LIVE).exclude(verification_status="failed").filter(_unexpired(at_ms))
+        return self.filter(*(condition.q(at_ms) for condition in gate.VISIBLE))
 
     def unshadowed(self, at_ms: int | None = None) -> QuerySet:
         """Drop records that a live record names in ``supersedes``."""
         at_ms = now_ms() if at_ms is None else at_ms
-        return self.filter(~Exists(_shadowing(self.model, at_ms)))
+        return self.filter(~gate.shadowing_q(self.model, at_ms))
 
     def prompt_visible(self) -> QuerySet:
-        """§4.7 ``learning_is_prompt_visible``: active status and tier, not sensitive, verification not
-        failed; automatic decisions must be verified, escalated ones never show."""
-        return (
-            self.filter(status="active", publish_tier="active", sensitivity="scoped")
-            .exclude(verification_status="failed")
-            .filter(
-                Q(policy_decision__isnull=True)
-                | Q(policy_decision="manual")
-                | Q(policy_decision="automatic", verification_status="verified")
-            )
-        )
+        """§4.7 ``learning_is_prompt_visible`` (``gate.PROMPT_VISIBLE``): active status and tier, not sensitive,
+        verification not failed; automatic decisions must be verified, escalated ones never show."""
+        return self.filter(*(condition.q(0) for condition in gate.PROMPT_VISIBLE))
 
     def prompt_kinds(self) -> QuerySet:
-        return self.filter(kind__in=PROMPT_KINDS)
+        return self.filter(gate.PROMPT_KIND.q(0))
 
     def for_prompt(self, scope_keys: list[str], at_ms: int | None = None) -> QuerySet:
-        """Everything that may enter ``learned_context`` for these scopes (scoring aside): ``in_scopes``,
-        ``live``, ``prompt_visible``, ``prompt_kinds`` and ``unshadowed`` in one ``filter()`` call (this runs
-        for every new run; chaining would clone the query at each step)."""
+        """Everything that may enter ``learned_context`` for these scopes (scoring aside): the ``prompt`` shape of
+        ``learnings.gate`` - in the scopes, visible, prompt-eligible, unshadowed - in one ``filter()`` call (this
+        runs for every new run; chaining would clone the query at each step)."""
         at_ms = now_ms() if at_ms is None else at_ms
-        return self.filter(
-            Q(scope_key__in=list(scope_keys)),
-            Q(kind__in=PROMPT_KINDS),
-            Q(status="active"),
-            Q(publish_tier="active"),
-            Q(sensitivity="scoped"),
-            ~Q(verification_status="failed"),
-            Q(policy_decision__isnull=True)
-            | Q(policy_decision="manual")
-            | Q(policy_decision="automatic", verification_status="verified"),
-            _unexpired(at_ms),
-            ~Exists(_shadowing(self.model, at_ms)),
-        )
+        return self.filter(*gate.shape_q("prompt", self.model, scope_keys, at_ms))
 
     def search_visible(self, scope_keys: list[str], at_ms: int | None = None) -> QuerySet:
-        """What memory-search reads (§4.21): the §4.7 visible records of these scopes, never sensitive ones."""
+        """What memory-search reads (§4.21): the §4.7 visible records of these scopes, never sensitive ones (the
+        ``search`` shape of ``learnings.gate``)."""
         at_ms = now_ms() if at_ms is None else at_ms
-        return self.in_scopes(scope_keys).live(at_ms).unshadowed(at_ms).exclude(sensitivity="sensitive")
+        return self.filter(*gate.shape_q("search", self.model, scope_keys, at_ms))

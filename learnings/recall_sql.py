@@ -6,9 +6,10 @@ A query never reads every visible learning: the pool is the union of
 * the semantic candidates: ``embedding_vec <=> :query`` through the HNSW index (pgvector, iterative scan),
   nearest first, ``POOL`` at most; on a server without pgvector, the ``POOL`` newest visible learnings
   instead, and the cosines are computed in Python from the stored embeddings (cached per learning);
-and the ranker (``memory.ranking``) orders that pool. Both arms apply the same gates as the ORM's
-``Learning.objects.for_prompt`` (prompt shape) and ``search_visible`` (search shape); ``tests/learnings/
-test_hybrid_retrieval.py`` and ``test_scoped_sql.py`` check that equivalence on PostgreSQL.
+and the ranker (``memory.ranking``) orders that pool. Both arms apply the gates ``learnings.gate`` renders, as
+the ORM's ``Learning.objects.for_prompt`` (prompt shape) and ``search_visible`` (search shape) do;
+``tests/learnings/test_hybrid_retrieval.py``, ``test_scoped_sql.py`` and ``test_gate.py`` check that equivalence
+on PostgreSQL.
 
 The generated columns are created by migration ``learnings/0002`` and are not model fields."""
 
@@ -23,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from django.db import connection
 
+from learnings import gate
 from memory import ranking
 from memory import sql as memory_sql
 from memory.embedding import DIMENSIONS
@@ -31,35 +33,9 @@ POOL = 120
 """Candidates per arm. The fused ranking reorders the pool; 2 × 120 covers budgets of a few thousand tokens."""
 # HNSW search settings (iterative scans, ef_search) are connection options set in kheish/settings.py.
 
-_PROMPT_GATES = """
-  l.scope_key = ANY(%(keys)s)
-  AND l.kind IN ('fact', 'preference', 'decision')
-  AND l.status = 'active' AND l.status IN ('active', 'provisional')
-  AND l.publish_tier = 'active'
-  AND l.sensitivity = 'scoped'
-  AND l.verification_status <> 'failed'
-  AND (l.policy_decision IS NULL OR l.policy_decision = 'manual'
-       OR (l.policy_decision = 'automatic' AND l.verification_status = 'verified'))
-  AND (l.expires_at_ms IS NULL OR l.expires_at_ms > %(at)s)
-  AND NOT EXISTS (
-    SELECT 1 FROM learnings_learning s
-    WHERE s.supersedes_id = l.id AND s.supersedes_id IS NOT NULL
-      AND s.status IN ('active', 'provisional') AND s.verification_status <> 'failed'
-      AND (s.expires_at_ms IS NULL OR s.expires_at_ms > %(at)s))"""
-
-_SEARCH_GATES = """
-  l.scope_key = ANY(%(keys)s)
-  AND l.status IN ('active', 'provisional')
-  AND l.verification_status <> 'failed'
-  AND l.sensitivity <> 'sensitive'
-  AND (l.expires_at_ms IS NULL OR l.expires_at_ms > %(at)s)
-  AND NOT EXISTS (
-    SELECT 1 FROM learnings_learning s
-    WHERE s.supersedes_id = l.id AND s.supersedes_id IS NOT NULL
-      AND s.status IN ('active', 'provisional') AND s.verification_status <> 'failed'
-      AND (s.expires_at_ms IS NULL OR s.expires_at_ms > %(at)s))"""
-
-GATES = {"prompt": _PROMPT_GATES, "search": _SEARCH_GATES}
+GATES = {"prompt": gate.shape_sql("prompt"), "search": gate.shape_sql("search")}
+"""Each shape's WHERE clause over ``learnings_learning l``, rendered by ``learnings.gate`` (the one definition of
+the prompt and search gates), with ``%(keys)s`` and ``%(at)s``."""
 
 PROMPT_COLUMNS = ("id", "kind", "content", "scope_kind", "scope_id", "published_at_ms")
 SEARCH_COLUMNS = (

@@ -23,12 +23,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from learnings import policy_in_force, recall_sql, semantic, standing, when
+from learnings import gate, policy_in_force, recall_sql, semantic, standing, when
 from learnings.learning_policy import RetrievalConfig
-from learnings.models import LEARNING_PREFIX, Learning, LearningKind, Sensitivity
+from learnings.models import LEARNING_PREFIX, Learning, LearningKind
 from learnings.querysets import versions_digest
 from learnings.sections import LEARNED_CONTEXT_FORMAT
-from memory import embedding, ranking
+from memory import embedding, public_ids, ranking
 from memory.clock import now_ms
 from memory.ranking import SEARCH_SCORE_SCALE
 from memory.sections import Block
@@ -74,7 +74,7 @@ def _prepared(row: tuple) -> tuple[LearnedRecord, tuple[int, int, str], semantic
     same in each of their visible sets, so it is prepared once per process; keyed by the whole row, a changed
     row is a new entry, never a stale one."""
     pk, kind, content, scope_kind, scope_id, published_at_ms = row
-    learning_id = f"{LEARNING_PREFIX}-{pk}"
+    learning_id = public_ids.format_id(LEARNING_PREFIX, pk)
     block = LEARNED_CONTEXT_FORMAT.block({"learning_id": learning_id, "kind": kind, "content": content})
     record = LearnedRecord(learning_id, kind, content, published_at_ms, scope_kind, scope_id, block)
     visibility = semantic.visibility_key(scope_kind, published_at_ms, learning_id)
@@ -214,8 +214,8 @@ def _time_priors(query: str, ids: list[int], reference_ms: int) -> np.ndarray | 
     found = when.window(query, reference_ms)
     if found is None or not ids:
         return None
-    stated = stated_times([f"{LEARNING_PREFIX}-{pk}" for pk in ids])
-    times = [stated.get(f"{LEARNING_PREFIX}-{pk}", 0) for pk in ids]
+    stated = stated_times([public_ids.format_id(LEARNING_PREFIX, pk) for pk in ids])
+    times = [stated.get(public_ids.format_id(LEARNING_PREFIX, pk), 0) for pk in ids]
     return TIME_PRIOR * np.array(when.in_window(times, found), dtype=np.float64)
 
 
@@ -356,24 +356,26 @@ def learned_bundle(
 
 def stated_times(learning_ids: list[str]) -> dict[str, int]:
     """When each of these learnings was stated: ``stated_at_ms``, or its publication time when none was given."""
-    pks = [int(learning_id.rsplit("-", 1)[1]) for learning_id in learning_ids]
+    pks = [public_ids.parse_id(learning_id, LEARNING_PREFIX) for learning_id in learning_ids]
     rows = Learning.objects.filter(pk__in=pks).values_list("pk", "stated_at_ms", "published_at_ms")
-    return {f"{LEARNING_PREFIX}-{pk}": stated if stated is not None else published for pk, stated, published in rows}
+    return {public_ids.format_id(LEARNING_PREFIX, pk): stated if stated is not None else published
+            for pk, stated, published in rows}
 
 
 def _excerpt(content: str) -> str:
     return content if len(content) <= EXCERPT_CHARS else content[:EXCERPT_CHARS] + "…"
 
 
+_HIT_GATES = gate.predicate((gate.PROMPT_KIND, *gate.PROMPT_VISIBLE), mapping=True)
+
+
 def _prompt_eligible(
     kind: str, status: str, tier: str, verification: str, decision: str | None, sensitivity: str
 ) -> bool:
-    """The prompt gates of §4.7 for a live, unexpired, unshadowed record (mirrors ``prompt_visible()``)."""
-    if kind not in semantic.PROMPT_ELIGIBLE_KINDS or status != "active" or tier != "active":
-        return False
-    if sensitivity == Sensitivity.SENSITIVE or verification == "failed" or decision == "escalated":
-        return False
-    return decision != "automatic" or verification == "verified"
+    """The prompt gates of §4.7 (``learnings.gate``) for a live, unexpired, unshadowed record."""
+    record = {"kind": kind, "status": status, "publish_tier": tier, "verification_status": verification,
+              "policy_decision": decision, "sensitivity": sensitivity}
+    return _HIT_GATES(record, 0)
 
 
 _SEARCH_FIELDS = (
@@ -427,7 +429,7 @@ def _hit(row: tuple, score: int, matched: list[str]) -> dict:
     pk, kind, content, scope_kind, scope_key, published, status, tier, verification, decision, sensitivity = row
     return {
         "kind": "learning",
-        "source_id": f"{LEARNING_PREFIX}-{pk}",
+        "source_id": public_ids.format_id(LEARNING_PREFIX, pk),
         "title": f"{KIND_TITLES.get(kind, kind)} learning",
         "excerpt": _excerpt(content),
         "score": score,

@@ -37,7 +37,7 @@ from learnings.models import (
     VerificationStatus,
 )
 from learnings.selectors import candidate_view, find_conflict
-from memory import llm
+from memory import llm, public_ids
 from memory.clock import now_ms
 from memory.models import RunMemoryRecord
 
@@ -119,7 +119,7 @@ def candidate_supported(candidate: LearningCandidate) -> bool:
         return False
     if candidate.origin != CandidateOrigin.DAEMON or candidate.kind not in semantic.PROMPT_ELIGIBLE_KINDS:
         return False
-    if candidate.source_run_id is None or run_id != f"run-{candidate.source_run_id}":
+    if candidate.source_run_id is None or run_id != public_ids.run_id(candidate.source_run_id):
         return False
     if not any(
         isinstance(ref, dict) and ref.get("run_id") == run_id for ref in candidate.evidence_refs or []

@@ -7,21 +7,23 @@ import django_filters
 from django.db.models import Count, Q, QuerySet
 
 from learnings import semantic
-from learnings.models import (
+from learnings.models import Learning, LearningCandidate
+from learnings.screening import CATEGORIES
+from learnings.validation import LearningValidationError, parse_scope_query
+from learnings.vocabulary import (
+    CANDIDATE_ID,
+    LEARNING_ID,
+    REVIEW_STATES,
     CandidateOrigin,
     CandidateState,
-    Learning,
-    LearningCandidate,
     LearningKind,
     LearningStatus,
     PolicyDecision,
     ScopeKind,
 )
-from learnings.screening import CATEGORIES
-from learnings.validation import LearningValidationError, parse_scope_query
+from memory import public_ids
 from memory.clock import now_ms
 from memory.errors import NotFound, ValidationFailed
-from memory.runs import parse_public_id
 
 DOMAIN = "learnings"
 
@@ -40,19 +42,15 @@ def learning_not_found(learning_id: object) -> NotFound:
 
 
 def parse_candidate_id(candidate_id: str) -> int:
-    return parse_public_id(
-        candidate_id,
-        "learning-candidate",
-        domain=DOMAIN,
-        code="learning_candidate_not_found",
-        noun="learning candidate",
-    )
+    return public_ids.parse_or_404(candidate_id, CANDIDATE_ID, domain=DOMAIN, code="learning_candidate_not_found",
+                                   noun="learning candidate")
 
 
 def parse_learning_id(learning_id: str) -> int:
-    if isinstance(learning_id, str) and learning_id.startswith("learning-candidate-"):
-        raise learning_not_found(learning_id)
-    return parse_public_id(learning_id, "learning", domain=DOMAIN, code="learning_not_found", noun="learning")
+    """``learning-N`` (``learning-candidate-N`` names no learning: ``parse_id`` reads only digits after the
+    prefix)."""
+    return public_ids.parse_or_404(learning_id, LEARNING_ID, domain=DOMAIN, code="learning_not_found",
+                                   noun="learning")
 
 
 def get_candidate(candidate_id: str, *, queryset: QuerySet | None = None) -> LearningCandidate:
@@ -93,7 +91,8 @@ def candidate_view(candidate: LearningCandidate) -> dict:
         "state": candidate.state,
         "automation_review": candidate.automation_review,
         "published_learning_id": (
-            f"learning-{candidate.published_learning_id}" if candidate.published_learning_id else None
+            public_ids.format_id(LEARNING_ID, candidate.published_learning_id)
+            if candidate.published_learning_id else None
         ),
     }
 
@@ -109,7 +108,7 @@ def learning_view(learning: Learning) -> dict:
         "source": learning.source or {},
         "evidence_refs": learning.evidence_refs or [],
         "source_candidate_id": (
-            f"learning-candidate-{learning.source_candidate_id}" if learning.source_candidate_id else None
+            public_ids.format_id(CANDIDATE_ID, learning.source_candidate_id) if learning.source_candidate_id else None
         ),
         "created_at_ms": learning.created_at_ms,
         "published_at_ms": learning.published_at_ms,
@@ -120,8 +119,9 @@ def learning_view(learning: Learning) -> dict:
         "policy_decision": learning.policy_decision,
         "policy_actor": learning.policy_actor,
         "verification_status": learning.verification_status,
-        "supersedes": f"learning-{learning.supersedes_id}" if learning.supersedes_id else None,
-        "superseded_by": f"learning-{learning.superseded_by_id}" if learning.superseded_by_id else None,
+        "supersedes": public_ids.format_id(LEARNING_ID, learning.supersedes_id) if learning.supersedes_id else None,
+        "superseded_by": (public_ids.format_id(LEARNING_ID, learning.superseded_by_id)
+                          if learning.superseded_by_id else None),
         "revoked_at_ms": learning.revoked_at_ms,
         "revoked_reason": learning.revoked_reason,
     }
@@ -271,7 +271,7 @@ def screening_counts() -> dict:
     counts = LearningCandidate.objects.filter(screen_flagged=True).aggregate(
         flagged_total=Count("id"),
         flagged_awaiting_review=Count(
-            "id", filter=Q(state__in=(CandidateState.PENDING, CandidateState.ESCALATED))
+            "id", filter=Q(state__in=REVIEW_STATES)
         ),
         flagged_published=Count("id", filter=Q(state=CandidateState.PUBLISHED)),
         flagged_rejected=Count("id", filter=Q(state=CandidateState.REJECTED)),

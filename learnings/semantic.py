@@ -1,4 +1,4 @@
-"""Pure text logic of the learning plane (no database, no Django).
+"""Pure text logic of the learning plane (no database; the kinds and scopes are ``learnings.vocabulary``'s).
 
 * semantic keys used for dedup and same-subject conflicts (spec §4.13);
 * evidence terms and the run-memory support check used by verification (§4.12);
@@ -21,11 +21,10 @@ from itertools import repeat
 from operator import add
 from typing import Protocol, TypeVar
 
-PROMPT_ELIGIBLE_KINDS = frozenset({"fact", "preference", "decision"})
-"""Learning kinds that may reach ``learned_context``; ``run_summary`` and ``procedure`` never do."""
+from learnings.vocabulary import PROMPT_KINDS, SCOPE_PRIORITY, LearningKind, kind_label
 
-SCOPE_PRIORITY = {"session": 0, "persona": 1, "project": 2, "workspace": 3}
-"""Narrowest scope first (§4.6, §4.7)."""
+PROMPT_ELIGIBLE_KINDS = frozenset(PROMPT_KINDS)
+"""Learning kinds that may reach ``learned_context`` (``learnings.vocabulary.PROMPT_KINDS``)."""
 
 _UNKNOWN_SCOPE_PRIORITY = len(SCOPE_PRIORITY)
 
@@ -234,13 +233,8 @@ LABEL_WEIGHT = 1
 _WHOLE_QUERY_POINTS = 100
 _TERM_POINTS = 10
 
-KIND_LABELS = {
-    "fact": "fact",
-    "preference": "preference",
-    "decision": "decision",
-    "procedure": "procedure",
-    "run_summary": "run summary",
-}
+KIND_LABELS = {kind: kind_label(kind) for kind in LearningKind.values}
+"""The kind labels search scores (weight 1): ``fact`` … ``run summary``."""
 
 
 def normalise_query(query: str | None) -> str | None:

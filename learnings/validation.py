@@ -17,19 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-SCOPE_KINDS = ("session", "persona", "project", "workspace")
-LEARNING_KINDS = ("run_summary", "fact", "preference", "decision", "procedure")
-SEMANTIC_KINDS = frozenset({"fact", "preference", "decision"})
-"""Kinds guarded by the secret classifier (and the only ones that can reach a prompt)."""
-SENSITIVITIES = ("scoped", "sensitive")
-CANDIDATE_ORIGINS = ("api", "daemon")
-CANDIDATE_STATES = ("pending", "escalated", "published", "rejected")
-LEARNING_STATUSES = ("provisional", "active", "superseded", "revoked")
-PUBLISH_TIERS = ("provisional", "active")
-POLICY_DECISIONS = ("manual", "automatic", "escalated")
-VERIFICATION_STATUSES = ("unverified", "pending", "verified", "failed")
+from learnings.vocabulary import (
+    CAPTURED_ONLY_KINDS,
+    DEFAULT_WORKSPACE_SCOPE_ID,
+    SEMANTIC_KINDS,
+    CandidateOrigin,
+    LearningKind,
+    LearningStatus,
+    PublishTier,
+    ScopeKind,
+    VerificationStatus,
+)
 
-DEFAULT_WORKSPACE_SCOPE_ID = "default"
 MAX_CONTENT_CHARS = 1600
 
 # Literal messages (spec §2.3, §3.4).
@@ -40,7 +39,7 @@ MSG_QUERY_SCOPE_ID_REQUIRED = "scope_id is required for the selected learning sc
 MSG_QUERY_SCOPE_KIND_REQUIRED = "scope_kind is required when scope_id is provided"
 MSG_CONTENT_REQUIRED = "learning content is required"
 MSG_CONTENT_TOO_LONG = f"learning content exceeds the {MAX_CONTENT_CHARS} character limit"
-MSG_RUN_SUMMARY_DAEMON_OWNED = "run_summary candidates are captured by the service only"
+MSG_CAPTURED_ONLY = "{kind} candidates are captured by the service only"
 MSG_SECRET_MATERIAL = "semantic learning content appears to contain secret material"
 MSG_REVIEW_REASON_REQUIRED = "learning automation review reason is required"
 MSG_CONFIDENCE_RANGE = "learning confidence must be between 0 and 100"
@@ -90,7 +89,7 @@ def scope_key(kind: str, scope_id: str) -> str:
 
 
 def _check_scope_kind(kind: object, field: str) -> str:
-    if not isinstance(kind, str) or kind not in SCOPE_KINDS:
+    if not isinstance(kind, str) or kind not in ScopeKind.values:
         raise LearningValidationError(field, f"unknown learning scope kind `{kind}`")
     return kind
 
@@ -105,7 +104,7 @@ def normalise_scope(kind: str, scope_id: str | None, *, field: str = "scope") ->
     if scope_id is not None and not isinstance(scope_id, str):
         raise LearningValidationError(f"{field}.id", MSG_SCOPE_ID_REQUIRED)
     trimmed = (scope_id or "").strip()
-    if kind == "workspace":
+    if kind == ScopeKind.WORKSPACE:
         if trimmed and trimmed != DEFAULT_WORKSPACE_SCOPE_ID:
             raise LearningValidationError(f"{field}.id", MSG_WORKSPACE_SCOPE_ID)
         return LearningScope(kind=kind, id=DEFAULT_WORKSPACE_SCOPE_ID)
@@ -124,7 +123,7 @@ def validate_scope(kind: str, scope_id: str | None, *, field: str = "scope") -> 
         raise LearningValidationError(f"{field}.id", MSG_SCOPE_ID_REQUIRED)
     if scope_id.strip() != scope_id:
         raise LearningValidationError(f"{field}.id", MSG_SCOPE_ID_WHITESPACE)
-    if kind == "workspace" and scope_id != DEFAULT_WORKSPACE_SCOPE_ID:
+    if kind == ScopeKind.WORKSPACE and scope_id != DEFAULT_WORKSPACE_SCOPE_ID:
         raise LearningValidationError(f"{field}.id", MSG_WORKSPACE_SCOPE_ID)
 
 
@@ -146,7 +145,7 @@ def parse_scope_query(scope_kind: str | None, scope_id: str | None) -> LearningS
         return None
     kind = _check_scope_kind(kind, "scope_kind")
     if sid is None:
-        if kind == "workspace":
+        if kind == ScopeKind.WORKSPACE:
             return LearningScope(kind=kind, id=DEFAULT_WORKSPACE_SCOPE_ID)
         raise LearningValidationError("scope_id", MSG_QUERY_SCOPE_ID_REQUIRED)
     try:
@@ -175,18 +174,18 @@ def validate_confidence(confidence: object) -> None:
 
 
 def validate_kind(kind: object, *, field: str = "kind") -> str:
-    if not isinstance(kind, str) or kind not in LEARNING_KINDS:
+    if not isinstance(kind, str) or kind not in LearningKind.values:
         raise LearningValidationError(field, f"unknown learning kind `{kind}`")
     return kind
 
 
 def validate_candidate_kind_origin(kind: str, origin: str) -> None:
-    """Known kind and origin; ``run_summary`` candidates may only come from the daemon."""
+    """Known kind and origin; ``run_summary`` candidates (``CAPTURED_ONLY_KINDS``) may only come from the daemon."""
     validate_kind(kind)
-    if origin not in CANDIDATE_ORIGINS:
+    if origin not in CandidateOrigin.values:
         raise LearningValidationError("origin", f"unknown learning candidate origin `{origin}`")
-    if kind == "run_summary" and origin != "daemon":
-        raise LearningValidationError("kind", MSG_RUN_SUMMARY_DAEMON_OWNED)
+    if kind in CAPTURED_ONLY_KINDS and origin != CandidateOrigin.DAEMON:
+        raise LearningValidationError("kind", MSG_CAPTURED_ONLY.format(kind=kind))
 
 
 def content_has_secret_material(content: str) -> bool:
@@ -225,11 +224,11 @@ def validate_learning_consistency(
     (superseded/revoked may keep either tier); an active learning cannot have failed verification."""
     if policy_decision is not None and not (isinstance(policy_actor, str) and policy_actor.strip()):
         raise LearningValidationError("policy_actor", MSG_POLICY_ACTOR_REQUIRED)
-    if status == "provisional" and publish_tier != "provisional":
+    if status == LearningStatus.PROVISIONAL and publish_tier != PublishTier.PROVISIONAL:
         raise LearningValidationError("publish_tier", MSG_PROVISIONAL_TIER)
-    if status == "active" and publish_tier != "active":
+    if status == LearningStatus.ACTIVE and publish_tier != PublishTier.ACTIVE:
         raise LearningValidationError("publish_tier", MSG_ACTIVE_TIER)
-    if status == "active" and verification_status == "failed":
+    if status == LearningStatus.ACTIVE and verification_status == VerificationStatus.FAILED:
         raise LearningValidationError("verification_status", MSG_ACTIVE_FAILED_VERIFICATION)
 
 
@@ -249,7 +248,7 @@ def validate_candidate(candidate: Any) -> None:
     content = _read(candidate, "content")
     validate_content(content)
     kind = _read(candidate, "kind")
-    validate_candidate_kind_origin(kind, _read(candidate, "origin", "api"))
+    validate_candidate_kind_origin(kind, _read(candidate, "origin", CandidateOrigin.API))
     validate_secret_guard(kind, content)
     review = _read(candidate, "automation_review")
     if review is not None:
@@ -272,8 +271,8 @@ def validate_learning(learning: Any) -> None:
     validate_secret_guard(kind, content)
     validate_learning_consistency(
         status=_read(learning, "status"),
-        publish_tier=_read(learning, "publish_tier", "active"),
-        verification_status=_read(learning, "verification_status", "unverified"),
+        publish_tier=_read(learning, "publish_tier", PublishTier.ACTIVE),
+        verification_status=_read(learning, "verification_status", VerificationStatus.UNVERIFIED),
         policy_decision=_read(learning, "policy_decision"),
         policy_actor=_read(learning, "policy_actor"),
     )

@@ -21,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from memory import identity, sessions
+from memory import identity, public_ids, sessions
 from memory.admin_display import (
     EMPTY,
     actor_display,
@@ -341,7 +341,8 @@ class SessionAdmin(ReadOnlyAdmin):
             extra_context["journal_page"] = page
             extra_context["journal_rows"] = [
                 {"offset": e.offset, "timestamp_ms": e.timestamp_ms, "when": ms_date(e.timestamp_ms), "type": e.type,
-                 "run_id": f"run-{e.run_id}" if e.run_id else "", "event": json.dumps(e.event, indent=1)[:4000]}
+                 "run_id": public_ids.run_id(e.run_id) if e.run_id else "",
+                 "event": json.dumps(e.event, indent=1)[:4000]}
                 for e in page
             ]
             extra_context["recent_runs"] = Run.objects.filter(session=session).order_by("-id")[:10]
@@ -478,7 +479,7 @@ class RunMemoryRecordAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Run")
     def run_id_label(self, obj):
-        return f"run-{obj.run_id}"
+        return public_ids.run_id(obj.run_id)
 
     @admin.display(description="Summary")
     def summary_excerpt(self, obj):

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from memory import sql
+from memory import public_ids, sql
 from memory.audit import record_audit
 from memory.errors import ValidationFailed
 from memory.journal import append_event, log_entry
 from memory.models import Checkpoint, JournalEvent, Session
 from memory.sections import estimate_tokens
+from memory.vocabulary import FAILURE_STATUSES, EventType
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +88,8 @@ def live_context(session: Session, *, budget_tokens: int | None = None) -> LiveC
     kept: list[dict] = []
     truncated = False
     for offset, timestamp_ms, run_id, event in _newest_first(session.pk, after):
-        entry = {"offset": offset, "timestamp_ms": timestamp_ms, "run_id": f"run-{run_id}" if run_id else None,
-                 "event": event}
+        entry = {"offset": offset, "timestamp_ms": timestamp_ms,
+                 "run_id": public_ids.run_id(run_id) if run_id else None, "event": event}
         cost = entry_tokens(entry)
         if used + cost > budget:
             truncated = True
@@ -142,7 +143,7 @@ def _event_line(event: JournalEvent) -> str | None:
         result = data.get("result", {})
         status = "error" if result.get("is_error") else "ok"
         return f"tool {result.get('name') or result.get('call_id')}: {status}"
-    if event.type == "run_lifecycle" and data.get("to_status") in ("failed", "interrupted", "cancelled"):
+    if event.type == EventType.RUN_LIFECYCLE and data.get("to_status") in FAILURE_STATUSES:
         return f"run {data.get('to_status')}"
     return None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from memory import public_ids
 from memory.clock import now_ms
 from memory.errors import NotFound
 from memory.models import EventType, JournalEvent, Run, Session
@@ -42,7 +43,8 @@ def append_event(*, session_id: int, event: dict, run: Run | None = None) -> Jou
         cursor.execute(_APPEND_SQL, [ts, session_id, ts, run_id, event_type, payload])
         row = cursor.fetchone()
     if row is None:
-        raise NotFound(f"unknown session session-{session_id}", domain="sessions", code="session_not_found")
+        raise NotFound(f"unknown session {public_ids.session_id(session_id)}", domain="sessions",
+                       code="session_not_found")
     pk, offset = row
     appended = JournalEvent(id=pk, session_id=session_id, offset=offset, timestamp_ms=ts, run_id=run_id,
                             type=event_type, event=event)
@@ -56,6 +58,6 @@ def log_entry(event: JournalEvent) -> dict:
     return {
         "offset": event.offset,
         "timestamp_ms": event.timestamp_ms,
-        "run_id": f"run-{event.run_id}" if event.run_id else None,
+        "run_id": public_ids.run_id(event.run_id) if event.run_id else None,
         "event": event.event,
     }

@@ -8,52 +8,19 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
+from memory import public_ids
 from memory.clock import now_ms
 from memory.embedding import DIMENSIONS as EMBEDDING_DIMENSIONS
-
-
-class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING_FOR_APPROVAL = "waiting_for_approval"
-    WAITING_FOR_USER_QUESTION = "waiting_for_user_question"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    CANCELLED = "cancelled"
-
-
-TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.CANCELLED})
-ACTIVE_STATUSES = frozenset(set(RunStatus.values) - {s.value for s in TERMINAL_STATUSES})
-
-
-class RunKind(models.TextChoices):
-    INPUT = "input"
-    GOAL_CONTINUATION = "goal_continuation"
-    SCHEDULED_INPUT = "scheduled_input"
-    OBSERVATION_MATERIALIZATION = "observation_materialization"
-    SCHEDULED_OBSERVATION_MATERIALIZATION = "scheduled_observation_materialization"
-    MAILBOX_DELIVERY = "mailbox_delivery"
-    CHANNEL_DELIVERY = "channel_delivery"
-    PARENT_CLARIFICATION = "parent_clarification"
-    APPROVAL_RESUME = "approval_resume"
-    USER_QUESTION_RESUME = "user_question_resume"
-
-
-class EventType(models.TextChoices):
-    INPUT_RECEIVED = "input_received"
-    MESSAGE_APPENDED = "message_appended"
-    TOOL_CALL_STARTED = "tool_call_started"
-    TOOL_CALL_FINISHED = "tool_call_finished"
-    USER_QUESTION_REQUESTED = "user_question_requested"
-    USER_QUESTION_RESOLVED = "user_question_resolved"
-    COMPACTION_BOUNDARY = "compaction_boundary"
-    RUN_LIFECYCLE = "run_lifecycle"
-
-
-class ApiKeyRole(models.TextChoices):
-    AGENT = "agent"
-    OPERATOR = "operator"
+from memory.vocabulary import (
+    ACTIVE_STATUSES,
+    TERMINAL_STATUSES,
+    ApiKeyRole,
+    EventType,
+    PolicyKind,
+    RunKind,
+    RunStatus,
+    SemanticCapture,
+)
 
 
 class ApiKey(models.Model):
@@ -127,7 +94,7 @@ class Session(models.Model):
 
     @property
     def public_id(self) -> str:
-        return f"session-{self.pk}"
+        return public_ids.session_id(self.pk)
 
 
 class Run(models.Model):
@@ -178,7 +145,7 @@ class Run(models.Model):
 
     @property
     def public_id(self) -> str:
-        return f"run-{self.pk}"
+        return public_ids.run_id(self.pk)
 
     @property
     def is_terminal(self) -> bool:
@@ -260,11 +227,6 @@ class Counter(models.Model):
         return f"{self.name}={self.value}"
 
 
-class PolicyKind(models.TextChoices):
-    RUN_MEMORY = "run_memory"
-    LEARNING = "learning"
-
-
 class PolicyRevision(models.Model):
     """Every revision of a runtime policy, kept for audit; the current one is the highest revision."""
 
@@ -280,12 +242,6 @@ class PolicyRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} policy r{self.revision}"
-
-
-class SemanticCapture(models.TextChoices):
-    PENDING = "pending"
-    COMPLETED = "completed"
-    SKIPPED = "skipped"
 
 
 class RunMemoryRecord(models.Model):
@@ -322,7 +278,7 @@ class RunMemoryRecord(models.Model):
         indexes = [models.Index(fields=["session", "-recorded_at_ms", "-run"], name="runmem_session_idx")]
 
     def __str__(self) -> str:
-        return f"run-memory run-{self.run_id}"
+        return f"run-memory {public_ids.run_id(self.run_id)}"
 
 
 class RunMemoryScope(models.Model):

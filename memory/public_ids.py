@@ -21,11 +21,29 @@ SESSION = "session"
 RUN = "run"
 LEARNING = "learning"
 LEARNING_CANDIDATE = "learning-candidate"
+PREFIXES = (SESSION, RUN, LEARNING, LEARNING_CANDIDATE)
+"""Every kind of public id the service hands out (agents, personas and projects are named by their owners)."""
 
 
 def format_id(prefix: str, pk: int) -> str:
     """``format_id("run", 12)`` → ``"run-12"``."""
     return f"{prefix}-{int(pk)}"
+
+
+def session_id(pk: int) -> str:
+    return format_id(SESSION, pk)
+
+
+def run_id(pk: int) -> str:
+    return format_id(RUN, pk)
+
+
+def learning_id(pk: int) -> str:
+    return format_id(LEARNING, pk)
+
+
+def candidate_id(pk: int) -> str:
+    return format_id(LEARNING_CANDIDATE, pk)
 
 
 def parse_id(value: object, prefix: str) -> int | None:
@@ -41,6 +59,11 @@ def parse_id(value: object, prefix: str) -> int | None:
 
 def is_canonical(value: object, prefix: str) -> bool:
     return parse_id(value, prefix) is not None
+
+
+def pattern(prefix: str) -> str:
+    """A JSON Schema / OpenAPI ``pattern`` for the canonical ids of ``prefix`` (anchored, no whitespace)."""
+    return f"^{re.escape(prefix)}-{_NUMBER.pattern}$"
 
 
 def parse_or_404(value: object, prefix: str, *, domain: str, code: str, noun: str) -> int:

@@ -114,7 +114,7 @@ def request_text(run: Run) -> str | None:
 
 def entry_of(record: RunMemoryRecord) -> RecoveredEntry:
     return RecoveredEntry(
-        run_id=f"run-{record.run_id}", recorded_at_ms=record.recorded_at_ms, status=record.status,
+        run_id=public_ids.run_id(record.run_id), recorded_at_ms=record.recorded_at_ms, status=record.status,
         request_preview=record.request_preview, outcome_preview=record.outcome_preview,
         artifact_ids=list(record.artifact_ids), failure_markers=list(record.failure_markers),
         summary=record.summary,
@@ -269,7 +269,7 @@ class PruneOutcome:
 
 
 def _partition(pairs: list[tuple[int, int]], policy: RunMemoryPolicy, now: int) -> PruneOutcome:
-    part = partition_for_retention([(f"run-{pk}", ts) for pk, ts in pairs], policy, now)
+    part = partition_for_retention([(public_ids.run_id(pk), ts) for pk, ts in pairs], policy, now)
     return PruneOutcome(ttl=[r for r, _ in part.ttl], overflow=[r for r, _ in part.overflow])
 
 
@@ -309,7 +309,7 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
                       if r.session_id != r.run.session_id]
         orphan_ids = set(orphans.values_list("pk", flat=True)) | set(mismatched)
         for run_id in RunMemoryRecord.objects.filter(pk__in=orphan_ids).values_list("run_id", flat=True):
-            diag("delete_run_memory", "orphan_record", f"run-{run_id}",
+            diag("delete_run_memory", "orphan_record", public_ids.run_id(run_id),
                  "run-memory record without a matching terminal run deleted")
         counts["orphan"] = len(orphan_ids)
         if apply and orphan_ids:
@@ -318,7 +318,7 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
             if apply:
                 outcome = prune_session(session_id, policy=policy, now=now)
             else:
-                pairs = [(f"run-{r}", ts) for r, ts in RunMemoryRecord.objects.filter(
+                pairs = [(public_ids.run_id(r), ts) for r, ts in RunMemoryRecord.objects.filter(
                     session_id=session_id).values_list("run_id", "recorded_at_ms")]
                 part = partition_for_retention(pairs, policy, now)
                 outcome = PruneOutcome([r for r, _ in part.ttl], [r for r, _ in part.overflow])
@@ -358,7 +358,7 @@ def _repair_scopes(*, apply: bool, diag) -> int:
             if record.scope_keys == keys and indexed == sorted(set(keys)):
                 continue
             fixed += 1
-            diag("replace_run_memory_index", "stale_scope_keys", f"run-{record.run_id}",
+            diag("replace_run_memory_index", "stale_scope_keys", public_ids.run_id(record.run_id),
                  "run-memory scope keys rebuilt from the session")
             if apply:
                 RunMemoryRecord.objects.filter(pk=record.pk).update(scope_keys=keys)
@@ -564,7 +564,8 @@ def _hit(entry: RecoveredEntry, record: RunMemoryRecord, score: int, eligible: s
     return {
         "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
         "excerpt": summary if len(summary) <= EXCERPT_CHARS else summary[:EXCERPT_CHARS] + "…",
-        "score": score, "timestamp_ms": entry.recorded_at_ms, "scope": f"session:session-{record.session_id}",
+        "score": score, "timestamp_ms": entry.recorded_at_ms,
+        "scope": f"session:{public_ids.session_id(record.session_id)}",
         "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
     }
 

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from memory.vocabulary import FAILURE_STATUSES, TERMINAL_STATUSES, RunKind, RunStatus
+
 if TYPE_CHECKING:
     from memory.run_memory_policy import RunMemoryPolicy
 
-TERMINAL_STATUSES = frozenset({"completed", "failed", "interrupted", "cancelled"})
-PAYLOAD_REQUEST_KINDS = frozenset({"input", "scheduled_input"})
-RESUME_REQUEST_KINDS = frozenset({"approval_resume", "user_question_resume"})
+PAYLOAD_REQUEST_KINDS = frozenset({RunKind.INPUT, RunKind.SCHEDULED_INPUT})
+RESUME_REQUEST_KINDS = frozenset({RunKind.APPROVAL_RESUME, RunKind.USER_QUESTION_RESUME})
 
 PREVIEW_CHARS = 160
 MAX_SUMMARY_CHARS = 480
@@ -227,7 +228,7 @@ def outcome_preview_source(facts: RunFacts) -> str | None:
 
 def failure_marker_sources(facts: RunFacts) -> list[str]:
     """Spec §4.1 step 3."""
-    markers = [facts.status] if facts.status in ("failed", "interrupted", "cancelled") else []
+    markers = [facts.status] if facts.status in FAILURE_STATUSES else []
     error = (facts.error or "").strip()
     if error:
         markers.append(f"error: {error}")
@@ -284,16 +285,16 @@ def build_summary(
         lines.append(f"Request: {request_preview}")
     if outcome_preview:
         lines.append(f"Result: {outcome_preview}")
-    if status == "completed":
+    if status == RunStatus.COMPLETED:
         if not has_outputs:
             lines.append("Status: completed without recorded text output.")
-    elif status == "failed":
+    elif status == RunStatus.FAILED:
         error = next(
             (m[len("error: ") :].strip() for m in failure_markers if m.startswith("error: ")),
             "",
         )
         lines.append(f"Error: {error}" if error else "Status: failed.")
-    elif status == "interrupted":
+    elif status == RunStatus.INTERRUPTED:
         lines.append("Status: interrupted before completion.")
     else:
         lines.append("Status: cancelled before completion.")

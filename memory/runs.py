@@ -44,13 +44,8 @@ def transition_allowed(from_status: str, to_status: str) -> bool:
     return from_status == to_status or to_status in ALLOWED_TRANSITIONS[from_status]
 
 
-def parse_public_id(value: str, prefix: str, *, domain: str, code: str, noun: str) -> int:
-    """A canonical public id's row number, else 404 (``memory.public_ids``)."""
-    return public_ids.parse_or_404(value, prefix, domain=domain, code=code, noun=noun)
-
-
 def get_run(run_id: str, *, queryset=None) -> Run:
-    pk = parse_public_id(run_id, "run", domain="runs", code="run_not_found", noun="run")
+    pk = public_ids.parse_or_404(run_id, public_ids.RUN, domain="runs", code="run_not_found", noun="run")
     qs = queryset if queryset is not None else Run.objects.all()
     run = qs.select_related("session").filter(pk=pk).first()
     if run is None:
@@ -63,7 +58,7 @@ def get_locked_run(run_id: str, *, owner: object = None) -> Run:
     visible (another's is "unknown", never "forbidden"). Every run action starts here, so it is one
     hand-written query (``memory.sql.locked_run``) rather than a compiled ORM join; ``run.session`` and
     ``run.session.owner`` come loaded with it."""
-    pk = parse_public_id(run_id, "run", domain="runs", code="run_not_found", noun="run")
+    pk = public_ids.parse_or_404(run_id, public_ids.RUN, domain="runs", code="run_not_found", noun="run")
     run = lock_run(pk, owner=owner)
     if run is None:
         raise NotFound(f"unknown run {run_id}", domain="runs", code="run_not_found")
@@ -161,7 +156,7 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
             return existing, False
     busy = Run.objects.filter(session=session, status__in=ACTIVE_STATUSES).values_list("pk", flat=True).first()
     if busy is not None:
-        raise Conflict(f"session {session.public_id} already has run run-{busy} in flight",
+        raise Conflict(f"session {session.public_id} already has run {public_ids.run_id(busy)} in flight",
                        domain="sessions", code="session_busy")
     ts = now_ms()
     # RunRequestSummary (spec §1.2): the reference fills in fixed defaults (plugin "daemon", actor "api-user");
@@ -282,7 +277,7 @@ def run_record_output(*, run: Run, content: str, artifacts: list | None = None, 
     if current.status != RunStatus.RUNNING:
         raise Conflict(f"run {current.public_id} is {current.status}; outputs need a running run",
                        domain="runs", code="invalid_transition")
-    output = {"session_id": f"session-{current.session_id}", "run_id": current.public_id, "content": content,
+    output = {"session_id": public_ids.session_id(current.session_id), "run_id": current.public_id, "content": content,
               "parts": [], "artifacts": list(artifacts or []), "source_kind": "assistant"}
     current.outputs = [*current.outputs, output][-MAX_INLINE_OUTPUTS:]  # all of them are in the journal
     current.updated_at_ms = now_ms()

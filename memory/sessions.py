@@ -16,7 +16,6 @@ from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
 from memory.models import ACTIVE_STATUSES, AgentGrant, Persona, Project, Run, Session
-from memory.runs import parse_public_id
 
 WORKSPACE_SCOPE_KEY = "workspace:default"
 
@@ -33,7 +32,8 @@ def get_visible_session(session_id: str, user: object, *, operator: bool | None 
     """The session ``session_id`` as ``sessions_visible_to(user, operator=operator)`` with
     ``with_read_annotations`` would return it (persona, owner, project ids, active run), in one hand-written
     statement (``memory.sql.visible_session``); 404 when it does not exist or is not visible."""
-    pk = parse_public_id(session_id, "session", domain="sessions", code="session_not_found", noun="session")
+    pk = public_ids.parse_or_404(session_id, public_ids.SESSION, domain="sessions", code="session_not_found",
+                                 noun="session")
     everyone = operator if operator is not None else is_operator(user)
     session = sql.visible_session(pk, owner_pk=None if everyone else user.pk)
     if session is None:
@@ -42,7 +42,8 @@ def get_visible_session(session_id: str, user: object, *, operator: bool | None 
 
 
 def get_session(session_id: str, *, queryset: QuerySet[Session] | None = None) -> Session:
-    pk = parse_public_id(session_id, "session", domain="sessions", code="session_not_found", noun="session")
+    pk = public_ids.parse_or_404(session_id, public_ids.SESSION, domain="sessions", code="session_not_found",
+                                 noun="session")
     qs = queryset if queryset is not None else Session.objects.select_related("persona", "owner")
     session = qs.filter(pk=pk).first()
     if session is None:
@@ -216,7 +217,7 @@ def caller_scopes(user: object) -> CallerScopes:
 
 def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list[str]:
     """``bound_scope_keys`` from the rows of :data:`memory.sql.SCOPE_PARTS_SQL`."""
-    keys = [f"session:session-{session_id}"]
+    keys = [f"session:{public_ids.session_id(session_id)}"]
     keys += [f"persona:{value}" for part, value in parts if part == "persona"]
     keys += [f"project:{value}" for value in sorted(value for part, value in parts if part == "project")]
     keys.append(WORKSPACE_SCOPE_KEY)
@@ -373,7 +374,8 @@ def _impact(kind: str, obj: Persona | Project) -> DeleteImpact:
     for answer in hooks.fire(hooks.SCOPE_DEPENDENTS, f"{kind}:{scope_id}"):
         scoped.update(answer or {})
     return DeleteImpact(kind=kind, scope_id=scope_id, label=str(obj),
-                        session_ids=[f"session-{pk}" for pk in bound.order_by("pk").values_list("pk", flat=True)],
+                        session_ids=[public_ids.session_id(pk)
+                                     for pk in bound.order_by("pk").values_list("pk", flat=True)],
                         agent_ids=sorted(granted.values_list("user__username", flat=True)), scoped=scoped)
 
 

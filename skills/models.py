@@ -10,39 +10,11 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from memory import public_ids
 from memory.clock import now_ms
 from skills.fingerprint import NAME_MAX_CHARS, SkillDefinition, SkillRuntime
-
-
-class SkillStatus(models.TextChoices):
-    DRAFT = "draft"
-    VERIFIED = "verified"
-    CANARY = "canary"
-    ACTIVE = "active"
-    REVOKED = "revoked"
-
-
-# The rollout ladder, in order (the admin stepper).
-LADDER = (SkillStatus.DRAFT, SkillStatus.VERIFIED, SkillStatus.CANARY, SkillStatus.ACTIVE)
-
-
-class SkillVerificationStatus(models.TextChoices):
-    UNVERIFIED = "unverified"
-    PENDING = "pending"
-    VERIFIED = "verified"
-    FAILED = "failed"
-
-
-class LifecycleEventKind(models.TextChoices):
-    PROMOTE = "promote"
-    ROLLOUT_RESULT = "rollout_result"
-    REVOKE = "revoke"
-    ROLLBACK = "rollback"
-
-
-class RolloutKind(models.TextChoices):
-    VERIFICATION = "verification"
-    CANARY = "canary"
+from skills.vocabulary import LADDER as LADDER  # re-exported (skills.admin)
+from skills.vocabulary import LifecycleEventKind, RolloutKind, SkillStatus, SkillVerificationStatus
 
 
 def _choices_check(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
@@ -123,7 +95,7 @@ class LearningSkill(models.Model):
     @property
     def source_learning_public_id(self) -> str:
         """``learning-N`` (also the name of the mount directory)."""
-        return f"learning-{self.source_learning_id}"
+        return public_ids.learning_id(self.source_learning_id)
 
     @property
     def source_scope_key(self) -> str:

@@ -231,7 +231,7 @@ def _promoted_entry(row: dict, *, with_instructions: bool = False) -> dict:
         "when_to_use": row["when_to_use"],
         "version": row["version"],
         "source": SOURCE_PROMOTED,
-        "source_learning_id": f"learning-{row['source_learning_id']}",
+        "source_learning_id": public_ids.learning_id(row['source_learning_id']),
         "scope": f"{scope.get('kind', '')}:{str(scope.get('id', '')).strip()}",
         "skill_path": row["skill_path"],
         "skill_root": row["skill_root"],

@@ -35,10 +35,23 @@ from learnings.models import (
 )
 from learnings.services.cleaning import EVIDENCE_REFS_SCHEMA, SOURCE_SCHEMA
 from learnings.validation import LearningScope
-from memory import run_memory
+from learnings.vocabulary import (
+    CAPTURED_ONLY_KINDS,
+    DEFAULT_WORKSPACE_SCOPE_ID,
+    KIND_NOTES,
+    PROPOSABLE_KINDS,
+    SENSITIVITY_NOTES,
+    TIER_NOTES,
+    listing,
+)
+from memory import public_ids, run_memory
 from memory.errors import ValidationFailed
 
-MAX_INPUT_CONTENT = 100_000  # the 1600-character rule is the service's, with its literal message
+MAX_INPUT_CONTENT = 100_000
+
+
+def _active_first(tier: str) -> int:
+    return tier != PublishTier.ACTIVE  # the 1600-character rule is the service's, with its literal message
 
 
 # ---- serializers ------------------------------------------------------------------------------------------
@@ -52,6 +65,9 @@ class LearningKindField(serializers.ChoiceField):
         super().__init__(choices=LearningKind.choices, **kwargs)
 
 
+_NAMED_SCOPE_KINDS = [kind for kind in ScopeKind.values if kind not in (ScopeKind.SESSION, ScopeKind.WORKSPACE)]
+"""Scope kinds whose id is a name its owner chose (personas, projects)."""
+
 SCOPE_SCHEMA = {
     "description": "A learning scope: a session (its id, session-N), a persona or project (its id), or the workspace "
                    "(id default, blank or null). Ids are trimmed.",
@@ -60,14 +76,15 @@ SCOPE_SCHEMA = {
     "required": ["kind"],
     "oneOf": [
         {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
-            "kind": {"type": "string", "pattern": "^session$"},
-            "id": {"type": "string", "pattern": "^\\s*session-[1-9][0-9]{0,17}\\s*$"}}},
+            "kind": {"type": "string", "pattern": f"^{ScopeKind.SESSION}$"},
+            "id": {"type": "string", "pattern": "^\\s*" + public_ids.pattern(public_ids.SESSION)[1:-1] + "\\s*$"}}},
         {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
-            "kind": {"type": "string", "pattern": "^(persona|project)$"},
+            "kind": {"type": "string", "pattern": "^(" + "|".join(_NAMED_SCOPE_KINDS) + ")$"},
             "id": {"type": "string", "maxLength": 200, "pattern": "\\S"}}},
         {"type": "object", "additionalProperties": False, "required": ["kind"], "properties": {
-            "kind": {"type": "string", "pattern": "^workspace$"},
-            "id": {"type": "string", "nullable": True, "maxLength": 200, "pattern": "^\\s*(default)?\\s*$"}}},
+            "kind": {"type": "string", "pattern": f"^{ScopeKind.WORKSPACE}$"},
+            "id": {"type": "string", "nullable": True, "maxLength": 200,
+                   "pattern": f"^\\s*({DEFAULT_WORKSPACE_SCOPE_ID})?\\s*$"}}},
     ],
 }
 """What the scope rules accept (§2.3 and issue 19.9), stated in the schema (issue 22.5). Each branch names its
@@ -77,7 +94,7 @@ kinds with a pattern, not an enum: the enum postprocessing hook would merge the 
 @extend_schema_serializer(component_name="LearningScope")
 class LearningScopeSerializer(StrictSerializer):
     field_help = {
-        "kind": "session | persona | project | workspace",
+        "kind": listing(ScopeKind.values),
         "id": 'the session, persona or project id (for workspace: omitted or "default")',
     }
 
@@ -210,9 +227,9 @@ class NullableConfidenceField(ConfidenceField):
 
 
 @extend_schema_field({"allOf": [{"$ref": "#/components/schemas/LearningKindEnum"},
-                                 {"not": {"type": "string", "enum": [LearningKind.RUN_SUMMARY.value]}}],
-                      "description": "fact, preference, decision or procedure (run_summary is written by capture "
-                                     "only)"})
+                                 {"not": {"type": "string", "enum": list(CAPTURED_ONLY_KINDS)}}],
+                      "description": listing(PROPOSABLE_KINDS, sep=", ", last=" or ")
+                      + f" ({listing(CAPTURED_ONLY_KINDS, sep=', ', last=' and ')} written by capture only)"})
 class ProposableKindField(LearningKindField):
     """The kinds an API caller may propose; run_summary is refused by the service with its literal message."""
 
@@ -224,8 +241,8 @@ def _expiry_field() -> serializers.IntegerField:
 class CreateLearningCandidateSerializer(StrictSerializer):
     field_help = {
         "scope": "where the learning would apply: one of your sessions' scopes",
-        "kind": "fact | preference | decision (can reach a prompt) | procedure (promotable to a skill)",
-        "sensitivity": "scoped (default) | sensitive (never in prompts or search) | public",
+        "kind": listing(PROPOSABLE_KINDS, KIND_NOTES),
+        "sensitivity": listing(Sensitivity.values, SENSITIVITY_NOTES),
         "content": "the statement itself (at most 1,600 characters; no secrets)",
         "confidence": "0..100 (default 80)",
         "source": "where it comes from: {run_id?, session_id?, agent_id?, ...}; only your own runs and sessions",
@@ -255,7 +272,7 @@ class PublishLearningCandidateSerializer(StrictSerializer):
         "content": "publish with edited content (optional edit)",
         "confidence": "publish with another confidence (optional edit)",
         "expires_at_ms": "when the learning stops applying (epoch ms); null: never",
-        "publish_tier": "active (reaches prompts; default) | provisional (visible, not in prompts)",
+        "publish_tier": listing(sorted(PublishTier.values, key=_active_first), TIER_NOTES),
         "evidence_refs": "replace the evidence references (optional edit)",
         "supersedes": "the learning id this one replaces (it stops applying)",
     }
@@ -279,7 +296,8 @@ class CreateLearningSerializer(CreateLearningCandidateSerializer):
         help_text="Optional: when the statement was made (epoch ms); null reads as the publication time.")
     publish_tier = serializers.ChoiceField(
         choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE,
-        help_text="The tier it is published at: active (reaches prompts of its scope) or provisional.")
+        help_text="The tier it is published at: "
+                  + listing(sorted(PublishTier.values, key=_active_first), TIER_NOTES, sep=" or ") + ".")
     supersedes = StrictCharField(
         required=False, allow_null=True, default=None, max_length=100,
         help_text="Optional: the learning id (learning-N) this one replaces; required when it conflicts with one.")
@@ -318,11 +336,11 @@ def _filter_text(max_length: int = 200) -> StrictCharField:
 class RevokeMatchingLearningsSerializer(StrictSerializer):
     field_help = {
         "query": "revoke learnings whose content matches this text",
-        "scope_kind": "only learnings of this scope kind (session | persona | project | workspace)",
+        "scope_kind": f"only learnings of this scope kind ({listing(ScopeKind.values)})",
         "scope_id": "only learnings of this scope id",
-        "kind": "only learnings of this kind",
-        "status": "only learnings with this status (active, provisional...)",
-        "policy_decision": "only learnings published by this decision (manual | automatic)",
+        "kind": f"only learnings of this kind ({listing(LearningKind.values)})",
+        "status": f"only learnings with this status ({listing(LearningStatus.values)})",
+        "policy_decision": f"only learnings published by this decision ({listing(PolicyDecision.values)})",
         "policy_actor": "only learnings published by this actor (operator | daemon: the automated review)",
         "matched_rule_name": "only learnings whose candidate matched this learning-policy rule",
         "reason": "why they are revoked (kept on each learning and in the audit trail)",
@@ -428,7 +446,8 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
 
     @described("Propose a learning",
-               "Proposes a learning (a fact, preference, decision or procedure) for a scope; the learning policy "
+               f"Proposes a learning (a {listing(PROPOSABLE_KINDS, sep=', ', last=' or ')}) for a scope; the "
+               "learning policy "
                "then publishes it, holds it for operator review, or rejects it (see state and "
                "automation_review). Answers 200 with the candidate. 400 for invalid content (over 1,600 "
                "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one the "
@@ -451,7 +470,8 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
     @described("Publish a candidate",
-               "Publishes a pending candidate as a learning (publish_tier active or shadow), optionally editing "
+               f"Publishes a pending candidate as a learning (publish_tier {listing(PublishTier.values, sep=' or ')}; "
+               "the status follows the tier), optionally editing "
                "its scope, kind, sensitivity, content, confidence or expiry, or superseding an existing learning. "
                "Answers the new learning. 404 for an unknown candidate; 409 when it was rejected or already published.",
                caller=OPERATOR, request=PublishLearningCandidateSerializer, responses=LearningViewSerializer)
@@ -530,7 +550,7 @@ class LearningViewSet(_LearningPlaneViewSet):
     def list(self, request):
         return self._page(self.get_queryset(), LearningViewSerializer)
 
-    @described("Get a learning", "One learning, with its status (active, shadow, revoked, superseded...), "
+    @described("Get a learning", f"One learning, with its status ({listing(LearningStatus.values, sep=', ')}), "
                "provenance and policy decision. 404 when it is not in a scope of the calling agent's sessions.")
     def retrieve(self, request, learning_id: str):
         learning = selectors.get_learning(learning_id, queryset=self.get_queryset())

@@ -91,7 +91,7 @@ class RunViewSerializer(serializers.Serializer):
     prompt = RunPromptSerializer(allow_null=True)
 
     def get_session_id(self, obj) -> str:
-        return f"session-{obj.session_id}"
+        return public_ids.session_id(obj.session_id)
 
     def get_queued_position(self, obj) -> int | None:
         return 0 if obj.status == RunStatus.QUEUED else None
@@ -132,7 +132,7 @@ def run_view(run: Run) -> dict:
     outputs, truncated = view_outputs(run.outputs or [])
     return {
         "run_id": run.public_id,
-        "session_id": f"session-{run.session_id}",
+        "session_id": public_ids.session_id(run.session_id),
         "agent_id": run.session.owner.username,
         "kind": run.kind,
         "status": run.status,
@@ -492,7 +492,7 @@ class RunViewSet(viewsets.GenericViewSet):
             rows = list(outputs[offset:offset + limit + 1])
         page = rows[:limit]
         more = len(rows) > limit
-        results = [{"offset": e.offset, "run_id": run.public_id, "session_id": f"session-{run.session_id}",
+        results = [{"offset": e.offset, "run_id": run.public_id, "session_id": public_ids.session_id(run.session_id),
                     "content": e.event["message"].get("content", ""),
                     "artifacts": e.event["message"].get("artifacts", [])} for e in page]
         url = request.build_absolute_uri(request.path)

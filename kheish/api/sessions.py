@@ -12,7 +12,7 @@ from kheish.api.fields import StrictCharField, StrictSerializer, StrictSlugField
 from kheish.api.pagination import int_parameter, int_query_value
 from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
 from kheish.api.schema import OPERATOR, described
-from memory import compaction, grants, sessions
+from memory import compaction, grants, public_ids, sessions
 from memory.journal import log_entry
 from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Session
 
@@ -142,13 +142,13 @@ class SessionSerializer(serializers.Serializer):
 
     def get_active_run_id(self, obj) -> str | None:
         if hasattr(obj, "active_run_pk"):  # annotated (sessions.with_read_annotations)
-            return f"run-{obj.active_run_pk}" if obj.active_run_pk is not None else None
+            return public_ids.run_id(obj.active_run_pk) if obj.active_run_pk is not None else None
         cache = getattr(obj, "_prefetched_objects_cache", {})
         if "runs" in cache:
             active = [r for r in cache["runs"] if r.status in ACTIVE_STATUSES]
             return active[0].public_id if active else None
         pk = obj.runs.filter(status__in=ACTIVE_STATUSES).values_list("pk", flat=True).first()
-        return f"run-{pk}" if pk else None
+        return public_ids.run_id(pk) if pk else None
 
 
 class SessionCreateSerializer(StrictSerializer):

@@ -30,10 +30,11 @@ from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin
 from learnings.models import Learning
 from memory.sessions import learning_scope_keys
+from memory.vocabulary import listing
 from skills import selectors, services
-from skills.models import SkillStatus
+from skills.vocabulary import LADDER, RolloutKind, SkillStatus
 
-STATUS_HELP = "draft | verified | canary | active | revoked"
+STATUS_HELP = listing(SkillStatus.values)
 NAME_PARAMETER = OpenApiParameter("name", {"type": "string", "pattern": "^[A-Za-z0-9:_-]{1,64}$"},
                                  OpenApiParameter.PATH, description="skill name (ASCII letters, digits, :, _, -)")
 
@@ -124,9 +125,10 @@ def _text(max_length: int, **kwargs) -> StrictCharField:
     )
 
 
-@extend_schema_field({"type": "string", "enum": ["verification", "canary"]})
+@extend_schema_field({"type": "string", "enum": RolloutKind.values})
 class RolloutKindField(StrictCharField):
-    """verification | canary, checked by the service with its literal message; the schema says so."""
+    """verification | canary (``RolloutKind``), checked by the service with its literal message; the schema says
+    so."""
 
 
 @extend_schema_field({"type": "string", "nullable": True, "maxLength": 2000})
@@ -156,7 +158,7 @@ class CreateLearningSkillSerializer(StrictSerializer):
         "provider": "the model provider to run it with",
         "model": "the model to run it with",
         "fallback_model": "the model to fall back to",
-        "status": "draft (a new skill) | verified | canary | active: the rollout step to move to",
+        "status": listing(LADDER, {SkillStatus.DRAFT: "a new skill"}) + ": the rollout step to move to",
     }
 
     skill_name = SkillNameField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,

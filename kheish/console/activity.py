@@ -18,6 +18,7 @@ from learnings.learning_policy import (
     REASON_SECRET,
     REASON_UNNAMED_RULE,
 )
+from learnings.vocabulary import CandidateState
 from memory.models import AuditEvent
 
 ACTION_WORDS = {
@@ -82,9 +83,9 @@ def event_words(event: AuditEvent) -> str:
     words = reason_words(event.reason)
     if event.action == "review" and event.from_state == event.to_state:
         mode = MODE_WORDS.get(data.get("mode") or "", "")
-        if event.to_state == "pending" and mode:
+        if event.to_state == CandidateState.PENDING and mode:
             return f"{mode}: it would {ACTION_WORDS.get(data.get('action') or '', 'act')}. {words}".strip()
-        if event.to_state == "published":
+        if event.to_state == CandidateState.PUBLISHED:
             return f"Already published by a person; automation's review is kept for the record. {words}".strip()
     return words
 

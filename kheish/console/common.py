@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from learnings import policy_in_force
-from memory import llm
+from memory import llm, public_ids
 from memory.clock import now_ms
 from memory.run_records import PREVIEW_CHARS
 
@@ -159,5 +159,5 @@ def capture_paths() -> dict:
 
 def run_link(run_pk: int | None, fallback: str | None = None) -> dict | None:
     if run_pk:
-        return {"label": f"run-{run_pk}", "url": reverse("admin:memory_run_change", args=[run_pk])}
+        return {"label": public_ids.run_id(run_pk), "url": reverse("admin:memory_run_change", args=[run_pk])}
     return {"label": fallback, "url": None} if fallback else None

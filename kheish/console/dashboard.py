@@ -18,6 +18,7 @@ from kheish.console.common import Stamp, capture_paths, learning_status_line, re
 from learnings import policy_in_force
 from learnings import services as learning_services
 from learnings.models import Learning, LearningCandidate, LearningKind, LearningStatus
+from learnings.vocabulary import CAPTURED_ONLY_KINDS, PROPOSABLE_KINDS, REVIEW_STATES, kind_plural, listing
 from memory.errors import AppError
 from memory.models import Session
 from skills.models import LearningSkill, SkillStatus
@@ -70,7 +71,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     stats = [
         {"label": "Awaiting review", "value": LearningCandidate.objects.awaiting_review().count(),
          "url": reverse("console:review"),
-         "hint": "pending and escalated facts, preferences, decisions and procedures (run summaries apart)"},
+         "hint": f"{listing(REVIEW_STATES, sep=' and ')} "
+                 + listing([kind_plural(k) for k in PROPOSABLE_KINDS], sep=", ", last=" and ")
+                 + f" ({listing([kind_plural(k) for k in CAPTURED_ONLY_KINDS], sep=', ')} apart)"},
         {"label": "Active learnings", "value": counts["total"], "url": f"{learnings_url}?status=active",
          "hint": "published, active tier"},
         {"label": "Facts", "value": counts["facts"], "url": f"{learnings_url}?status=active&kind=fact",

@@ -16,6 +16,7 @@ from django.forms import formset_factory
 
 from learnings.learning_policy import ACTIONS, MODES, RANKERS, RETRIEVAL_MAX_ENTRIES_LIMIT, RETRIEVAL_MAX_TOKENS_LIMIT
 from learnings.models import LearningKind, PublishTier, ScopeKind, Sensitivity
+from learnings.vocabulary import PROMOTABLE_KINDS, PROMPT_KINDS, kind_plural, listing
 from memory.admin_display import MODE_LABELS
 from memory.run_memory_policy import SEARCH_VISIBILITIES
 from skills.models import RolloutKind
@@ -48,8 +49,9 @@ class PublishForm(forms.Form):
 
     publish_tier = forms.ChoiceField(
         choices=PublishTier.choices, initial=PublishTier.ACTIVE, label="Publish tier",
-        help_text="Only facts, preferences and decisions that are not sensitive reach a prompt, and only at the "
-                  "active tier; provisional learnings are kept, never injected.",
+        help_text=f"Only {listing([kind_plural(k) for k in PROMPT_KINDS], sep=', ', last=' and ')} that are not "
+                  "sensitive reach a prompt, and only at the active tier; provisional learnings are kept, never "
+                  "injected.",
     )
     supersedes = forms.CharField(
         required=False, max_length=40, label="Supersedes (optional)",
@@ -71,7 +73,7 @@ class PublishForm(forms.Form):
         else:
             field.help_text = (f"Neither tier puts this {candidate.get_kind_display().lower()} in a prompt: "
                                f"{'; '.join(reasons)}. Publishing keeps it as a governed learning (searchable, "
-                               "auditable" + (", promotable to a skill" if candidate.kind == LearningKind.PROCEDURE
+                               "auditable" + (", promotable to a skill" if candidate.kind in PROMOTABLE_KINDS
                                               else "") + ").")
 
 

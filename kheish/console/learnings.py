@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods
 from kheish.console.common import Stamp, next_url, paginate, render
 from kheish.console.forms import PromoteForm, ReasonForm, SupersedeForm, split_tools
 from learnings import services as learning_services
-from learnings.models import Learning, LearningKind, LearningStatus, PolicyDecision, PublishTier
+from learnings.models import LIVE_STATUSES, Learning, LearningKind, LearningStatus, PolicyDecision, PublishTier
 from memory.admin_display import readable_json
 from memory.errors import AppError
 from memory.models import AuditEvent, JournalEvent, RunMemoryRecord
@@ -28,7 +28,9 @@ from skills import services as skill_services
 from skills.fingerprint import CONTEXT_FORK
 from skills.models import LearningSkill, SkillStatus
 
-STATUS_PILLS = ("active", "provisional", "revoked", "superseded", "all")
+STATUS_PILLS = (LearningStatus.ACTIVE, *(status for status in LearningStatus.values if status != LearningStatus.ACTIVE),
+                "all")
+"""The list's status filter: the default (active) first, every status, then all."""
 PROMOTABLE = "an active procedure on the active tier at workspace scope"
 
 
@@ -51,7 +53,7 @@ def promotion_refusals(learning: Learning, existing: LearningSkill | None) -> li
 
 
 def _learning_row(learning: Learning, skill: LearningSkill | None) -> dict:
-    live = learning.status in (LearningStatus.ACTIVE, LearningStatus.PROVISIONAL)
+    live = learning.status in LIVE_STATUSES
     return {
         "learning": learning,
         "published": Stamp(learning.published_at_ms),
@@ -68,8 +70,8 @@ def _learning_row(learning: Learning, skill: LearningSkill | None) -> dict:
 
 
 def learnings_list(request: HttpRequest) -> HttpResponse:
-    status = request.GET.get("status", "active")
-    status = status if status in STATUS_PILLS else "active"
+    status = request.GET.get("status", LearningStatus.ACTIVE)
+    status = status if status in STATUS_PILLS else LearningStatus.ACTIVE
     kinds = [kind for kind in request.GET.getlist("kind") if kind in LearningKind.values]
     query = request.GET.get("q", "").strip()
     queryset = Learning.objects.order_by("-id")

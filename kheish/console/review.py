@@ -19,10 +19,12 @@ from kheish.console.forms import PublishForm, ReasonForm
 from learnings import screening
 from learnings import services as learning_services
 from learnings.models import LearningCandidate, LearningKind, PublishTier
+from learnings.vocabulary import CAPTURED_ONLY_KINDS, kind_plural
 from memory.errors import AppError
 
-KIND_PILLS = (("", "To review"), ("fact", "fact"), ("preference", "preference"), ("decision", "decision"),
-              ("procedure", "procedure"), ("run_summary", "run summaries (review material)"))
+KIND_PILLS = (("", "To review"),
+              *((kind, kind) for kind in LearningKind.values if kind not in CAPTURED_ONLY_KINDS),
+              *((kind, f"{kind_plural(kind)} (review material)") for kind in CAPTURED_ONLY_KINDS))
 """The default tab is the work: every kind but run summaries, which never reach a prompt and are read, not
 decided on, under their own filter."""
 REJECT_WARNING = "A rejected candidate is never published. Automation will not review it again."
@@ -69,7 +71,7 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     if kind in LearningKind.values:
         queryset = queryset.filter(kind=kind)
     else:
-        queryset = queryset.exclude(kind=LearningKind.RUN_SUMMARY)
+        queryset = queryset.exclude(kind__in=CAPTURED_ONLY_KINDS)
     if query:
         queryset = queryset.matching_query(query)
     rows, page = paginate(request, queryset)

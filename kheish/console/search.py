@@ -35,9 +35,11 @@ def search(request: HttpRequest) -> HttpResponse:
             hit["when"] = Stamp(hit["timestamp_ms"])
             hit["url"] = None
             if hit["kind"] == "learning":
-                hit["url"] = reverse("console:learning", args=[public_ids.parse_id(hit["source_id"], "learning")])
+                pk = public_ids.parse_id(hit["source_id"], public_ids.LEARNING)
+                hit["url"] = reverse("console:learning", args=[pk])
             elif hit["kind"] == "recovered_run":
-                hit["url"] = reverse("admin:memory_run_change", args=[public_ids.parse_id(hit["source_id"], "run")])
+                pk = public_ids.parse_id(hit["source_id"], public_ids.RUN)
+                hit["url"] = reverse("admin:memory_run_change", args=[pk])
     return render(
         request, "search.html", "Search memory", tab="search", form=form, result=result, chosen=chosen,
         session_url=reverse("admin:memory_session_change", args=[chosen.pk]) if chosen else None,

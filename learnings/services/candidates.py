@@ -353,7 +353,7 @@ def lock_candidate(candidate: LearningCandidate | int) -> LearningCandidate:
     pk = candidate if isinstance(candidate, int) else candidate.pk
     locked = LearningCandidate.objects.select_for_update().filter(pk=pk).first()
     if locked is None:
-        raise candidate_not_found(f"learning-candidate-{pk}")
+        raise candidate_not_found(public_ids.candidate_id(pk))
     return locked
 
 

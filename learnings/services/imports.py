@@ -42,6 +42,7 @@ from learnings.services.cleaning import (
 from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import validated_learning
 from learnings.validation import LearningScope
+from memory import public_ids
 from memory.audit import actor_label
 from memory.clock import now_ms
 from memory.embedding import embed_many
@@ -191,7 +192,7 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
         equivalent.setdefault((learning.scope_key, learning.kind, learning.content_key), learning.pk)
     # 5. The candidates' move to published (one UPDATE), and every audit row of the single path.
     published = [(c, learning.pk, REASON) for (_, c), learning in zip(to_publish, learnings, strict=True)]
-    published += [(c, equivalent[key], f"equivalent to learning-{equivalent[key]}") for c, key in reuse]
+    published += [(c, equivalent[key], f"equivalent to {public_ids.learning_id(equivalent[key])}") for c, key in reuse]
     if published:
         with connection.cursor() as cursor:
             cursor.execute(
@@ -213,7 +214,7 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
               for learning in learnings]
     audit += [AuditEvent(subject_type="learning_candidate", subject_id=c.public_id, action="publish", actor=who,
                          from_state=CandidateState.PENDING, to_state=CandidateState.PUBLISHED, at_ms=at,
-                         reason=reason, data={"published_learning": f"learning-{pk}"})
+                         reason=reason, data={"published_learning": public_ids.learning_id(pk)})
               for c, pk, reason in published]
     AuditEvent.objects.bulk_create(audit)
     for c in held:

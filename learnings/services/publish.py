@@ -141,7 +141,8 @@ def _publish_locked(locked: LearningCandidate, *, actor: object, options: Publis
     review, revision = (automation.review, automation.revision) if automation else (None, None)
     governance = automation.governance if automation else Governance(publish_tier=edits.publish_tier)
     actor_label = (
-        policy_actor_for(governance.policy_decision) if governance.policy_decision != "escalated" else "operator"
+        policy_actor_for(governance.policy_decision) if governance.policy_decision != PolicyDecision.ESCALATED
+        else "operator"
     )
     if locked.state == CandidateState.REJECTED:
         raise Conflict(f"learning candidate {locked.public_id} was rejected", domain=DOMAIN, code="candidate_rejected")

@@ -14,7 +14,7 @@ from learnings.models import Learning, LearningStatus, Sensitivity
 from learnings.selectors import DOMAIN, learning_not_found, parse_learning_id
 from learnings.services.cleaning import invalid
 from learnings.validation import LearningValidationError
-from memory import hooks
+from memory import hooks, public_ids
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, ValidationFailed
@@ -69,7 +69,7 @@ def serialize_scope(scope_key: str, kind: str) -> None:
 def lock_learning(pk: int) -> Learning:
     learning = Learning.objects.select_for_update().filter(pk=pk).first()
     if learning is None:
-        raise learning_not_found(f"learning-{pk}")
+        raise learning_not_found(public_ids.learning_id(pk))
     return learning
 
 
@@ -114,7 +114,8 @@ def guarded_move(
         to_state=to,
         reason=reason,
         data={
-            k: (f"learning-{v.pk}" if isinstance(v, Learning) else v) for k, v in changes.items() if k in audit_keys
+            k: (public_ids.learning_id(v.pk) if isinstance(v, Learning) else v)
+            for k, v in changes.items() if k in audit_keys
         },
     )
     instance.refresh_from_db()

@@ -17,6 +17,7 @@ import logging
 
 from django.db import transaction
 
+from memory import public_ids
 from memory.errors import Conflict
 from skills import catalog, mounted_files
 from skills.models import LearningSkill, SkillStatus
@@ -62,7 +63,7 @@ def unmount_if_orphaned(learning_pk: int) -> bool:
     if LearningSkill.objects.filter(source_learning_id=learning_pk, status=SkillStatus.ACTIVE).exists():
         return False
     try:
-        return mounted_files.remove(f"learning-{learning_pk}")
+        return mounted_files.remove(public_ids.learning_id(learning_pk))
     except Exception:  # the files stay as orphans for repair
         logger.exception("could not remove mounted files of learning-%s; repair will remove them", learning_pk)
         return False

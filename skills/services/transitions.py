@@ -9,6 +9,7 @@ import json
 
 from learnings.models import Learning
 from learnings.selectors import parse_learning_id
+from memory import public_ids
 from memory.audit import actor_label, record_audit
 from memory.clock import now_ms
 from memory.errors import NotFound
@@ -35,7 +36,7 @@ def lock_learning(learning: Learning | int | str) -> Learning:
         pk = parse_learning_id(learning)
     locked = Learning.objects.select_for_update().filter(pk=pk).first()
     if locked is None:
-        raise NotFound(f"unknown learning learning-{pk}", domain="learnings", code="learning_not_found")
+        raise NotFound(f"unknown learning {public_ids.learning_id(pk)}", domain="learnings", code="learning_not_found")
     return locked
 
 
