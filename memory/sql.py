@@ -20,6 +20,7 @@ from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
+from django.contrib.postgres.fields import ArrayField
 from django.db import models, transaction
 
 from memory.models import ACTIVE_STATUSES, ApiKey, Counter, Persona, PolicyRevision, Project, Run, Session
@@ -84,6 +85,41 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+def _copy_value(field: models.Field, instance: models.Model, conn) -> Any:
+    """A field's value as COPY's text format takes it (``get_db_prep_save`` of its ``pre_save``), except that a
+    list of floats for an array of floats (an embedding) is written as its array literal at once, rather than
+    prepared and adapted element by element."""
+    value = field.pre_save(instance, True)
+    if (isinstance(value, list) and value and isinstance(field, ArrayField)
+            and isinstance(field.base_field, models.FloatField) and all(type(item) is float for item in value)):
+        return "{" + ",".join(map(repr, value)) + "}"
+    return field.get_db_prep_save(value, connection=conn)
+
+
+def copy_instances(model: type[M], instances: list[M]) -> list[M]:
+    """``model.objects.bulk_create(instances)`` as PostgreSQL does bulk loads: the primary keys drawn from the
+    table's sequence in one statement, then the rows streamed with ``COPY … FROM STDIN`` (no statement text to
+    build, no parameters to bind). Values get the same ``pre_save``/``get_db_prep_save`` preparation as
+    :func:`create`; the instances come back with their keys, in their stored state. For the bulk paths
+    (``learnings.services.imports``); inside the current transaction."""
+    if not instances:
+        return instances
+    conn = transaction.get_connection()
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                       [meta.db_table, meta.pk.column, len(instances)])
+        keys = [row[0] for row in cursor.fetchall()]
+        columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *fields])
+        with conn.wrap_database_errors, cursor.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
+            for pk, instance in zip(keys, instances, strict=True):
+                copy.write_row([pk, *(_copy_value(f, instance, conn) for f in fields)])
+    for pk, instance in zip(keys, instances, strict=True):
+        mark_saved(instance, pk)
+    return instances
 
 
 @lru_cache(maxsize=256)
