@@ -10,6 +10,7 @@ from learnings import retrieval
 from learnings import selectors as learning_selectors
 from learnings.sections import LEARNED_CONTEXT_FORMAT, render_learned_context
 from memory import compaction, metrics, run_memory
+from memory import sql as memory_sql
 from memory.models import Run, Session
 from memory.runs import RunInput, run_open
 from memory.sections import (
@@ -24,7 +25,13 @@ from skills import selectors as skill_selectors
 
 
 def assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str = "prompt") -> dict:
-    """Pack learned_context then recovered_memory for this input within the memory budget."""
+    """Pack learned_context then recovered_memory for this input within the memory budget (the learning and
+    run-memory policies read in one statement)."""
+    with memory_sql.one_policy_read():
+        return _assemble_prompt(session, content, model, usage=usage)
+
+
+def _assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str) -> dict:
     model = model or {}
     context = compaction.live_context(session)
     base = context.estimated_tokens + estimate_tokens(content)
@@ -67,7 +74,7 @@ def open_run(*, session: Session, run_input: RunInput, kind: str, idempotency_ke
                             model=model, actor=actor)
     if created:
         prompt = assemble_prompt(session, run_input.content, model)
-        Run.objects.filter(pk=run.pk).update(prompt=prompt)
+        memory_sql.update(Run, run.pk, prompt=prompt)
         run.prompt = prompt
     return run
 

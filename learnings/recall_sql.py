@@ -3,8 +3,9 @@
 A query never reads every visible learning: the pool is the union of
 * the lexical candidates: ``search_tsv @@ to_tsquery('english', 'w1 | w2 …')`` through the GIN index on the
   generated full-text column, best ``ts_rank_cd`` first, ``POOL`` at most;
-* the semantic candidates: ``embedding_vec <=> :query`` through the HNSW index (pgvector, iterative scan),
-  nearest first, ``POOL`` at most; on a server without pgvector, the ``POOL`` newest visible learnings
+* the semantic candidates: ``embedding_vec <=> :query``, nearest first, ``POOL`` at most - exactly over the
+  visible rows when the scopes hold at most ``EXACT_LIMIT`` live learnings, else through the HNSW index
+  (pgvector, iterative scan); on a server without pgvector, the ``POOL`` newest visible learnings
   instead, and the cosines are computed in Python from the stored embeddings (cached per learning);
 and the ranker (``memory.ranking``) orders that pool. Both arms apply the gates ``learnings.gate`` renders, as
 the ORM's ``Learning.objects.for_prompt`` (prompt shape) and ``search_visible`` (search shape) do;
@@ -31,6 +32,11 @@ from memory.embedding import DIMENSIONS
 
 POOL = 120
 """Candidates per arm. The fused ranking reorders the pool; 2 × 120 covers budgets of a few thousand tokens."""
+EXACT_LIMIT = 2000
+"""Scopes with at most this many live learnings get the exact nearest neighbours as their semantic arm (every
+visible row's distance, read through the scope index: ~1 ms per thousand rows here); larger ones ask the HNSW
+index, which is approximate and, under selective gates, reads many rows to find few. The statement counts (at
+most ``EXACT_LIMIT + 1`` index entries) and picks; the result never depends on the plan the server chose."""
 # HNSW search settings (iterative scans, ef_search) are connection options set in kheish/settings.py.
 
 GATES = {"prompt": gate.shape_sql("prompt"), "search": gate.shape_sql("search")}
@@ -155,11 +161,29 @@ def pool_statement(
             f"ORDER BY ts_rank_cd(m.search_tsv, to_tsquery('english', %(tsq)s)) DESC, m.id DESC LIMIT {k})"
         )
     vectors = query_vector is not None and has_vectors()
+    head = ""
     if vectors:
         params["vec"] = vector_literal(query_vector)
+        exact = int(EXACT_LIMIT)
+        # Which semantic arm answers is decided by the statement from a bounded count of the scopes' live rows
+        # (the partial scope index, nothing else read), never by the planner: a cached generic plan and a fresh
+        # custom one give the same pool. Each arm sits under a one-time filter, so only one of them runs.
+        head = (
+            "WITH scope_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM learnings_learning c "
+            "WHERE c.scope_key = ANY(%(keys)s) AND c.status IN ('active', 'provisional') "
+            f"LIMIT {exact + 1}) c) "
+        )
+        # A small scope: every visible row's distance, exactly (the inner order is the scope index's, so the
+        # rows come from that index whatever the plan estimates; the count bounds them by ``EXACT_LIMIT``).
         arms.append(
-            f"(SELECT l.id FROM learnings_learning l WHERE {gates} AND l.embedding_vec IS NOT NULL "
-            f"ORDER BY l.embedding_vec <=> %(vec)s::vector LIMIT {k})"
+            "(SELECT e.id FROM (SELECT l.id, l.embedding_vec <=> %(vec)s::vector AS d FROM learnings_learning l "
+            f"WHERE (SELECT n FROM scope_size) <= {exact} AND {gates} AND l.embedding_vec IS NOT NULL "
+            f"ORDER BY l.scope_key, l.published_at_ms DESC LIMIT {exact}) e ORDER BY e.d, e.id LIMIT {k})"
+        )
+        # A large one: the HNSW index (approximate; iterative scan until the gates are met).
+        arms.append(
+            f"(SELECT l.id FROM learnings_learning l WHERE (SELECT n FROM scope_size) > {exact} AND {gates} "
+            f"AND l.embedding_vec IS NOT NULL ORDER BY l.embedding_vec <=> %(vec)s::vector LIMIT {k})"
         )
     else:
         arms.append(
@@ -168,7 +192,7 @@ def pool_statement(
         )
     cosine = ", 1 - (l.embedding_vec <=> %(vec)s::vector)" if vectors else ""
     sql = (
-        f"SELECT {_select(shape, cosine)} FROM ({' UNION '.join(arms)}) pool "
+        f"{head}SELECT {_select(shape, cosine)} FROM ({' UNION '.join(arms)}) pool "
         f"JOIN learnings_learning l ON l.id = pool.id ORDER BY l.id"
     )
     return sql, params, vectors

@@ -10,14 +10,14 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from memory import hooks, limits, public_ids, sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.journal import append_event
-from memory.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunKind, RunStatus, Session
+from memory.models import TERMINAL_STATUSES, Run, RunKind, RunStatus, Session
 from memory.run_records import truncate_preview
 
 S = RunStatus
@@ -143,8 +143,9 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
         raise ValidationFailed(f"kind must be one of: {', '.join(RunKind.values)}", field="kind")
     limits.check_metadata(run_input.metadata, field="input.metadata")
     fingerprint = request_fingerprint(run_input, kind)
-    # Lock the session row: serialises concurrent opens so "session busy" is decided once.
-    Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
+    # Lock the session row: serialises concurrent opens so "session busy" is decided once (its run in flight
+    # read under the same lock, in the same statement).
+    _, busy = sql.lock_session(session.pk)
     if idempotency_key is not None:
         existing = Run.objects.filter(session=session, idempotency_key=idempotency_key).first()
         if existing is not None:
@@ -154,7 +155,6 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
                     field="idempotency_key", domain="runs", code="idempotency_key_reused",
                 )
             return existing, False
-    busy = Run.objects.filter(session=session, status__in=ACTIVE_STATUSES).values_list("pk", flat=True).first()
     if busy is not None:
         raise Conflict(f"session {session.public_id} already has run {public_ids.run_id(busy)} in flight",
                        domain="sessions", code="session_busy")
@@ -169,16 +169,14 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
     }
     if model and model.get("name"):
         request["model"] = model["name"]
-    try:
-        with transaction.atomic():
-            run = Run.objects.create(
-                session=session, kind=kind, status=RunStatus.QUEUED, submitted_at_ms=ts, updated_at_ms=ts,
-                request=request, input=canonical_input(run_input), idempotency_key=idempotency_key,
-                request_fingerprint=fingerprint, model=model or None,
-            )
-    except IntegrityError as exc:  # a concurrent open won the race
+    run = sql.insert_unless_conflict(Run(
+        session=session, kind=kind, status=RunStatus.QUEUED, submitted_at_ms=ts, updated_at_ms=ts,
+        request=request, input=canonical_input(run_input), idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint, model=model or None,
+    ))
+    if run is None:  # a unique constraint (one run in flight a session, one run an idempotency key) holds
         raise Conflict(f"session {session.public_id} already has a run in flight",
-                       domain="sessions", code="session_busy") from exc
+                       domain="sessions", code="session_busy")
     append_event(session_id=session.pk, run=run, event={"type": "input_received", "input": run.input})
     append_event(session_id=session.pk, run=run,
                  event={"type": "run_lifecycle", "run_event": {"type": "accepted"}, "to_status": run.status})

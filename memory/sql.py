@@ -15,14 +15,18 @@ policy in force, a session's scope parts, the counters' increment. Table and col
 
 from __future__ import annotations
 
+import copy
+import threading
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
+from django.contrib.postgres.fields import ArrayField
 from django.db import models, transaction
 
-from memory.models import ACTIVE_STATUSES, ApiKey, Counter, Persona, PolicyRevision, Project, Run, Session
+from memory.models import ACTIVE_STATUSES, ApiKey, Counter, Persona, PolicyKind, PolicyRevision, Project, Run, Session
 
 M = TypeVar("M", bound=models.Model)
 
@@ -84,6 +88,41 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+def _copy_value(field: models.Field, instance: models.Model, conn) -> Any:
+    """A field's value as COPY's text format takes it (``get_db_prep_save`` of its ``pre_save``), except that a
+    list of floats for an array of floats (an embedding) is written as its array literal at once, rather than
+    prepared and adapted element by element."""
+    value = field.pre_save(instance, True)
+    if (isinstance(value, list) and value and isinstance(field, ArrayField)
+            and isinstance(field.base_field, models.FloatField) and all(type(item) is float for item in value)):
+        return "{" + ",".join(map(repr, value)) + "}"
+    return field.get_db_prep_save(value, connection=conn)
+
+
+def copy_instances(model: type[M], instances: list[M]) -> list[M]:
+    """``model.objects.bulk_create(instances)`` as PostgreSQL does bulk loads: the primary keys drawn from the
+    table's sequence in one statement, then the rows streamed with ``COPY … FROM STDIN`` (no statement text to
+    build, no parameters to bind). Values get the same ``pre_save``/``get_db_prep_save`` preparation as
+    :func:`create`; the instances come back with their keys, in their stored state. For the bulk paths
+    (``learnings.services.imports``); inside the current transaction."""
+    if not instances:
+        return instances
+    conn = transaction.get_connection()
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                       [meta.db_table, meta.pk.column, len(instances)])
+        keys = [row[0] for row in cursor.fetchall()]
+        columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *fields])
+        with conn.wrap_database_errors, cursor.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
+            for pk, instance in zip(keys, instances, strict=True):
+                copy.write_row([pk, *(_copy_value(f, instance, conn) for f in fields)])
+    for pk, instance in zip(keys, instances, strict=True):
+        mark_saved(instance, pk)
+    return instances
 
 
 @lru_cache(maxsize=256)
@@ -213,6 +252,35 @@ def locked_run(pk: int, *, owner_pk: int | None = None) -> Run | None:
     return run
 
 
+_ACTIVE = ", ".join(f"'{status}'" for status in sorted(ACTIVE_STATUSES))  # constants of the model
+_LOCK_SESSION_SQL = (  # params: [session_id]
+    f'SELECT s.id, (SELECT r.id FROM "{Run._meta.db_table}" r WHERE r.session_id = s.id '  # noqa: S608
+    f"AND r.status IN ({_ACTIVE}) ORDER BY r.id LIMIT 1) "
+    f'FROM "{Session._meta.db_table}" s WHERE s.id = %s FOR UPDATE OF s'
+)
+
+
+def lock_session(pk: int) -> tuple[bool, int | None]:
+    """``Session.objects.select_for_update().filter(pk=pk)`` and, read under that lock, the session's run in
+    flight (``Run.objects.filter(session=pk, status__in=ACTIVE_STATUSES)``'s first pk) in one statement: whether
+    the session exists, and that run's pk or None. The session row is locked until the transaction ends."""
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(_LOCK_SESSION_SQL, [pk])
+        row = cursor.fetchone()
+    return (False, None) if row is None else (True, row[1])
+
+
+def insert_unless_conflict(instance: M) -> M | None:
+    """:func:`create` of a built instance as ``INSERT … ON CONFLICT DO NOTHING``: None when a unique constraint
+    already holds the row (no savepoint needed to survive it, the transaction stays usable)."""
+    sql, params = insert_statement(instance)
+    head, _, returning = sql.rpartition(" RETURNING ")
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"{head} ON CONFLICT DO NOTHING RETURNING {returning}", params)
+        row = cursor.fetchone()
+    return None if row is None else mark_saved(instance, row[0])
+
+
 @lru_cache(maxsize=4)
 def _visible_session_sql(user_model: type[models.Model], by_owner: bool) -> str:
     links = Session.projects.through._meta.db_table
@@ -257,17 +325,55 @@ _CURRENT_POLICY_SQL = (f'SELECT revision, policy FROM "{PolicyRevision._meta.db_
                        "WHERE kind = %s ORDER BY revision DESC LIMIT 1")
 
 
+_ALL_POLICIES_SQL = (  # params: [kinds]
+    "SELECT k.kind, p.revision, p.policy FROM unnest(%s::text[]) AS k(kind) CROSS JOIN LATERAL "  # noqa: S608
+    f'(SELECT revision, policy FROM "{PolicyRevision._meta.db_table}" r WHERE r.kind = k.kind '
+    "ORDER BY revision DESC LIMIT 1) p"
+)
+
+
+class _PolicyReads(threading.local):
+    depth = 0
+    read: dict[str, tuple[int, dict]] | None = None
+
+
+_POLICY_READS = _PolicyReads()
+
+
+@contextmanager
+def one_policy_read():
+    """Within this block (of this thread), :func:`current_policy` of any kind comes from one statement that
+    reads the newest revision of every policy kind at its first use: a prompt assembly or a memory-search
+    reads the learning and the run-memory policies together, as fresh as at the start of the call."""
+    _POLICY_READS.depth += 1
+    try:
+        yield
+    finally:
+        _POLICY_READS.depth -= 1
+        if not _POLICY_READS.depth:
+            _POLICY_READS.read = None
+
+
 def current_policy(kind: str) -> tuple[int, dict] | None:
     """``PolicyRevision.objects.filter(kind=kind).order_by("-revision").values_list("revision", "policy")
-    .first()``: the newest revision of a policy, read fresh on every terminal run and prompt assembly."""
+    .first()``: the newest revision of a policy, read fresh on every terminal run and prompt assembly (inside
+    :func:`one_policy_read`, once per block for every kind)."""
     conn = transaction.get_connection()
+    field = PolicyRevision._meta.get_field("policy")
+    if _POLICY_READS.depth:
+        if _POLICY_READS.read is None:
+            with conn.cursor() as cursor:
+                cursor.execute(_ALL_POLICIES_SQL, [list(PolicyKind.values)])
+                _POLICY_READS.read = {name: (revision, field.from_db_value(policy, None, conn))
+                                      for name, revision, policy in cursor.fetchall()}
+        found = _POLICY_READS.read.get(kind)
+        return None if found is None else (found[0], copy.deepcopy(found[1]))
     with conn.cursor() as cursor:
         cursor.execute(_CURRENT_POLICY_SQL, [kind])
         row = cursor.fetchone()
     if row is None:
         return None
-    policy = PolicyRevision._meta.get_field("policy")
-    return row[0], policy.from_db_value(row[1], None, conn)
+    return row[0], field.from_db_value(row[1], None, conn)
 
 
 _PROJECT_LINKS = Session.projects.through._meta.db_table

@@ -12,7 +12,7 @@ from kheish.api.pagination import MAX_QUERY_CHARS, int_parameter, query_paramete
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
-from memory import run_memory
+from memory import run_memory, sql
 from memory.errors import ValidationFailed
 from memory.run_memory_policy import SEARCH_VISIBILITIES
 from skills import selectors as skill_selectors
@@ -204,7 +204,8 @@ class MemoryContextViewSet(SessionScopedMixin, viewsets.ViewSet):
             "visible_skills": serializers.JSONField()}))
     def read(self, request, session_id: str):
         session = self.get_visible_session(session_id)
-        context = composition.memory_context(session, query_text(request))
+        with sql.one_policy_read():  # the learning and run-memory policies in one statement
+            context = composition.memory_context(session, query_text(request))
         if not caller_is_operator(request):  # agents never see server paths (issue 19.7)
             context["visible_skills"] = [skill_selectors.without_server_paths(s) for s in context["visible_skills"]]
         return Response(context)
@@ -227,4 +228,5 @@ class MemorySearchViewSet(SessionScopedMixin, viewsets.ViewSet):
         session = self.get_visible_session(session_id)
         limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
         limit = max(1, min(50, limit))
-        return Response(composition.memory_search(session, query_text(request), limit))
+        with sql.one_policy_read():  # the learning and run-memory policies in one statement
+            return Response(composition.memory_search(session, query_text(request), limit))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.db import connection, transaction
 
 from learnings.learning_policy import policy_actor_for, status_for_tier
@@ -43,6 +44,7 @@ from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import validated_learning
 from learnings.validation import LearningScope
 from memory import public_ids
+from memory import sql as memory_sql
 from memory.audit import actor_label
 from memory.clock import now_ms
 from memory.embedding import embed_many
@@ -156,9 +158,10 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
     to_publish: list[tuple[ImportItem, LearningCandidate]] = []
     reuse: list[tuple[LearningCandidate, tuple[str, str, str]]] = []
     held: list[LearningCandidate] = []
+    publishing: set[tuple[str, str, str]] = set()  # the keys of to_publish
     for item, c in fresh:
         key = (c.scope_key, c.kind, c.content_key)
-        if key in equivalent or any(key == (cc.scope_key, cc.kind, cc.content_key) for _, cc in to_publish):
+        if key in equivalent or key in publishing:
             reuse.append((c, key))
             continue
         subject = (c.scope_key, c.kind, c.subject_key)
@@ -168,11 +171,12 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
         if c.kind in PROMPT_ELIGIBLE_KINDS and c.subject_key:
             subject_values.setdefault(subject, set()).add(c.content_key)
         to_publish.append((item, c))
+        publishing.add(key)
     # 4. The learnings, validated as a publication validates them, embedded in one batch.
     candidates = [c for _, c in fresh]
     for c in candidates:
         c.updated_at_ms = at
-    LearningCandidate.objects.bulk_create(candidates)
+    memory_sql.copy_instances(LearningCandidate, candidates)
     learnings = []
     vectors = embed_many([c.content for _, c in to_publish]) if to_publish else []
     label = policy_actor_for(PolicyDecision.MANUAL)
@@ -185,9 +189,9 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
             policy_decision=PolicyDecision.MANUAL, policy_actor=label,
             verification_status=VerificationStatus.UNVERIFIED, content_key=c.content_key,
             subject_key=c.subject_key, source_candidate=c, stated_at_ms=c.stated_at_ms, updated_at_ms=at,
-            embedding=[round(float(x), 6) for x in vector])
+            embedding=np.round(np.asarray(vector, dtype=np.float64), 6).tolist())
         learnings.append(validated_learning(learning))
-    Learning.objects.bulk_create(learnings)
+    memory_sql.copy_instances(Learning, learnings)
     for learning in learnings:
         equivalent.setdefault((learning.scope_key, learning.kind, learning.content_key), learning.pk)
     # 5. The candidates' move to published (one UPDATE), and every audit row of the single path.
@@ -216,7 +220,7 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
                          from_state=CandidateState.PENDING, to_state=CandidateState.PUBLISHED, at_ms=at,
                          reason=reason, data={"published_learning": public_ids.learning_id(pk)})
               for c, pk, reason in published]
-    AuditEvent.objects.bulk_create(audit)
+    memory_sql.copy_instances(AuditEvent, audit)
     for c in held:
         enqueue_review_on_commit(c.pk)
     outcome.published += len(learnings)

@@ -33,6 +33,30 @@ def test_create_respects_constraints():
     assert Counter.objects.get(name="x.total").value == 1
 
 
+def test_copy_instances_stores_what_bulk_create_stores():
+    from learnings.models import Learning
+    from tests.support.learnings import learning
+
+    made = [AuditEvent(subject_type="run", subject_id=f"run-{i}", action="open", actor="daemon",
+                       data={"i": i, "text": "tab\there, newline\nthere, back\\slash", "none": None})
+            for i in range(3)]
+    copied = sql.copy_instances(AuditEvent, made)
+    assert [event.pk for event in copied] == sorted(event.pk for event in copied) and not copied[0]._state.adding
+    for event in copied:
+        stored = AuditEvent.objects.get(pk=event.pk)
+        assert (stored.subject_id, stored.data, stored.at_ms) == (event.subject_id, event.data, event.at_ms)
+    original = learning("The office is in Lyon.")  # an array of floats (the embedding) and JSON fields
+    twin = Learning.objects.get(pk=original.pk)
+    twin.pk, twin.content = None, "The office is in Lyon, by the river."
+    twin.source_candidate_id = None
+    (copy,) = sql.copy_instances(Learning, [twin])
+    stored = Learning.objects.get(pk=copy.pk)
+    assert stored.embedding == original.embedding and stored.source == original.source
+    assert stored.evidence_refs == original.evidence_refs and stored.content == twin.content
+    with pytest.raises(IntegrityError), transaction.atomic():  # constraints hold as for an INSERT
+        sql.copy_instances(Counter, [Counter(name="y.total", value=1), Counter(name="y.total", value=2)])
+
+
 def test_update_is_a_compare_and_swap():
     run = Run.objects.create(session=SessionFactory(), status=RunStatus.RUNNING, outputs=[])
     assert sql.update(Run, run.pk, where={"status": RunStatus.QUEUED}, status=RunStatus.COMPLETED) == 0

@@ -1,0 +1,76 @@
+"""Issue 23.2: opening a run and a memory-search are bounded in statements (a regression guard). Opening a run:
+the session lock with its run in flight, the run insert (no savepoint), two journal events, the audit row, the
+live context, the session's scopes, both policies in one statement, the standing rows, the pool and its
+feedback, the run-memory records, the counters and the prompt; a memory-search reads both policies in one
+statement too."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memory.grants import grants_set
+from memory.models import Project
+from memory.sessions import session_create
+from tests.conftest import client_for
+from tests.kheish.test_request_floor import LOCAL_THROTTLE
+from tests.support.learnings import learning
+
+pytestmark = pytest.mark.django_db
+
+OPEN_RUN_STATEMENTS = 20  # BEGIN and COMMIT included
+SEARCH_STATEMENTS = 8
+
+
+@pytest.fixture
+def session(agent_key, settings):
+    settings.CACHES = LOCAL_THROTTLE  # the throttle counts in local memory: the statements are the request's
+    Project.objects.create(project_id="atlas", name="Atlas")
+    grants_set(agent=agent_key.api_key.user, project_ids=["atlas"], persona_ids=[], actor="tests")
+    for text in ["My old sneakers are stored under the bed.", "We decided the deploy window is Tuesday.",
+                 "I adopted a grey cat called Miso."]:
+        learning(text, scope=("project", "atlas"))
+    return session_create(owner=agent_key.api_key.user, project_ids=["atlas"])
+
+
+def _statements(context: CaptureQueriesContext) -> list[str]:
+    return [query["sql"] or "<prepared>" for query in context.captured_queries]
+
+
+def test_opening_a_run_is_bounded(agent_key, session):
+    client = client_for(agent_key.plaintext)
+    for _ in range(3):  # the key verified, the prepared statements prepared
+        run = client.post(f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "where are my sneakers"}},
+                          format="json").json()
+        client.post(f"/v1/runs/{run['run_id']}/cancel", {}, format="json")
+    with CaptureQueriesContext(connection) as context:
+        response = client.post(f"/v1/sessions/{session.public_id}/runs",
+                               {"input": {"content": "where are my sneakers"}}, format="json")
+    assert response.status_code == 202
+    assert "sneakers" in response.json()["prompt"]["sections"][0]["content"]
+    statements = _statements(context)
+    assert len(statements) <= OPEN_RUN_STATEMENTS, "\n".join(statements)
+    assert sum(statement.startswith("SAVEPOINT") for statement in statements) <= 1, "\n".join(statements)
+    assert sum("memory_policyrevision" in statement for statement in statements) == 1  # both policies at once
+
+
+def test_a_memory_search_is_bounded(agent_key, session):
+    client = client_for(agent_key.plaintext)
+    path = f"/v1/sessions/{session.public_id}/memory-search?query=sneakers&limit=10"
+    for _ in range(3):
+        assert client.get(path).status_code == 200
+    with CaptureQueriesContext(connection) as context:
+        body = client.get(path).json()
+    assert body["results"] and "sneakers" in body["results"][0]["excerpt"]
+    statements = _statements(context)
+    assert len(statements) <= SEARCH_STATEMENTS, "\n".join(statements)
+    assert sum("memory_policyrevision" in statement for statement in statements) == 1
+
+
+def test_a_busy_session_is_still_a_409(agent_key, session):
+    client = client_for(agent_key.plaintext)
+    first = client.post(f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "one"}}, format="json")
+    assert first.status_code == 202
+    second = client.post(f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "two"}}, format="json")
+    assert second.status_code == 409 and second.json()["code"] == "session_busy"
