@@ -19,6 +19,7 @@ from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 
 from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
+from learnings.speakers import without_label
 from memory.clock import now_ms
 from memory.embedding import DIMENSIONS as EMBEDDING_DIMENSIONS
 from memory.embedding import embed
@@ -364,7 +365,7 @@ class Learning(ScopedRecord):
     def save(self, *args, **kwargs) -> None:
         """Fill the derived embedding when a learning is written without one (publish, supersede)."""
         if self.embedding is None and self.content:
-            self.embedding = embed(self.content)
+            self.embedding = embed(without_label(self.content))
             if kwargs.get("update_fields") is not None:
                 kwargs["update_fields"] = {*kwargs["update_fields"], "embedding"}
         super().save(*args, **kwargs)
