@@ -16,6 +16,12 @@ The input is split into sentences; a sentence is kept when it is a plain first-p
   been learning Spanish" (``EVENT_CONFIDENCE``);
 * a **decision** — "We decided to use PostgreSQL 16 for analytics", "We agreed on weekly releases",
   "We're going with Terraform", "I've chosen the blue theme";
+* inside **narrative** (a long message that asks for something and says something about the user on the
+  way): a first-person event, habit or plan after a lead-in or a clause break — "Can you suggest hikes? By the
+  way, I've been keeping my climbing gear in the garage since the move", "…, I just sold my old piano",
+  "My daily commute is about 50 minutes each way", "I'm planning a week in Reykjavik with my brother"
+  (``NARRATIVE_CONFIDENCE``; a plan ``PLAN_CONFIDENCE``); a sentence naming a problem ("it still crashes"),
+  quoting first-person words, or asking is not one;
 * an explicit **request to remember** — "Remember that the staging database is read-only", "Please note for
   the future: …", "Keep in mind that …" (the remembered clause is the content, its kind classified as above,
   a fact by default).
@@ -243,7 +249,10 @@ Cause' event") is not one."""
 _NUMBER_FACT = re.compile(r"^my\s+(?:\w+\s+){1,3}(?:is|are|was|were)\s+(?:actually\s+|now\s+)?"
                           r"(?:about\s+|around\s+|only\s+|just\s+)?[$£€]?\d", _FLAGS)
 NARRATIVE_CONFIDENCE = EVENT_CONFIDENCE
-"""A first-person event or plan found inside a longer narrative sentence."""
+"""A first-person event or fact found inside a longer narrative sentence."""
+PLAN_CONFIDENCE = WEAK_CONFIDENCE
+"""A plan ("I'm planning a week in Reykjavik", "I'm thinking of booking a barn"): it may not happen, so it is
+below the events' confidence (a careful policy leaves it for review)."""
 
 
 def _narrative(sentence: str, raw: str) -> Draft | None:
@@ -263,11 +272,12 @@ def _narrative(sentence: str, raw: str) -> Draft | None:
             continue
         if _YOU_SUBJECT.match(clause):
             continue
-        if (_NARRATIVE_EVENT.match(clause) or _PLAN.match(clause) or _NUMBER_FACT.match(clause)
+        planned = bool(_PLAN.match(clause))
+        if (planned or _NARRATIVE_EVENT.match(clause) or _NUMBER_FACT.match(clause)
                 or (start and _EVENT.match(clause))):
-            content = sentence[start:] if start else sentence
-            content = _LEAD_IN.sub("", content)
-            return Draft(kind="fact", content=content[0].upper() + content[1:], confidence=NARRATIVE_CONFIDENCE)
+            content = _LEAD_IN.sub("", sentence[start:] if start else sentence)
+            confidence = PLAN_CONFIDENCE if planned else NARRATIVE_CONFIDENCE
+            return Draft(kind="fact", content=content[0].upper() + content[1:], confidence=confidence)
         if start and not _non_statement(clause, clause):
             found = classify(clause)
             if found is not None:

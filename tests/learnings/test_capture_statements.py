@@ -132,3 +132,27 @@ def test_events_of_the_users_life_are_facts_but_work_chatter_is_not(llm_unconfig
                        "discussed a partnership today. I ran the tests and they failed.")
     capture.capture_run(run.pk)
     assert drafted(run) == [("fact", "I met the CEO of StartUpX, Alex Chen, and discussed a partnership today", 85)]
+
+
+def test_a_narrative_statement_past_the_preview_is_attested_by_the_run_input(llm_unconfigured):
+    """The run-memory record keeps a 160-character preview; a statement captured further into the input is
+    attested by the input it was read from (verified, so prompt-visible), and a content the input does not
+    hold is not."""
+    from benchmarks.loop import CAREFUL_OPERATOR
+    from learnings.capture import input_attests
+    from learnings.models import Learning
+    from learnings.review import review_candidate
+
+    set_policy(CAREFUL_OPERATOR)
+    text = ("I've read a lot about hiking boots and I'm still comparing the big brands on price and weight, "
+            "and the reviews do not agree at all. Can you suggest a few? By the way, I've been keeping my "
+            "climbing gear in the garage since the move, and it smells of damp.")
+    run = terminal_run(SessionFactory(), text)
+    outcome = capture.capture_run(run.pk)
+    for candidate_id in outcome.created:
+        review_candidate(int(candidate_id.rsplit("-", 1)[1]))
+    [learned] = Learning.objects.filter(source_run_id=run.pk)
+    assert learned.content.startswith("I've been keeping my climbing gear in the garage")
+    assert (learned.status, learned.verification_status) == ("active", "verified")
+    assert not input_attests(run.pk, "I keep my climbing gear in the attic")
+    assert not input_attests(None, learned.content)
