@@ -1,25 +1,29 @@
-"""Conversational recall on multi-speaker chats (issue 24.5): a development set generated from LongMemEval-format
-conversations, measured the way ``benchmarks/recall.py`` measures (``docs/recall.md``).
+"""Conversational recall on multi-speaker chats (issue 24.5), measured the way ``benchmarks/recall.py``
+measures (``docs/recall.md``, "Multi-speaker conversations").
 
-**The generator** (:func:`generate`, deterministic, no model): each question's haystack becomes a chat between
-two named people. The user's turns are spoken by a person whose name is drawn from ``NAMES`` by the question's
-index; the assistant's turns by another. Every turn is rendered as ``"<Name>: <text>"`` ("Caroline said …"),
-each haystack session keeps its date (``haystack_dates`` → the session date), and the question is rewritten in
-the third person about the first speaker ("Where do I keep my sneakers?" → "Where does Caroline keep
-Caroline's sneakers?"), so the question names a speaker as a LoCoMo question does. The evidence is kept at
-turn level (``has_answer``) and session level (``answer_session_ids``); ``question_date`` is the time the
-question is asked at ("last month" is relative to it).
+**The development set** (:func:`synthesize`, the default, deterministic from a seed, no model): LoCoMo-like
+two-person conversations over ``SESSIONS`` dated sessions, both people talking about the same life topics
+with different details, among small talk; questions about one of them that paraphrase the evidence —
+single-hop, multi-hop (two turns in different sessions), temporal (a month or "last month"; the speaker said
+it twice, in different months) and temporal-relative (the turn names its day relatively, the question the
+resolved date). Two disjoint phrase banks (``benchmarks.conversation_bank``): ``dev`` (seed 1, looked at and
+tuned on) and ``held_out`` (seed 2, the figure of record).
 
-**The measurement**: per conversation a project; each turn of the first speaker (the one the questions are
-about, in chunks of ≤ 1,600 characters) a published ``fact`` in the project's scope, through an API candidate
-and an operator publish, with ``stated_at_ms`` = its session's date; then a new session in the project, whose
+**The older rewrite** (:func:`generate`, ``--conversations-source longmemeval``): each LongMemEval question's
+haystack as a chat between two named people, the question in the third person about the first speaker
+("Where do I keep my sneakers?" → "Where does Caroline keep Caroline's sneakers?"), evidence at turn level
+(``has_answer``) and session level (``answer_session_ids``); only the first speaker's turns are published.
+
+**The measurement**: per conversation a project; each turn (``"<Name>: <text>"``, ≤ 1,600-character chunks)
+a published ``fact`` in the project's scope, through an API candidate and an operator publish, with
+``stated_at_ms`` = its session's date; then per question a new session in the project, whose
 ``metadata.reference_time_ms`` is the question date, opens a run with the question (``composition.open_run``)
 at learned-context budgets of 1,000 and 2,000 tokens. Printed: round and session ``recall_any`` /
 ``recall_all`` overall and per question type, with and without the statement times (``undated``: the same
 turns published without ``stated_at_ms``), so the effect of the time mechanism is visible.
 
-The figure of record is checked on conversations this was not tuned on; the data is read at run time
-(``--recall-data``), never committed."""
+Expect the figure of record to be checked on conversations this was not built from; LongMemEval data is read
+at run time (``--recall-data``), never committed."""
 
 from __future__ import annotations
 
@@ -64,9 +68,6 @@ NAMES = (
     "Andrew",
 )
 BUDGETS = (1000, 2000)
-import os  # noqa: E402  (debug, temporary)
-
-_DEBUG = bool(os.environ.get("CONV_DEBUG"))
 VARIANTS = ("dated", "undated")
 
 _PRONOUNS = [
@@ -378,14 +379,6 @@ def measure(results: Results, conversations: list[dict], label: str, size: str,
                     entries = _ask(owner, project_id, question, budget, variant == "dated")
                     found = [origin[e] for e in entries if e in origin]
                     rounds, sessions = set(found), {o[0] for o in found}
-                    if _DEBUG and budget == 1000 and variant == "dated" and not evidence_rounds <= rounds:
-                        texts = {(s["session_id"], t["round"]): t["text"] for s in conversation["sessions"]
-                                 for t in s["rounds"]}
-                        print("MISS", question["question_type"], "|", question["question"], "| n=", len(entries))
-                        for item in evidence_rounds - rounds:
-                            print("   want:", texts[item])
-                        for item in found[:4]:
-                            print("   got :", texts[item])
                     for key in ((variant, budget, "all"), (variant, budget, question["question_type"])):
                         bucket = stats[key]
                         bucket["round_any"].append(bool(rounds & evidence_rounds))
@@ -435,4 +428,4 @@ def run(results: Results, *, data: str | None = None, limit: int | None = None, 
         size = (f"{split} split (seed {SPLIT_SEEDS[split]}): {len(conversations)} conversations x {SESSIONS} "
                 f"sessions, {turns} turns, {asked} questions")
         print(f"conversations: {size}", flush=True)
-        measure(results, conversations, split, size, ("dated",) if _DEBUG else VARIANTS)
+        measure(results, conversations, split, size)

@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections import Counter
@@ -305,12 +304,6 @@ def run_loop(results: Results, *, data=None, limit: int | None = 5) -> None:
                 "source_run_id", flat=True
             )
         }
-        if os.environ.get("LOOP_DEBUG"):
-            evidence_runs = [pk for pk, where in origin.items() if where in evidence]
-            for cand in LearningCandidate.objects.filter(source_run_id__in=evidence_runs):
-                print("  EVIDENCE CANDIDATE", cand.kind, cand.state, cand.confidence, cand.content[:100], flush=True)
-            for lrn in Learning.objects.filter(source_run_id__in=evidence_runs):
-                print("  EVIDENCE LEARNING", lrn.status, lrn.content[:100], flush=True)
         captured_any.append(bool(learned_rounds & evidence))
         evidence_total += len(evidence)
         evidence_captured += len(learned_rounds & evidence)
