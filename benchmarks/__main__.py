@@ -35,7 +35,11 @@ def main() -> int:
                         help="recall: publish turns without their session dates (the figure before issue 24)")
     parser.add_argument("--loop-limit", type=int, default=5, help="conversations replayed by the loop benchmark")
     parser.add_argument("--conversations-limit", type=int, default=None,
-                        help="multi-speaker conversations generated for the conversations benchmark (default all)")
+                        help="conversations per split for the conversations benchmark (default 6; 3 with --quick)")
+    parser.add_argument("--conversations-source", default="synthetic", choices=("synthetic", "longmemeval"),
+                        help="conversations: the seeded two-person generator, or the LongMemEval rewrite")
+    parser.add_argument("--conversations-split", default="dev,held_out",
+                        help="conversations: the synthetic splits to measure (dev, held_out)")
     parser.add_argument("--peer-sizes", default="1000,10000,100000",
                         help="facts per system for the peers benchmark (LangGraph, mem0, Kheish side by side)")
     args = parser.parse_args()
@@ -130,8 +134,9 @@ def main() -> int:
         if "conversations" in wanted:
             from benchmarks import conversations
 
-            limit = args.conversations_limit if args.conversations_limit is not None else (10 if args.quick else None)
-            conversations.run(results, data=args.recall_data, limit=limit)
+            limit = args.conversations_limit if args.conversations_limit is not None else (3 if args.quick else None)
+            conversations.run(results, data=args.recall_data, limit=limit, source=args.conversations_source,
+                              splits=tuple(s.strip() for s in args.conversations_split.split(",") if s.strip()))
         if "peers" in wanted:
             from benchmarks import peers
 

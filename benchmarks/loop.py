@@ -214,6 +214,7 @@ def run_capture(results: Results) -> None:
     for split, positives, negatives in (
         ("tuned", corpus.STATEMENTS + corpus.EVENTS, corpus.NON_STATEMENTS + corpus.EVENT_NON_STATEMENTS),
         ("held_out", corpus.HELD_OUT_STATEMENTS, corpus.HELD_OUT_NON_STATEMENTS),
+        ("narrative", corpus.NARRATIVE_STATEMENTS, corpus.NARRATIVE_NON_STATEMENTS),
     ):
         found = [statements.extract(text, 4) for text, _ in positives]
         false = sum(bool(statements.extract(text, 4)) for text in negatives)
@@ -265,6 +266,7 @@ def run_loop(results: Results, *, data=None, limit: int | None = 5) -> None:
     kinds: Counter = Counter()
     states: Counter = Counter()
     learned_any, learned_all, recovered_any, captured_any = [], [], [], []
+    evidence_total = evidence_captured = 0
     started = time.perf_counter()
     for index, question in enumerate(questions):
         project_create(project_id=f"loop-{index}", name=f"loop-{index}", actor=operator)
@@ -303,6 +305,8 @@ def run_loop(results: Results, *, data=None, limit: int | None = 5) -> None:
             )
         }
         captured_any.append(bool(learned_rounds & evidence))
+        evidence_total += len(evidence)
+        evidence_captured += len(learned_rounds & evidence)
         run = composition.open_run(
             session=session,
             run_input=RunInput(content=question["question"], attachments=[], metadata={}),
@@ -326,8 +330,11 @@ def run_loop(results: Results, *, data=None, limit: int | None = 5) -> None:
         }
         recovered_any.append(bool(recovered & evidence))
         run_cancel(run=run)
-        print(f"  loop {index + 1}/{len(questions)} ({runs} runs, {time.perf_counter() - started:.0f}s)", flush=True)
-    size = f"{len(questions)} questions, {runs} runs replayed from {path.name}"
+        print(f"  loop {index + 1}/{len(questions)} ({runs} runs, {time.perf_counter() - started:.0f}s): "
+              f"{len(learned_rounds & evidence)}/{len(evidence)} evidence rounds captured, "
+              f"{len(in_context & evidence)} in learned_context, {len(recovered & evidence)} in recovered_memory",
+              flush=True)
+    size = f"{len(questions)} conversations, {runs} runs, {evidence_total} evidence rounds, from {path.name}"
     semantic = sum(n for kind, n in kinds.items() if kind != "run_summary")
     results.add("loop.semantic_candidates_per_100_runs", 100 * semantic / max(1, runs), "candidates", size)
     results.add("loop.run_summaries_per_100_runs", 100 * kinds.get("run_summary", 0) / max(1, runs), "candidates", size)
@@ -340,6 +347,7 @@ def run_loop(results: Results, *, data=None, limit: int | None = 5) -> None:
         size,
     )
     results.add("loop.evidence_captured_any", _rate(captured_any), "ratio", size)
+    results.add("loop.evidence_rounds_captured", evidence_captured / max(1, evidence_total), "ratio", size)
     results.add("loop.learned_context.evidence_recall_any", _rate(learned_any), "ratio", size)
     results.add("loop.learned_context.evidence_recall_all", _rate(learned_all), "ratio", size)
     results.add("loop.recovered_memory.evidence_recall_any", _rate(recovered_any), "ratio", size)

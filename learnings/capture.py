@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
 from learnings import extraction, policy_in_force, services, statements
+from learnings.extraction import collapse_whitespace
 from learnings.learning_policy import SemanticCaptureConfig
 from learnings.models import CandidateOrigin, LearningCandidate, LearningKind
 from memory import llm, metrics, run_memory
@@ -41,6 +42,21 @@ def capture_text(run: Run) -> str | None:
 
     scrubbed = scrub(source[: CAPTURE_CHARS + SCRUB_MARGIN], redact_pii=run_memory.current_policy().redact_pii)
     return scrubbed.text[:CAPTURE_CHARS]
+
+
+def input_attests(run_pk: int | None, content: str) -> bool:
+    """Whether the run's own input (what capture read: ``capture_text``) holds ``content`` verbatim (whitespace
+    collapsed; the first letter's case aside, as the extractor capitalises a clause it cuts out). A statement
+    captured past the 160-character request preview is attested by the input it was read from."""
+    needle = collapse_whitespace(content or "")
+    if run_pk is None or len(needle) < 8:
+        return False
+    run = Run.objects.filter(pk=run_pk).select_related("session").first()
+    text = capture_text(run) if run is not None else None
+    if not text:
+        return False
+    text = collapse_whitespace(text)
+    return needle in text or (needle[0].lower() + needle[1:]) in text
 
 
 def draft_statements(text: str | None, max_candidates: int) -> list[extraction.Draft]:

@@ -20,6 +20,7 @@ from django.db.models.lookups import LessThanOrEqual
 
 from learnings import gate
 from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
+from learnings.speakers import without_label
 from learnings.validation import MAX_CONTENT_CHARS
 from learnings.vocabulary import (
     CANDIDATE_ID,
@@ -319,7 +320,7 @@ class Learning(ScopedRecord):
     def save(self, *args, **kwargs) -> None:
         """Fill the derived embedding when a learning is written without one (publish, supersede)."""
         if self.embedding is None and self.content:
-            self.embedding = embed(self.content)
+            self.embedding = embed(without_label(self.content))
             if kwargs.get("update_fields") is not None:
                 kwargs["update_fields"] = {*kwargs["update_fields"], "embedding"}
         super().save(*args, **kwargs)

@@ -13,7 +13,6 @@ prompt-visible set."""
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -24,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from learnings import gate, policy_in_force, recall_sql, semantic, standing, when
+from learnings import speakers as speakers_module
 from learnings.learning_policy import RetrievalConfig
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind
 from learnings.querysets import versions_digest
@@ -189,34 +189,39 @@ def reference_time(session: object) -> int:
     return now_ms()
 
 
-SPEAKER_PRIOR = 0.05
-"""Fused-score bonus of a candidate spoken by a person the question names, in a multi-speaker conversation."""
-_SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]{0,39}(?: [A-Z][\w'.-]{0,39})?)(?: said| says| wrote| asked)?\s*:\s")
-_NAME = re.compile(r"\b[A-Z][\w'-]+")
+SPEAKER_PRIOR = 0.15
+"""Fused-score bonus of a candidate spoken by a person the question names, in a multi-speaker conversation
+(``learnings.speakers``): about a sixth of the fused range, so the named speaker's relevant turns come before
+the other speaker's, while a clearly better match by someone else still ranks."""
+
+
+def _speakers_named(query: str, texts: list[str]) -> tuple[list[str | None], set[str]]:
+    """Each pool row's speaker, and the speakers the question names, when the pool holds at least two."""
+    speakers = [speakers_module.speaker_of(text) for text in texts]
+    distinct = {speaker for speaker in speakers if speaker}
+    if len(distinct) < 2:
+        return speakers, set()
+    return speakers, speakers_module.named_in(query, distinct)
 
 
 def _speaker_priors(query: str, texts: list[str]) -> np.ndarray | None:
     """SPEAKER_PRIOR for the pool rows whose speaker label ("Caroline: …", "Caroline said: …") names a person
     the question names, when the pool holds at least two speakers; ``None`` otherwise."""
-    speakers = [match.group(1) if (match := _SPEAKER.match(text)) else None for text in texts]
-    distinct = {speaker for speaker in speakers if speaker}
-    if len(distinct) < 2:
-        return None
-    named = {word.removesuffix("'s") for word in _NAME.findall(query)}
-    wanted = {speaker for speaker in distinct if speaker in named or speaker.split(" ")[0] in named}
+    speakers, wanted = _speakers_named(query, texts)
     if not wanted:
         return None
     return SPEAKER_PRIOR * np.array([speaker in wanted for speaker in speakers], dtype=np.float64)
 
 
-def _time_priors(query: str, ids: list[int], reference_ms: int) -> np.ndarray | None:
-    """TIME_PRIOR for the pool rows stated in the window the question names; ``None`` when it names none."""
+def _time_priors(query: str, ids: list[int], reference_ms: int, texts: list[str] | None = None) -> np.ndarray | None:
+    """TIME_PRIOR for the pool rows stated in the window the question names, or whose text names a time in it
+    (resolved against when it was stated: ``when.in_window``); ``None`` when the question names none."""
     found = when.window(query, reference_ms)
     if found is None or not ids:
         return None
     stated = stated_times([public_ids.format_id(LEARNING_PREFIX, pk) for pk in ids])
     times = [stated.get(public_ids.format_id(LEARNING_PREFIX, pk), 0) for pk in ids]
-    return TIME_PRIOR * np.array(when.in_window(times, found), dtype=np.float64)
+    return TIME_PRIOR * np.array(when.in_window(times, found, texts), dtype=np.float64)
 
 
 def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
@@ -232,15 +237,20 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
     scope_kind_column = 3
     published_column = 5
     priors = _priors([row[scope_kind_column] for row in found.rows], [row[published_column] for row in found.rows])
-    timed = _time_priors(query, [row[0] for row in found.rows], at if reference_ms is None else reference_ms)
+    timed = _time_priors(query, [row[0] for row in found.rows], at if reference_ms is None else reference_ms,
+                         [row[2] for row in found.rows])
     if timed is not None:
         priors = priors + timed
-    spoken = _speaker_priors(query, [row[2] for row in found.rows])
-    if spoken is not None:
-        priors = priors + spoken
     texts = [row[2] for row in found.rows]
+    spoken = _speaker_priors(query, texts)
+    lexical_query, named_rows = query, None
+    if spoken is not None:
+        named_rows = spoken > 0  # the named speaker's turns: the name was a term they all matched
+        priors = priors + spoken
+        lexical_query = speakers_module.without_names(query, _speakers_named(query, texts)[1])
     if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
-        ranked = ranking.rank(query, texts, found.embeddings, query_vector, priors=priors)
+        ranked = ranking.rank(lexical_query, texts, found.embeddings, query_vector, priors=priors,
+                              also_relevant=named_rows)
     else:
         ids = [row[0] for row in found.rows]
         cosines = found.cosines
@@ -249,7 +259,8 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
             centroid, norm = recall_sql.centroid_cosines(ids, [ids[i] for i in top])
             return ranking.feedback_cosines(cosines, centroid, norm, top)
 
-        ranked = ranking.rank(query, texts, None, None, cosines=cosines, priors=priors, feedback=feedback)
+        ranked = ranking.rank(lexical_query, texts, None, None, cosines=cosines, priors=priors, feedback=feedback,
+                              also_relevant=named_rows)
     return [found.rows[index] for index in ranked.order], ranked.scores[ranked.order]
 
 

@@ -109,7 +109,8 @@ def _judge(
 
 def candidate_supported(candidate: LearningCandidate) -> bool:
     """§4.12 support: a daemon-origin fact/preference/decision whose evidence names its source run, and whose
-    source run's run-memory record attests the content (verbatim, or every evidence term for ≥2 terms).
+    source run's run-memory record attests the content (verbatim, or every evidence term for ≥2 terms), or
+    the run's own input (what capture read, past the record's preview) holds it verbatim.
 
     Only the run-memory record is daemon-owned evidence here (this service keeps no debug artifacts), so
     API-origin candidates are never verified."""
@@ -129,7 +130,11 @@ def candidate_supported(candidate: LearningCandidate) -> bool:
     if record is None:
         return False
     fields = [record.request_preview, record.outcome_preview, record.summary, *(record.failure_markers or [])]
-    return semantic.run_memory_supports_content(fields, needle)
+    if semantic.run_memory_supports_content(fields, needle):
+        return True
+    from learnings.capture import input_attests  # whole-input capture: the run's input attests it verbatim
+
+    return input_attests(candidate.source_run_id, needle)
 
 
 def review_candidate(candidate_pk: int) -> ReviewOutcome | None:

@@ -16,6 +16,12 @@ The input is split into sentences; a sentence is kept when it is a plain first-p
   been learning Spanish" (``EVENT_CONFIDENCE``);
 * a **decision** — "We decided to use PostgreSQL 16 for analytics", "We agreed on weekly releases",
   "We're going with Terraform", "I've chosen the blue theme";
+* inside **narrative** (a long message that asks for something and says something about the user on the
+  way): a first-person event, habit or plan after a lead-in or a clause break — "Can you suggest hikes? By the
+  way, I've been keeping my climbing gear in the garage since the move", "…, I just sold my old piano",
+  "My daily commute is about 50 minutes each way", "I'm planning a week in Reykjavik with my brother"
+  (``NARRATIVE_CONFIDENCE``; a plan ``PLAN_CONFIDENCE``); a sentence naming a problem ("it still crashes"),
+  quoting first-person words, or asking is not one;
 * an explicit **request to remember** — "Remember that the staging database is read-only", "Please note for
   the future: …", "Keep in mind that …" (the remembered clause is the content, its kind classified as above,
   a fact by default).
@@ -197,6 +203,88 @@ def classify(sentence: str) -> tuple[str, int] | None:
     return None
 
 
+# A statement inside narrative ("By the way, I've been keeping my old sneakers under my bed"): discourse
+# lead-ins before the first-person clause, and the clause boundaries a first-person statement may follow.
+_LEAD_IN = re.compile(
+    r"^(?:(?:oh|and|also|so|well|anyway|actually|btw|by the way|incidentally|honestly|plus|funny enough|"
+    r"on (?:a|another) (?:side|different) note|on that note|as it happens|speaking of [^,]{1,60}|"
+    r"besides [^,]{1,60}|apart from [^,]{1,60}|other than that|in fact|for what it's worth|"
+    r"just so you know|just to let you know|as for me|for me|personally),?\s+)+", _FLAGS)
+_CLAUSE_BREAK = re.compile(r"(?:,|;|\s[-–—])\s+(?:and\s+|but\s+|so\s+)?(?=(?:i|i'm|i've|i'd|we|we've|we're|my)\b)",
+                           _FLAGS)
+_NARRATIVE_EVENT = re.compile(
+    r"^(?:i|we|my (?:wife|husband|partner|family|friends?|kids|sister|brother|mom|mum|dad)(?: and i)?)"
+    r"(?:'ve|\s+have|\s+had)?\s+"
+    r"(?:(?:just|recently|finally|already|also|actually|even|once|since|lately|now)\s+)*"
+    r"(?:caught|taken|sold|added|collected|saved|earned|scored|got|gotten|bought|received|adopted|"
+    r"picked|tried out|visited|attended|completed|finished|joined|started|moved|booked|ordered|"
+    r"been (?:keeping|going|doing|trying out|listening|watching|reading|practicing|practising|collecting|"
+    r"cooking|baking|running|swimming|cycling|hiking|saving|planning|looking into|taking|attending|using|"
+    r"working on|volunteering|learning|playing|visiting|seeing|spending|getting)"
+    r"|been to|had (?:my|our|a|an|the)|kept|keep|spent|paid|won|lost|met|made|built|planted|grew|learned|learnt|"
+    r"signed up|enrolled|registered|upgraded|replaced|redecorated|renovated|rescued|fostered|volunteered|"
+    r"participated|competed|ran|hiked|cycled|swam|travel+ed|flew|drove|returned|went|came back|"
+    r"got back|celebrated|hosted|organi[sz]ed|graduated|reached|hit|beat|broke|achieved|served|saw|see)\b"
+    r"(?!\s+(?:an? |the |my |this |that |it |some )?(?:error|bug|problem|issue|exception|warning|question|idea|"
+    r"crash|stuck|confused|lost|tests?|build|command|script|code|docs?|documentation|migration|query|program|"
+    r"server|job|pipeline|linter|compiler|output|result|response|answer|message|link|article|post|video|"
+    r"through|over|getting|into|back to you|wrong|nowhere|it\b|that\b|this\b|what|how|why|if|whether|you))",
+    _FLAGS)
+_PLAN = re.compile(
+    r"^(?:i|we)(?:'m|'re| am| are)\s+(?:(?:currently|also|now|really|seriously)\s+)?"
+    r"(?:planning|thinking of|considering|going to|about to|getting ready to|looking to|looking forward to|"
+    r"saving up for|training for|preparing for)\s+"
+    r"(?!(?:ask|paste|share|send|show|try (?:it|this|that)|run|use (?:it|this|that)|do (?:it|this|that)|"
+    r"write|explain|say|describe|give|provide|start by|need|have to|look (?:at|into)|"
+    r"check|test|debug|fix|refactor|deploy|implement|code|the code|this|that|it)\b)\w+"
+    r"|^(?:i|we)\s+plan\s+to\s+\w+"
+    r"|^(?:i|we)(?:'ve| have)\s+(?:just\s+)?(?:booked|scheduled|reserved|registered for|signed up for)\b",
+    _FLAGS)
+_PROBLEM = re.compile(
+    r"\b(?:error|errors|bug|bugs|fails?|failed|failing|crash(?:es|ed)?|exception|traceback|stack trace|"
+    r"doesn't work|broken|compile|segfault|timeout|stuck)\b", _FLAGS)
+_QUOTED_SPEECH = re.compile(r"[\"“”«»„']\s*(?:i|i'm|i've|we|we're|my|our)\b|[\"“”«»„]\s*[,.]?\s*$", _FLAGS)
+"""A quote of someone's first-person words ("“I prefer tea,” he wrote"); a quoted title ("the 'Dance for a
+Cause' event") is not one."""
+_NUMBER_FACT = re.compile(r"^my\s+(?:\w+\s+){1,3}(?:is|are|was|were)\s+(?:actually\s+|now\s+)?"
+                          r"(?:about\s+|around\s+|only\s+|just\s+)?[$£€]?\d", _FLAGS)
+NARRATIVE_CONFIDENCE = EVENT_CONFIDENCE
+"""A first-person event or fact found inside a longer narrative sentence."""
+PLAN_CONFIDENCE = WEAK_CONFIDENCE
+"""A plan ("I'm planning a week in Reykjavik", "I'm thinking of booking a barn"): it may not happen, so it is
+below the events' confidence (a careful policy leaves it for review)."""
+
+
+def _narrative(sentence: str, raw: str) -> Draft | None:
+    """A first-person event or plan of the user's life inside narrative: lead-ins stripped, and the clauses
+    after a comma, semicolon or dash tried in turn; the content is the sentence from that clause on."""
+    if raw.rstrip().endswith("?") or _QUOTED_SPEECH.search(raw) or _PROBLEM.search(sentence):
+        return None
+    if _CONTEXT_WORDS.search(sentence) or _INSTRUCTION.match(sentence):
+        return None
+    starts = [0] + [found.end() for found in _CLAUSE_BREAK.finditer(sentence)]
+    for start in starts:
+        clause = _LEAD_IN.sub("", sentence[start:])
+        if len(clause.split()) < MIN_WORDS or _QUESTION_START.match(clause):
+            continue
+        head = re.split(r"(?:,|;|\s[-–—])\s+", clause, maxsplit=1)[0]
+        if _HYPOTHETICAL.search(head) or _negated(head) or _REPORTED.search(head):
+            continue
+        if _YOU_SUBJECT.match(clause):
+            continue
+        planned = bool(_PLAN.match(clause))
+        if (planned or _NARRATIVE_EVENT.match(clause) or _NUMBER_FACT.match(clause)
+                or (start and _EVENT.match(clause))):
+            content = _LEAD_IN.sub("", sentence[start:] if start else sentence)
+            confidence = PLAN_CONFIDENCE if planned else NARRATIVE_CONFIDENCE
+            return Draft(kind="fact", content=content[0].upper() + content[1:], confidence=confidence)
+        if start and not _non_statement(clause, clause):
+            found = classify(clause)
+            if found is not None:
+                return Draft(kind=found[0], content=clause[0].upper() + clause[1:], confidence=found[1])
+    return None
+
+
 def _statement(raw: str) -> Draft | None:
     sentence = collapse_whitespace(_EDGE.sub("", raw.strip()))
     if len(sentence) > MAX_SENTENCE_CHARS or len(sentence.split()) < MIN_WORDS:
@@ -211,12 +299,16 @@ def _statement(raw: str) -> Draft | None:
         found = classify(body)
         kind = found[0] if found else "fact"
         return Draft(kind=kind, content=body[0].upper() + body[1:], confidence=CONFIDENCE)
-    if _non_statement(sentence, raw):
-        return None
-    found = classify(sentence)
+    found = None if _non_statement(sentence, raw) else classify(sentence)
     if found is None:
-        return None
+        return _narrative(sentence, raw)
     return Draft(kind=found[0], content=sentence, confidence=found[1])
+
+
+_PIECES = re.compile(r"\n+|(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bvs\.)"
+                     r"(?<!\bProf\.)(?<!\bJr\.)(?<!\bSr\.)(?<!\bMt\.)\s+(?=\S)")
+"""Where the input is cut into sentences: line breaks, and . ! ? before a space but not after a title
+("Dr. Smith", "Mt. Fuji")."""
 
 
 def extract(text: str | None, max_candidates: int) -> list[Draft]:
@@ -227,7 +319,7 @@ def extract(text: str | None, max_candidates: int) -> list[Draft]:
     if not text or max_candidates <= 0:
         return []
     drafts: list[Draft] = []
-    for piece in re.split(r"\n+|(?<=[.!?])\s+(?=\S)", text):
+    for piece in _PIECES.split(text):
         if not piece.strip():
             continue
         draft = _statement(piece)

@@ -210,12 +210,35 @@ def window(query: str | None, reference_ms: int) -> Window | None:
     return None
 
 
-def in_window(stated: list[int], found: Window) -> list[bool]:
+def in_window(stated: list[int], found: Window, texts: list[str] | None = None) -> list[bool]:
     """Which stated times fall in the window; for "last time", those of the latest day anything was stated
-    on before the reference (one conversation, typically)."""
+    on before the reference (one conversation, typically). With ``texts`` (the statements), a statement that
+    names its own time ("I ran the half marathon last Sunday") is in the window when the time it names,
+    resolved against when it was stated, is (:func:`mentioned_in`)."""
     if found.start_ms == -1:
         if not stated:
             return []
         latest = max(stated)
         return [time >= latest - DAY_MS for time in stated]
-    return [found.start_ms <= time < found.end_ms for time in stated]
+    inside = [found.start_ms <= time < found.end_ms for time in stated]
+    if texts is not None:
+        inside = [hit or mentioned_in(text, time, found) for hit, text, time in zip(inside, texts, stated, strict=True)]
+    return inside
+
+
+def mentioned_in(text: str, stated_ms: int, found: Window) -> bool:
+    """Whether the time ``text`` names ("last Sunday", "yesterday", "on 3 March", "two weeks ago"), resolved
+    against ``stated_ms``, lies in the window ``found``: its middle inside, and no wider than the window (a
+    statement naming "2023" is not about "May 2023")."""
+    if not text or stated_ms <= 0 or not _ANY_TIME.search(text):
+        return False
+    named = window(text, stated_ms)
+    if named is None or named.start_ms == -1:
+        return False
+    middle = (named.start_ms + named.end_ms) // 2
+    return found.start_ms <= middle < found.end_ms and named.end_ms - named.start_ms <= found.end_ms - found.start_ms
+
+
+_ANY_TIME = re.compile(
+    rf"\b(?:{_MONTH}|{_WEEKDAY}|yesterday|today|tonight|ago|last|this|past|previous|earlier|\d{{4}})\b", _F)
+"""A cheap pre-check: a text without any of these words names no time."""

@@ -157,6 +157,7 @@ def rank(
     priors: Sequence[float] | None = None,
     cosines: np.ndarray | None = None,
     feedback: Feedback | None = None,
+    also_relevant: np.ndarray | None = None,
 ) -> Ranked:
     """Fuse BM25 and cosine similarity over the candidates and order them, dropping irrelevant ones.
 
@@ -165,7 +166,8 @@ def rank(
     candidates' given order. Pseudo-relevance feedback (Rocchio): the query is moved towards the
     ``FEEDBACK_DOCS`` best candidates of a first ranking and the candidates are ranked again with their
     similarity to that query (``feedback``, or computed from ``embeddings``): what the best matches talk about
-    finds the other places the same thing was said."""
+    finds the other places the same thing was said. ``also_relevant`` marks candidates kept whatever their
+    scores (the turns of a speaker the question names)."""
     count = len(texts)
     if count == 0:
         return Ranked([], np.zeros(0))
@@ -178,6 +180,8 @@ def rank(
     lexical_part = LEXICAL_WEIGHT * _unit(lexical)
     fused = lexical_part + SEMANTIC_WEIGHT * _unit(semantic) + prior
     relevant = (lexical > 0) | (semantic >= MIN_COSINE)
+    if also_relevant is not None:
+        relevant = relevant | np.asarray(also_relevant, dtype=bool)
     if feedback is None and have_vectors:
         feedback = _vector_feedback(embeddings, query_embedding)
     if feedback is not None and cosines is not None and count > FEEDBACK_DOCS:

@@ -294,3 +294,43 @@ EVENT_NON_STATEMENTS: list[str] = [
     "I went through the docs but found nothing.",
     "Write about a day when I went to the beach.",
 ]
+
+# Narrative messages (added with the sentence-by-sentence narrative rule, issue 24.6): a long message whose
+# durable first-person statement sits inside a request, after a lead-in or a comma; and long messages that hold
+# none (help requests, problems, hypotheticals, reported speech, plans of the assistant's work).
+NARRATIVE_STATEMENTS: list[tuple[str, str]] = [
+    ("Can you suggest a few day hikes near Grenoble? By the way, I've been keeping my climbing gear in the "
+     "garage since the move, and it smells of damp.", "fact"),
+    ("I need some ideas for a birthday dinner. Oh, and by the way, I just sold my old piano to a neighbour for "
+     "four hundred euros.", "fact"),
+    ("Thanks, that's useful. Speaking of gardens, I planted three apple trees along the fence last autumn.",
+     "fact"),
+    ("What should I pack for Iceland in March? I'm planning a week in Reykjavik with my brother.", "fact"),
+    ("The list looks good. I've had my Fuji camera with me on six trips now - it has survived all of them!",
+     "fact"),
+    ("Any tips on sourdough hydration? Also, I recently attended a bread workshop at the 'Crumb & Co' bakery, "
+     "which was great.", "fact"),
+    ("Could you recommend a podcast about history? My daily commute is about 50 minutes each way.", "fact"),
+    ("That helps a lot. Besides the weekday runs, I joined a swimming club that trains on Saturday mornings.",
+     "fact"),
+    ("Great suggestions. Anyway, I caught my first pike at Lake Annecy on Sunday, it was huge.", "fact"),
+    ("I'm putting together a photo album. Incidentally, we've been collecting vinyl records since 2019 and "
+     "have about three hundred now.", "fact"),
+    ("Do you know good venues for a small wedding? I'm thinking of booking a barn near Ghent for June.",
+     "fact"),
+    ("Sounds good to me, I'll try that. I see my physiotherapist every Thursday for my knee.", "fact"),
+]
+NARRATIVE_NON_STATEMENTS: list[str] = [
+    "Can you help me plan a trip to Rome? I'd like to know which museums open on Mondays and how to get there.",
+    "I'm going to paste the stack trace below. It fails when the worker starts, can you look at it?",
+    "Thanks! I tried the second option, but it still crashes with the same error on startup.",
+    "If I moved to Lisbon next year, I would need a new job and a flat, so what should I consider first?",
+    "My friend told me she bought a house in Porto, and she says prices went up a lot.",
+    "What are the best running shoes for flat feet? I'm looking for something light and cheap.",
+    "Could you rewrite this paragraph? 'I adopted a cat last spring and named her Miso.' Make it more formal.",
+    "I'm planning to refactor the parser module, can you show me how to split it into smaller functions?",
+    "Maybe I'll take up painting one day, but honestly I don't have the time right now.",
+    "Great, that worked. Now, how do I add a second column to the table?",
+    "I wonder whether my landlord can raise the rent twice a year, what does the law say?",
+    "Write a short story where I went to Mars and met a robot, about 300 words please.",
+]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import conversations
-from learnings import retrieval
+from benchmarks.conversation_bank import BANKS
+from learnings import retrieval, speakers
+from learnings.models import Learning
 from memory.sessions import learning_scope_keys
 from tests.factories import ProjectFactory, SessionFactory
 from tests.support.learnings import learning
@@ -67,3 +69,62 @@ def test_turns_of_one_speaker_do_not_conflict():
     assert first.status == second.status == "active"
     assert semantic_keys("Caroline: I went to the support group.").subject_key is None
     assert semantic_keys("codename: atlas").subject_key == "codename"  # a label-value statement keeps its key
+
+
+def test_speaker_labels_are_who_said_it():
+    assert speakers.speaker_of("Caroline: I adopted a corgi.") == "Caroline"
+    assert speakers.speaker_of("Melanie said: the lake was cold.") == "Melanie"
+    assert speakers.speaker_of("Note: the editor is Helix.") is None
+    assert speakers.speaker_of("I adopted a corgi.") is None
+    assert speakers.without_label("Caroline: I adopted a corgi.") == "I adopted a corgi."
+    assert speakers.without_label("Preference: always use metric units.") == "Preference: always use metric units."
+    assert speakers.named_in("What did Caroline's sister say?", {"Caroline", "Melanie"}) == {"Caroline"}
+    assert speakers.without_names("What kind of dog did Caroline take in?", {"Caroline"}).split() == \
+        ["What", "kind", "of", "dog", "did", "take", "in?"]
+
+
+def test_the_stored_embedding_is_the_statement_without_its_label():
+    labelled = learning("Caroline: We brought home a corgi from the rescue centre.", scope=("project", "emb"))
+    plain = learning("We brought home a corgi from the rescue centre.", scope=("project", "emb2"))
+    assert Learning.objects.get(pk=labelled.pk).embedding == Learning.objects.get(pk=plain.pk).embedding
+
+
+def test_a_named_speakers_statement_beats_their_small_talk():
+    """Old code: the name was a BM25 term and an embedding component every turn of the speaker shared, so
+    Caroline's shortest small talk outranked what she said about the question's subject."""
+    project = ProjectFactory(project_id="chat3")
+    scope = ("project", "chat3")
+    for text in ("Caroline: Haha, that's so typical of you.", "Caroline: I need to get more sleep, honestly.",
+                 "Caroline: We should plan something together soon.", "Caroline: Wow, I didn't expect that.",
+                 "Melanie: We adopted a little spaniel from the shelter.", "Melanie: Work has been hectic.",
+                 "Caroline: Work has been hectic, three deadlines in one week."):
+        learning(text, scope=scope)
+    dog = learning("Caroline: We finally brought home a corgi from the rescue centre.", scope=scope)
+    session = SessionFactory(projects=[project])
+    records, _ = retrieval.learned_records(session=session, scope_keys=learning_scope_keys(session),
+                                           query="What kind of dog did Caroline take in?")
+    assert records[0].learning_id == dog.public_id
+    texts = [Learning.objects.get(pk=int(r.learning_id.rsplit("-", 1)[1])).content for r in records]
+    assert all(text.startswith("Caroline:") for text in texts[:5]), texts  # her turns first, none dropped
+
+
+def test_the_synthetic_set_is_seeded_with_evidence_paraphrased_and_split():
+    first, again = conversations.synthesize("dev", 2), conversations.synthesize("dev", 2)
+    assert first == again and first != conversations.synthesize("dev", 2, seed=7)
+    dev, held_out = BANKS["dev"], BANKS["held_out"]
+    assert not {t["id"] for t in dev["topics"]} & {t["id"] for t in held_out["topics"]}
+    assert not set(dev["names"]) & set(held_out["names"]) and not set(dev["filler"]) & set(held_out["filler"])
+    types = set()
+    for conversation in conversations.synthesize("held_out", 2):
+        turns = {(s["session_id"], t["round"]): t for s in conversation["sessions"] for t in s["rounds"]}
+        dates = [s["date_ms"] for s in conversation["sessions"]]
+        assert dates == sorted(dates) and len(conversation["speakers"]) == 2
+        for question in conversation["questions"]:
+            types.add(question["question_type"])
+            assert question["evidence"] and all(tuple(item) in turns for item in question["evidence"])
+            named = [who for who in conversation["speakers"] if who in question["question"]]
+            assert len(named) == 1 and all(turns[tuple(i)]["speaker"] == named[0] for i in question["evidence"])
+            assert question["question_date_ms"] > dates[-1]
+            if question["question_type"] == "multi-hop":
+                assert len(question["evidence"]) == 2
+    assert types == {"single-hop", "multi-hop", "temporal", "temporal-relative"}

@@ -154,3 +154,33 @@ def test_a_question_naming_a_time_prefers_what_was_stated_then():
     }
     context = composition.memory_context(session, "Where was the team dinner in May?")
     assert context["learned_context"]["entries"][0]["stated_at_ms"] == ms(2023, 5, 12)
+
+
+def test_a_statement_naming_its_own_day_is_in_that_window():
+    """"I ran the half marathon last Sunday", said on Wednesday 17 May 2023, is about Sunday 14 May."""
+    said = ms(2023, 5, 17, 18)
+    on_the_day = when.window("What did Nate do on 14 May 2023?", REFERENCE)
+    assert when.mentioned_in("I ran the city half marathon last Sunday!", said, on_the_day)
+    assert when.mentioned_in("Yesterday I finished the race.", ms(2023, 5, 15, 9), on_the_day)
+    assert not when.mentioned_in("I ran the city half marathon last Sunday!", ms(2023, 6, 7), on_the_day)
+    assert not when.mentioned_in("I ran a lot in 2023.", said, when.window("in May 2023", REFERENCE))
+    assert not when.mentioned_in("I ran the half marathon.", said, on_the_day)
+    # stated outside the window, named inside it: in_window counts it only when given the texts
+    assert when.in_window([said], on_the_day) == [False]
+    assert when.in_window([said], on_the_day, ["Last Sunday I ran the half marathon."]) == [True]
+
+
+def test_a_question_naming_a_day_finds_the_turn_that_named_it_relatively():
+    project = ProjectFactory(project_id="races")
+    scope = ("project", "races")
+    for n, text in enumerate(["Nate: I ran along the canal before work, as usual.",
+                              "Nate: I ran the charity 10K in the rain, soaked to the bone.",
+                              "Nate: The race season starts soon, I need new shoes.",
+                              "Nate: I ran the harbour fun run with my niece, she won."]):
+        learning(text, scope=scope, candidate_extra={"stated_at_ms": ms(2023, 3 + n, 5)})
+    target = learning("Nate: Last Sunday I ran the trail race, my legs are still sore.", scope=scope,
+                      candidate_extra={"stated_at_ms": ms(2023, 5, 17, 18)})
+    session = SessionFactory(projects=[project], metadata={"reference_time_ms": REFERENCE})
+    records, _ = retrieval.learned_records(session=session, scope_keys=learning_scope_keys(session),
+                                           query="Which race did Nate run on 14 May 2023?")
+    assert records[0].learning_id == target.public_id
