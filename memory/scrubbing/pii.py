@@ -424,7 +424,11 @@ _EMBEDDED_EMAIL = re.compile(
 
 _SCP_PATH = re.compile(r":[\w~./\-]")
 # A login given to a remote-shell command on the same line (``ssh -i key.pem ubuntu@host``).
-_REMOTE_COMMAND = re.compile(r"(?<![\w\-])(?:ssh|scp|sftp|rsync|mosh|ssh-copy-id)[ \t]")
+# Anchored on the ``s`` every command holds (a literal start is scanned fast; an alternation of first letters tries
+# every position): the match starts at that ``s``, ``lastindex`` - 1 letters after the command's start.
+_REMOTE_COMMAND = re.compile(
+    r"s(?:(?<=(?<![\w\-])s)(?:sh|cp|ftp|sh-copy-id)()|(?<=(?<![\w\-])rs)ync()|(?<=(?<![\w\-])mos)h())[ \t]"
+)
 
 
 def _remote_login(text: str, start: int, end: int) -> bool:
@@ -433,7 +437,9 @@ def _remote_login(text: str, start: int, end: int) -> bool:
     if _SCP_PATH.match(text, end) is not None or text.endswith("://", 0, start):
         return True
     line_start = text.rfind("\n", max(0, start - 120), start) + 1
-    return _REMOTE_COMMAND.search(text, max(line_start, start - 120), start) is not None
+    floor = max(line_start, start - 120)
+    # (the command itself must start inside the window)
+    return any(m.start() - m.lastindex + 1 >= floor for m in _REMOTE_COMMAND.finditer(text, floor, start))
 
 
 def _redact_emails(text: str, counts: dict[str, int]) -> str:
