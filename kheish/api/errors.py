@@ -83,7 +83,8 @@ def server_error(request) -> HttpResponse:
     Django's 500 page."""
     exc = sys.exc_info()[1]
     if database_unavailable(exc):
-        logger.warning("database unavailable: %s %s: %s", request.method, request.path, type(exc).__name__)
+        logger.warning("database unavailable: %s %s: %s: %s", request.method, request.path, type(exc).__name__,
+                       str(exc).strip()[:300])
         response = HttpResponse(json.dumps(_database_unavailable_body()), status=503,
                                 content_type=PROBLEM_CONTENT_TYPE)
         response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
@@ -93,7 +94,7 @@ def server_error(request) -> HttpResponse:
 
 def problem_exception_handler(exc, context):
     if database_unavailable(exc):
-        logger.warning("database unavailable: %s", type(exc).__name__)
+        logger.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip()[:300])
         response = Response(_database_unavailable_body(), status=503, content_type=PROBLEM_CONTENT_TYPE)
         response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
         return response
