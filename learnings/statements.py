@@ -270,6 +270,9 @@ def _narrative(sentence: str, raw: str) -> Draft | None:
         head = re.split(r"(?:,|;|\s[-–—])\s+", clause, maxsplit=1)[0]
         if _HYPOTHETICAL.search(head) or _negated(head) or _REPORTED.search(head):
             continue
+        before = sentence[:start]  # "Hypothetically, I prefer…", "According to the docs, we use…"
+        if _HYPOTHETICAL.search(before) or _REPORTED.search(before):
+            continue
         if _YOU_SUBJECT.match(clause):
             continue
         planned = bool(_PLAN.match(clause))

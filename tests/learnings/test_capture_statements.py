@@ -86,7 +86,10 @@ def test_unlabelled_statements_are_captured_without_a_model(llm_unconfigured, te
 
 @pytest.mark.parametrize("text", ["Do I prefer dark mode?", "If I lived in Paris I would cycle.",
                                   "She said she works at Initech.", "Write a story where my name is Dana.",
-                                  "I don't prefer dark mode anymore.", "How big is /var/log?"])
+                                  "I don't prefer dark mode anymore.", "How big is /var/log?",
+                                  "Hypothetically, I prefer the cheaper plan.",
+                                  "According to the docs, we use port 8080.",
+                                  "Any hotel tips? My friend told me, I should stay near the old town."])
 def test_non_statements_yield_nothing(llm_unconfigured, text):
     capture_on()
     run = terminal_run(SessionFactory(), text)
