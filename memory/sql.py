@@ -90,13 +90,41 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
         return cursor.rowcount
 
 
-def _copy_value(field: models.Field, instance: models.Model, conn) -> Any:
-    """A field's value as COPY's text format takes it (``get_db_prep_save`` of its ``pre_save``), except that a
-    list of floats for an array of floats (an embedding) is written as its array literal at once, rather than
-    prepared and adapted element by element."""
+_PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey)
+_PLAIN_VALUES = (str, int, bool, type(None))
+
+
+@cache
+def _copy_plan(model: type[models.Model]) -> list[tuple[models.Field, str]]:
+    """Per concrete field (the primary key left out) how :func:`copy_instances` writes its value: ``plain`` (a
+    text, number, boolean or key field whose prepared value is the attribute itself when that is already a str,
+    int, bool or None), ``floats`` (an array of floats: an embedding) or ``prepared`` (everything else, such as
+    JSON and dates: ``get_db_prep_save`` of ``pre_save``)."""
+    meta = model._meta
+    plan = []
+    for field in meta.concrete_fields:
+        if field is meta.auto_field:
+            continue
+        if isinstance(field, ArrayField) and isinstance(field.base_field, models.FloatField):
+            plan.append((field, "floats"))
+        elif isinstance(field, _PLAIN_FIELDS) and not isinstance(field, models.JSONField) and not getattr(
+                field, "auto_now", False) and not getattr(field, "auto_now_add", False):
+            plan.append((field, "plain"))
+        else:
+            plan.append((field, "prepared"))
+    return plan
+
+
+def _copy_value(field: models.Field, how: str, instance: models.Model, conn) -> Any:
+    """A field's value as COPY's text format takes it: the prepared value (``get_db_prep_save`` of
+    ``pre_save``), with the work skipped where it changes nothing (see :func:`_copy_plan`); a list of floats for
+    an array of floats is written as its array literal at once, rather than adapted element by element."""
+    if how == "plain":
+        value = getattr(instance, field.attname)
+        if type(value) in _PLAIN_VALUES:
+            return value
     value = field.pre_save(instance, True)
-    if (isinstance(value, list) and value and isinstance(field, ArrayField)
-            and isinstance(field.base_field, models.FloatField) and all(type(item) is float for item in value)):
+    if how == "floats" and isinstance(value, list) and value and all(type(item) is float for item in value):
         return "{" + ",".join(map(repr, value)) + "}"
     return field.get_db_prep_save(value, connection=conn)
 
@@ -111,15 +139,15 @@ def copy_instances(model: type[M], instances: list[M]) -> list[M]:
         return instances
     conn = transaction.get_connection()
     meta = model._meta
-    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    plan = _copy_plan(model)
     with conn.cursor() as cursor:
         cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
                        [meta.db_table, meta.pk.column, len(instances)])
         keys = [row[0] for row in cursor.fetchall()]
-        columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *fields])
+        columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
         with conn.wrap_database_errors, cursor.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
             for pk, instance in zip(keys, instances, strict=True):
-                copy.write_row([pk, *(_copy_value(f, instance, conn) for f in fields)])
+                copy.write_row([pk, *(_copy_value(field, how, instance, conn) for field, how in plan)])
     for pk, instance in zip(keys, instances, strict=True):
         mark_saved(instance, pk)
     return instances

@@ -151,6 +151,24 @@ def test_current_policy_is_the_newest_revision():
     assert sql.current_policy("run_memory") == expected == (3, {"r": 3, "x": [None]})
 
 
+def test_one_policy_read_reads_every_kind_once(django_assert_num_queries):
+    from memory.models import PolicyRevision
+
+    for revision in (1, 2):
+        PolicyRevision.objects.create(kind="run_memory", revision=revision, policy={"r": revision}, actor="t")
+    PolicyRevision.objects.create(kind="learning", revision=4, policy={"l": [1]}, actor="t")
+    plain = {kind: sql.current_policy(kind) for kind in ("run_memory", "learning")}
+    with django_assert_num_queries(1), sql.one_policy_read():
+        assert {kind: sql.current_policy(kind) for kind in ("learning", "run_memory")} == plain
+        sql.current_policy("learning")[1]["l"].append(2)  # a caller's change stays its own
+        assert sql.current_policy("learning") == (4, {"l": [1]})
+    PolicyRevision.objects.create(kind="learning", revision=5, policy={"l": [5]}, actor="t")
+    assert sql.current_policy("learning") == (5, {"l": [5]})  # outside the block: fresh again
+    PolicyRevision.objects.filter(kind="run_memory").delete()
+    with sql.one_policy_read():
+        assert sql.current_policy("run_memory") is None
+
+
 def test_session_scope_parts_are_the_persona_and_projects():
     from tests.factories import PersonaFactory, ProjectFactory
 
