@@ -4,6 +4,8 @@ packs the sections within one budget: learned_context first, then recovered_memo
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 
 from learnings import retrieval
@@ -40,7 +42,7 @@ def _assemble_prompt(session: Session, content: str, model: dict | None, *, usag
     budget = total_budget
     scope_keys = learning_scope_keys(session)
     config = retrieval.current_retrieval()
-    sections = []
+    sections: list[dict[str, Any]] = []
     # learned_context is bounded by the policy's retrieval.max_tokens under the window budget (the smaller).
     section_budget = min(budget, config.max_tokens)
     learned, learned_truncated = retrieval.learned_records(session=session, scope_keys=scope_keys, query=content,

@@ -7,6 +7,20 @@ from rest_framework.test import APIClient
 
 pytest_plugins = ["tests.support.fixtures"]
 
+# The `slow` marker (pyproject.toml) keeps `make test-fast` under a minute: a test is slow when it starts a
+# server, a browser, a worker or another process. Most are recognised here, by the fixtures they use and the
+# markers they carry; a test that starts a process by itself says so with @pytest.mark.slow.
+SLOW_FIXTURES = frozenset({"live_server", "web_server", "browser", "page"})
+SLOW_MARKERS = frozenset({"e2e", "integration", "fuzz"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())) or any(
+            item.get_closest_marker(name) for name in SLOW_MARKERS
+        ):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def make_key(db):

@@ -45,7 +45,7 @@ NAME_PARAMETER = OpenApiParameter("name", {"type": "string", "pattern": "^[A-Za-
 class SkillRuntimeConfigSerializer(serializers.Serializer):
     allowed_tools = serializers.ListField(child=serializers.CharField())
     blocked_tools = serializers.ListField(child=serializers.CharField())
-    context = serializers.CharField(help_text="inline | fork")
+    context = serializers.CharField(help_text="inline | fork")  # type: ignore[assignment]  # DRF allows the name; its stubs do not
     agent_profile = serializers.CharField(allow_null=True)
     provider = serializers.CharField(allow_null=True)
     model = serializers.CharField(allow_null=True)
@@ -59,7 +59,7 @@ class SkillSummarySerializer(serializers.Serializer):
     description = serializers.CharField()
     when_to_use = serializers.CharField(allow_null=True)
     version = serializers.CharField(allow_null=True)
-    source = serializers.CharField(help_text="catalog | promoted")
+    source = serializers.CharField(help_text="catalog | promoted")  # type: ignore[assignment]  # DRF allows the name; its stubs do not
     source_learning_id = serializers.CharField(allow_null=True)
     scope = serializers.CharField(allow_null=True, help_text="source scope key of a promoted skill")
     skill_path = serializers.CharField()
@@ -169,7 +169,7 @@ class CreateLearningSkillSerializer(StrictSerializer):
     instructions = _text(100_000)
     allowed_tools = serializers.ListField(child=_text(1000), required=False, default=list, max_length=200)
     blocked_tools = serializers.ListField(child=_text(1000), required=False, default=list, max_length=200)
-    context = _text(100)
+    context = _text(100)  # type: ignore[assignment]  # DRF allows the name; its stubs do not
     agent_profile = _text(1000)
     provider = _text(1000)
     model = _text(1000)

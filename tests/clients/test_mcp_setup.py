@@ -16,7 +16,7 @@ from tests.clients.test_mcp import _env, call, stdio_client
 
 pytest.importorskip("mcp")
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # slow: starts the MCP server
 
 
 def test_the_example_project_config_fails_helpfully_then_works_after_the_documented_steps(

@@ -155,6 +155,7 @@ def _first_line(proc: subprocess.Popen, timeout: float) -> str:
     return lines[0].strip() if lines else ""
 
 
+@pytest.mark.slow  # starts a process
 def test_a_message_whose_consumer_is_killed_comes_back_when_its_lease_lapses():
     name = f"t-{uuid.uuid4().hex[:8]}"
     lease = 3.0
@@ -184,6 +185,7 @@ def test_a_message_whose_consumer_is_killed_comes_back_when_its_lease_lapses():
     assert _rows(name) == []
 
 
+@pytest.mark.slow  # starts a process
 def test_a_live_consumer_keeps_its_message_past_the_lease():
     name = f"t-{uuid.uuid4().hex[:8]}"
     lease = 1.5

@@ -85,6 +85,7 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait(10)
 
 
+@pytest.mark.slow  # starts a process
 def test_the_default_broker_gives_back_what_a_killed_consumer_held():
     name = f"t-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="kheish-broker-default-") as var:

@@ -23,7 +23,7 @@ import requests
 
 from tests.kheish.test_operability import _database_url, _free_port
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # slow: starts worker processes
 
 BROKER_TABLE = "kheish_broker_message"  # kheish.broker.TABLE (not imported: the test also runs on 9c22193)
 CLIENTS = 16

@@ -39,6 +39,7 @@ def _chunked_request(port: int, method: str, path: str, key: str, body: bytes, p
     return status, json.loads(payload)
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.django_db(transaction=True)
 def test_chunked_bodies_are_read_under_gunicorn(make_key, settings):
     key = make_key("chunked-agent").plaintext

@@ -48,6 +48,7 @@ def _raw(port: int, key: str, framed: bytes, *, close_write: bool = False) -> tu
     return int(lines[0].split()[1]), headers, payload
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.django_db(transaction=True)
 def test_malformed_chunked_framing_is_a_400_problem_under_gunicorn(make_key):
     key = make_key("framing-agent").plaintext

@@ -132,6 +132,7 @@ def _start_server(port: int) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not start")
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.django_db(transaction=True)
 def test_restarting_the_server_loses_nothing(make_key):
     key = make_key("restart-agent").plaintext

@@ -46,6 +46,7 @@ def test_a_bad_procfile_line_is_refused(tmp_path):
         supervisor.parse_procfile(tmp_path / "Procfile")
 
 
+@pytest.mark.slow  # starts processes
 def test_a_crashing_process_is_restarted_with_backoff_and_the_others_keep_running(tmp_path):
     marker = tmp_path / "starts"
     lines: list[str] = []
@@ -112,6 +113,7 @@ def test_kill_9_of_the_worker_restarts_it_and_the_api_keeps_answering(tmp_path):
     assert not Path(var_dir / "pgdata" / "postmaster.pid").exists() or "left running" in output.lines[stopped[-1]]
 
 
+@pytest.mark.slow  # starts processes
 def test_stop_lets_a_process_finish_its_in_flight_work(tmp_path):
     """SIGTERM, then as long as KHEISH_STOP_TIMEOUT for in-flight work (honcho killed after 5 s)."""
     finished = tmp_path / "finished"
@@ -147,6 +149,7 @@ class _FlakyService(supervisor.Watched):
         self.up = True
 
 
+@pytest.mark.slow  # starts processes
 def test_a_watched_service_that_dies_is_restarted_with_backoff(tmp_path, monkeypatch):
     monkeypatch.setattr(supervisor, "WATCH_EVERY_S", 0.2)
     service = _FlakyService()

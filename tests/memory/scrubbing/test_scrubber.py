@@ -488,6 +488,7 @@ def test_scrub_result_is_frozen() -> None:
         result.text = "y"  # type: ignore[misc]
 
 
+@pytest.mark.slow  # starts a process
 def test_module_imports_without_django_settings() -> None:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
     code = "import memory.scrubbing as r; print(r.scrub('mail a@b.co').text)"
