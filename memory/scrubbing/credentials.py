@@ -25,7 +25,7 @@ from memory.scrubbing.markers import (
     _is_marker,
 )
 from memory.scrubbing.provider_tokens import TOKEN_SHAPES
-from memory.scrubbing.scan import _capital, _class_table, _classify, _find_all, _lowered, _splice
+from memory.scrubbing.scan import _capital, _class_table, _classify, _find_all, _lowered, _small_cache, _splice
 from memory.scrubbing.values import (
     _is_sensitive_key,
     _is_sensitive_url_key,
@@ -177,7 +177,30 @@ _URLISH = re.compile(r"[/?#&]")
 _FORM_NEXT = re.compile(r"&[A-Za-z_][A-Za-z0-9_.\-]{0,64}=")
 
 
-def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> list[tuple[int, int]] | None:
+_YAML_VALUE = object()  # ``_line_value_spans(..., local=True)``: the value is a YAML block, it reads the next lines
+
+
+def _line_spans(text: str, line_start: int, sep: int, line_end: int) -> list[tuple[int, int]] | None:
+    """``_line_value_spans``, from a cache of lines: the spans depend on the line alone (offsets relative to it),
+    except a YAML block's, which reads the lines after it. Logs repeat their lines (the same header or setting in
+    every request), so a line is analysed once."""
+    spans = _spans_in_line(text[line_start:line_end], sep - line_start)
+    if spans is _YAML_VALUE:
+        return _line_value_spans(text, line_start, sep, line_end)
+    if spans is None:
+        return None
+    return [(a + line_start, b + line_start) for a, b in spans]
+
+
+@_small_cache(4096)
+def _spans_in_line(line: str, sep: int):
+    spans = _line_value_spans(line, 0, sep, len(line), local=True)
+    return tuple(spans) if isinstance(spans, list) else spans
+
+
+def _line_value_spans(
+    text: str, line_start: int, sep: int, line_end: int, *, local: bool = False
+) -> list[tuple[int, int]] | None:
     """A.1: the spans of the value to redact on this line, or None when the key is not sensitive.
 
     The value ends where it ends, not at the end of the line: a quoted value at its closing quote, a
@@ -219,6 +242,8 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
         close = _bracket_end(text, start, end)
         span = (start, close + 1 if close > 0 else end)
     elif text[start:end] in _YAML_BLOCK:
+        if local:
+            return _YAML_VALUE  # type: ignore[return-value]
         block = _yaml_block_span(text, line_start, end)
         if block is not None and _is_marker(text[block[0][0] : block[0][1]]):
             return []  # ``key: |`` holding a PEM block already redacted: the line is done, the marker stays
@@ -406,7 +431,7 @@ def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
             if separator(low, line_start, i) is None:
                 sep = separator(low, j, line_end)
                 if sep is not None:
-                    spans = _line_value_spans(text, line_start, sep.start(), line_end)
+                    spans = _line_spans(text, line_start, sep.start(), line_end)
                     if spans == []:
                         done = line_end
                         continue
@@ -742,7 +767,7 @@ def _redact_spoken(text: str, low: bytes, counts: dict[str, int]) -> str:
     """Anchored on the connectors (literal counts and splits of the lower-cased copy ``low``, in C): each is
     checked with ``_SPOKEN`` in a window that ends just after it, so that pattern never runs over the whole text.
     Runs before the assignment rules, on the same copy (the text itself is returned when nothing is said)."""
-    hits = sorted(pos for connector in _CONNECTORS if low.count(connector) for pos in _find_all(low, connector))
+    hits = sorted(pos for connector in _CONNECTORS if connector in low for pos in _find_all(low, connector))
     if not hits:
         return text
     edits: list[tuple[int, int, str]] = []
