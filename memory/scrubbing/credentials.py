@@ -830,9 +830,9 @@ _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 @functools.lru_cache(maxsize=64)
 def _amp_values(keys: frozenset[str]) -> re.Pattern[str]:
-    """``=value`` after ``&key`` for one of ``keys``, the value captured (``split`` cuts the text at them in C)."""
-    after = "|".join(f"(?<=&{re.escape(key)}=)" for key in sorted(keys))
-    return re.compile(f"=(?:{after})({_PARAM_VALUE}+)")
+    """``&key=value`` for one of ``keys``, the value captured."""
+    alternatives = "|".join(re.escape(key) for key in sorted(keys))
+    return re.compile(f"&(?:{alternatives})=({_PARAM_VALUE}+)")
 
 
 def _redact_urls(text: str, counts: dict[str, int]) -> str:
@@ -864,20 +864,16 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
 
         text = _AMP_PARAM.sub(replace, text)
     elif keys:
-        # One scan: the pieces between the values and the values themselves alternate.
-        pieces = _amp_values(keys).split(text)
-        if len(pieces) > 1:
-            n = 0
-            for index in range(1, len(pieces), 2):
-                value = pieces[index]
-                following = pieces[index + 1][:1]
-                if not is_placeholder(value + following if following in ")]}" else value):
-                    pieces[index] = REDACTED
-                    n += 1
-                pieces[index - 1] += "="
-            text = "".join(pieces)
-            if n:
-                _bump(counts, KIND_URL_PARAM, n)
+        # One scan anchored on '&' (a pattern starting at '=' would try every '=' of the text): the values after
+        # these keys.
+        edits = [
+            (m.start(1), m.end(1), REDACTED)
+            for m in _amp_values(keys).finditer(text)
+            if not _url_placeholder(text, m.end(1), m.group(1))
+        ]
+        if edits:
+            _bump(counts, KIND_URL_PARAM, len(edits))
+            text = _splice(text, edits)
     if "://" in text:
 
         def replace_password(m: re.Match[str]) -> str:
