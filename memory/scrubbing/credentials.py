@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import itertools
 import json
 import re
 
@@ -25,7 +24,7 @@ from memory.scrubbing.markers import (
     _is_marker,
 )
 from memory.scrubbing.provider_tokens import TOKEN_SHAPES
-from memory.scrubbing.scan import _capital, _class_table, _classify, _find_all, _lowered, _splice
+from memory.scrubbing.scan import _capital, _class_table, _classify, _find_all, _lowered, _small_cache, _splice
 from memory.scrubbing.values import (
     _is_sensitive_key,
     _is_sensitive_url_key,
@@ -114,43 +113,21 @@ _PLURAL_TOKENS = "|".join(
     for word in ("access", "refresh", "id", "auth", "bearer")
     for sep in ("", "_", "-", ".", " ")
 )
-# Each needle is found with ``bytes.split`` (``_find_all``: twice as fast as a pattern's literal scan); the needles
-# with a condition are then checked by their pattern at each occurrence (none of the literals overlaps itself, so
-# the occurrences are the pattern's candidate starts, as in a ``finditer``).
 _KEY_NEEDLES = tuple(
-    (literal.encode(), re.compile(pattern.encode()) if pattern else None)  # in the lower-cased copy (``_lowered``)
-    for literal, pattern in (
-        ("key", ""),
+    re.compile(pattern.encode())  # searched in the lower-cased bytes copy (``_lowered``)
+    for pattern in (
+        "key",
         # ``tokens`` counts only after access/refresh/id/auth/bearer; a one-letter look-behind rejects
         # ``prompt_tokens`` / ``max_tokens`` before the full check.
-        ("token", rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))"),
-        ("cookie", ""),
-        ("cre", r"cre(?:t(?<=secret)|dential)"),
-        ("pass", r"pass(?:w|phrase)"),
-        ("pwd", ""),
-        ("authoriz", ""),
-        ("error-json", ""),
+        rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))",
+        "cookie",
+        r"cre(?:t(?<=secret)|dential)",
+        r"pass(?:w|phrase)",
+        "pwd",
+        "authoriz",
+        "error-json",
     )
 )
-
-
-def _key_hits(low: bytes) -> list[tuple[int, int]]:
-    """Sorted spans of the key needles in the lower-cased copy."""
-    hits: list[tuple[int, int]] = []
-    for literal, pattern in _KEY_NEEDLES:
-        offsets = _find_all(low, literal)
-        if not offsets:
-            continue
-        if pattern is None:
-            n = len(literal)
-            hits.extend([(pos, pos + n) for pos in offsets])
-        else:
-            match = pattern.match
-            hits.extend([m.span() for m in map(match, itertools.repeat(low), offsets) if m is not None])
-    hits.sort()
-    return hits
-
-
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # ``"key": v`` / ``'key'=v``, ``key=v``, and a header-style ``key: v`` inside a line (``-H x-api-key: v``).
 _PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]{0,64}+)(?:(["'])[ \t]*+[:=]|=|:(?=[ \t]))[ \t]*+""")
@@ -177,7 +154,30 @@ _URLISH = re.compile(r"[/?#&]")
 _FORM_NEXT = re.compile(r"&[A-Za-z_][A-Za-z0-9_.\-]{0,64}=")
 
 
-def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> list[tuple[int, int]] | None:
+_YAML_VALUE = object()  # ``_line_value_spans(..., local=True)``: the value is a YAML block, it reads the next lines
+
+
+def _line_spans(text: str, line_start: int, sep: int, line_end: int) -> list[tuple[int, int]] | None:
+    """``_line_value_spans``, from a cache of lines: the spans depend on the line alone (offsets relative to it),
+    except a YAML block's, which reads the lines after it. Logs repeat their lines (the same header or setting in
+    every request), so a line is analysed once."""
+    spans = _spans_in_line(text[line_start:line_end], sep - line_start)
+    if spans is _YAML_VALUE:
+        return _line_value_spans(text, line_start, sep, line_end)
+    if spans is None:
+        return None
+    return [(a + line_start, b + line_start) for a, b in spans]
+
+
+@_small_cache(4096)
+def _spans_in_line(line: str, sep: int):
+    spans = _line_value_spans(line, 0, sep, len(line), local=True)
+    return tuple(spans) if isinstance(spans, list) else spans
+
+
+def _line_value_spans(
+    text: str, line_start: int, sep: int, line_end: int, *, local: bool = False
+) -> list[tuple[int, int]] | None:
     """A.1: the spans of the value to redact on this line, or None when the key is not sensitive.
 
     The value ends where it ends, not at the end of the line: a quoted value at its closing quote, a
@@ -219,6 +219,8 @@ def _line_value_spans(text: str, line_start: int, sep: int, line_end: int) -> li
         close = _bracket_end(text, start, end)
         span = (start, close + 1 if close > 0 else end)
     elif text[start:end] in _YAML_BLOCK:
+        if local:
+            return _YAML_VALUE  # type: ignore[return-value]
         block = _yaml_block_span(text, line_start, end)
         if block is not None and _is_marker(text[block[0][0] : block[0][1]]):
             return []  # ``key: |`` holding a PEM block already redacted: the line is done, the marker stays
@@ -384,7 +386,7 @@ _PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123
 
 
 def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
-    hits = _key_hits(low)
+    hits = sorted(m.span() for needle in _KEY_NEEDLES for m in needle.finditer(low))
     if not hits:
         return text
     edits: list[tuple[int, int, str]] = []
@@ -406,7 +408,7 @@ def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
             if separator(low, line_start, i) is None:
                 sep = separator(low, j, line_end)
                 if sep is not None:
-                    spans = _line_value_spans(text, line_start, sep.start(), line_end)
+                    spans = _line_spans(text, line_start, sep.start(), line_end)
                     if spans == []:
                         done = line_end
                         continue
@@ -496,12 +498,9 @@ def _is_delimiter(ch: str) -> bool:
 # redacted token runs from a delimiter to the next one, so tokens found for different prefixes never overlap
 # and one splice applies them all, as the spec's one-prefix-after-the-other would.
 _TOKEN_REST = r"""[^\s"',;()\[\]{}]*"""
-# Each pattern is skipped unless the text holds its capital (see _capital) and its gate literal (``in`` costs
-# half a pattern's scan; ``sk-`` is common in text - ``task-``, ``disk-`` - so it goes straight to its scan).
 _SPEC_PREFIXED = tuple(
-    (_capital(prefix), gate, re.compile(prefix + _TOKEN_REST))
-    for prefix, gate in (("sk-", ""), ("ghp_", "ghp_"), ("github_pat_", "github_pat_"), ("xox[bp]-", "xox"),
-                         ("AKIA", "AKIA"))
+    (_capital(prefix), re.compile(prefix + _TOKEN_REST))
+    for prefix in ("sk-", "ghp_", "github_pat_", "xox[bp]-", "AKIA")
 )
 _NOT_A_TOKEN = re.compile(r"sk-learn\W*", re.IGNORECASE)  # the scikit-learn nickname, not a key
 # A prefix described in prose (``keys start with sk-proj-``) has no body: at least 6 characters must follow
@@ -519,8 +518,8 @@ def _token_has_body(token: str) -> bool:
 
 def _redact_prefixed_tokens(text: str, counts: dict[str, int]) -> str:
     edits: list[tuple[int, int, str]] = []
-    for capital, gate, pattern in _SPEC_PREFIXED:
-        if (capital and capital not in text) or (gate and gate not in text):
+    for capital, pattern in _SPEC_PREFIXED:
+        if capital and capital not in text:
             continue  # no capital K, no AKIA key
         for m in pattern.finditer(text):
             start = m.start()
@@ -544,7 +543,7 @@ def _redact_prefixed_tokens(text: str, counts: dict[str, int]) -> str:
 _LONG_TOKEN = 20  # real provider tokens are longer; short ones at a delimiter are caught by the A.2 pass
 _TOKEN_CLASS = _class_table({"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.": "a"}, " ")
 _LONG_RUN = b"a" * _LONG_TOKEN
-_RUN_AFTER_GAP = b" " + _LONG_RUN  # a run after a gap
+_RUN_AFTER_GAP = re.compile(b" " + _LONG_RUN)
 _SHAPES = tuple(
     (shape, re.compile(shape.pattern), re.compile(shape.keep) if shape.keep else None)
     for shape in TOKEN_SHAPES
@@ -569,7 +568,7 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
     starts = text.startswith
     classes = _classify(text, _TOKEN_CLASS)
     runs = [0] if classes.startswith(_LONG_RUN) else []
-    runs.extend([pos + 1 for pos in _find_all(classes, _RUN_AFTER_GAP)])
+    runs.extend([m.start() + 1 for m in _RUN_AFTER_GAP.finditer(classes)])
     for pos in runs:
         if text[pos] not in _SHAPE_FIRSTS or not starts(_SHAPE_PREFIXES, pos):
             continue
@@ -805,9 +804,9 @@ _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 @functools.lru_cache(maxsize=64)
 def _amp_values(keys: frozenset[str]) -> re.Pattern[str]:
-    """``=value`` after ``&key`` for one of ``keys``, the value captured (``split`` cuts the text at them in C)."""
-    after = "|".join(f"(?<=&{re.escape(key)}=)" for key in sorted(keys))
-    return re.compile(f"=(?:{after})({_PARAM_VALUE}+)")
+    """``&key=value`` for one of ``keys``, the value captured."""
+    alternatives = "|".join(re.escape(key) for key in sorted(keys))
+    return re.compile(f"&(?:{alternatives})=({_PARAM_VALUE}+)")
 
 
 def _redact_urls(text: str, counts: dict[str, int]) -> str:
@@ -839,20 +838,16 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
 
         text = _AMP_PARAM.sub(replace, text)
     elif keys:
-        # One scan: the pieces between the values and the values themselves alternate.
-        pieces = _amp_values(keys).split(text)
-        if len(pieces) > 1:
-            n = 0
-            for index in range(1, len(pieces), 2):
-                value = pieces[index]
-                following = pieces[index + 1][:1]
-                if not is_placeholder(value + following if following in ")]}" else value):
-                    pieces[index] = REDACTED
-                    n += 1
-                pieces[index - 1] += "="
-            text = "".join(pieces)
-            if n:
-                _bump(counts, KIND_URL_PARAM, n)
+        # One scan anchored on '&' (a pattern starting at '=' would try every '=' of the text): the values after
+        # these keys.
+        edits = [
+            (m.start(1), m.end(1), REDACTED)
+            for m in _amp_values(keys).finditer(text)
+            if not _url_placeholder(text, m.end(1), m.group(1))
+        ]
+        if edits:
+            _bump(counts, KIND_URL_PARAM, len(edits))
+            text = _splice(text, edits)
     if "://" in text:
 
         def replace_password(m: re.Match[str]) -> str:
