@@ -21,7 +21,7 @@ help:
 	@echo "make test-fast         the fast local loop: every test not marked slow (no servers, browsers or"
 	@echo "                       subprocesses), on two workers (PYTEST_ARGS='...' adds options)"
 	@echo "make bench             run the benchmarks (BENCH_ARGS='...')"
-	@echo "make lint              ruff check (and ruff format --check once KHEISH_FORMAT_CHECK=1, see below)"
+	@echo "make lint              ruff check and ruff format --check"
 	@echo "make format            ruff format the tree"
 	@echo "make typecheck         mypy with django-stubs and djangorestframework-stubs ([tool.mypy] in pyproject.toml)"
 	@echo "make migrations-check  fail if a model change has no migration"
@@ -65,10 +65,10 @@ test-fast: venv
 bench: venv
 	$(PY) -m kheish.launcher bench $(BENCH_ARGS)
 
-# `ruff format --check` joins lint (and CI) once the tree has been formatted: KHEISH_FORMAT_CHECK=1 turns it on.
+# `ruff format --check` is part of lint (and CI); KHEISH_FORMAT_CHECK=0 leaves it out.
 lint: venv
 	$(VENV)/bin/ruff check .
-	@if [ "$${KHEISH_FORMAT_CHECK:-0}" = 1 ]; then $(VENV)/bin/ruff format --check .; fi
+	@if [ "$${KHEISH_FORMAT_CHECK:-1}" = 1 ]; then $(VENV)/bin/ruff format --check .; fi
 
 format: venv
 	$(VENV)/bin/ruff format .
