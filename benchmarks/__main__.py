@@ -24,24 +24,48 @@ os.environ.setdefault("CELERY_BROKER_URL", "memory://")
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10x smaller data, for a smoke run")
-    parser.add_argument("--only", default="floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,"
-                                          "scrubbing,screening,standing,capture,loop,conversations,peers")
-    parser.add_argument("--recall-data", default=None,
-                        help="LongMemEval-format .jsonl or .jsonl.gz (default ../shared/data/longmemeval/...)")
+    parser.add_argument(
+        "--only",
+        default="floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,"
+        "scrubbing,screening,standing,capture,loop,conversations,peers",
+    )
+    parser.add_argument(
+        "--recall-data",
+        default=None,
+        help="LongMemEval-format .jsonl or .jsonl.gz (default ../shared/data/longmemeval/...)",
+    )
     parser.add_argument("--recall-limit", type=int, default=None, help="questions to use (default all)")
-    parser.add_argument("--scale-sizes", default="10000,100000",
-                        help="learnings visible to one session for the recall_scale benchmark")
-    parser.add_argument("--recall-undated", action="store_true",
-                        help="recall: publish turns without their session dates (the figure before issue 24)")
+    parser.add_argument(
+        "--scale-sizes", default="10000,100000", help="learnings visible to one session for the recall_scale benchmark"
+    )
+    parser.add_argument(
+        "--recall-undated",
+        action="store_true",
+        help="recall: publish turns without their session dates (the figure before issue 24)",
+    )
     parser.add_argument("--loop-limit", type=int, default=5, help="conversations replayed by the loop benchmark")
-    parser.add_argument("--conversations-limit", type=int, default=None,
-                        help="conversations per split for the conversations benchmark (default 6; 3 with --quick)")
-    parser.add_argument("--conversations-source", default="synthetic", choices=("synthetic", "longmemeval"),
-                        help="conversations: the seeded two-person generator, or the LongMemEval rewrite")
-    parser.add_argument("--conversations-split", default="dev,held_out",
-                        help="conversations: the synthetic splits to measure (dev, held_out)")
-    parser.add_argument("--peer-sizes", default="1000,10000,100000",
-                        help="facts per system for the peers benchmark (LangGraph, mem0, Kheish side by side)")
+    parser.add_argument(
+        "--conversations-limit",
+        type=int,
+        default=None,
+        help="conversations per split for the conversations benchmark (default 6; 3 with --quick)",
+    )
+    parser.add_argument(
+        "--conversations-source",
+        default="synthetic",
+        choices=("synthetic", "longmemeval"),
+        help="conversations: the seeded two-person generator, or the LongMemEval rewrite",
+    )
+    parser.add_argument(
+        "--conversations-split",
+        default="dev,held_out",
+        help="conversations: the synthetic splits to measure (dev, held_out)",
+    )
+    parser.add_argument(
+        "--peer-sizes",
+        default="1000,10000,100000",
+        help="facts per system for the peers benchmark (LangGraph, mem0, Kheish side by side)",
+    )
     args = parser.parse_args()
 
     import django
@@ -129,14 +153,22 @@ def main() -> int:
 
             from benchmarks import loop
 
-            loop.run_loop(results, data=Path(args.recall_data) if args.recall_data else None,
-                          limit=max(1, args.loop_limit // scale))
+            loop.run_loop(
+                results,
+                data=Path(args.recall_data) if args.recall_data else None,
+                limit=max(1, args.loop_limit // scale),
+            )
         if "conversations" in wanted:
             from benchmarks import conversations
 
             limit = args.conversations_limit if args.conversations_limit is not None else (3 if args.quick else None)
-            conversations.run(results, data=args.recall_data, limit=limit, source=args.conversations_source,
-                              splits=tuple(s.strip() for s in args.conversations_split.split(",") if s.strip()))
+            conversations.run(
+                results,
+                data=args.recall_data,
+                limit=limit,
+                source=args.conversations_source,
+                splits=tuple(s.strip() for s in args.conversations_split.split(",") if s.strip()),
+            )
         if "peers" in wanted:
             from benchmarks import peers
 

@@ -73,17 +73,38 @@ def _purge() -> None:
 
 class _Worker:
     def __init__(self, var_dir: Path):
-        self.env = dict(os.environ, KHEISH_VAR_DIR=str(var_dir), CELERY_BROKER_URL="database://",
-                        DATABASE_URL=_database_url(), LOG_LEVEL="WARNING")
+        self.env = dict(
+            os.environ,
+            KHEISH_VAR_DIR=str(var_dir),
+            CELERY_BROKER_URL="database://",
+            DATABASE_URL=_database_url(),
+            LOG_LEVEL="WARNING",
+        )
         self.env.pop("KHEISH_BROKER_LEASE_S", None)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         debug = bool(os.environ.get("BENCH_DEBUG"))  # the worker's log on stderr
-        self.proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "kheish", "worker",
-                                      "-l", "info" if debug else "warning", "--concurrency", "2",
-                                      "-I", "benchmarks.broker"], env=self.env, stdout=subprocess.DEVNULL,
-                                     stderr=None if debug else subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "kheish",
+                "worker",
+                "-l",
+                "info" if debug else "warning",
+                "--concurrency",
+                "2",
+                "-I",
+                "benchmarks.broker",
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=None if debug else subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def kill(self) -> None:
         if self.proc is not None:
@@ -230,5 +251,9 @@ def run(results: Results, *, scale: int = 1) -> None:
     results.add("broker.database_concurrent_throughput", rate, "tasks/s", size)
     results.add("broker.database_concurrent_lost", lost, "tasks", size)
     results.add("broker.database_concurrent_duplicated", duplicated, "tasks", size)
-    results.add("broker.database_recovery", recovery(), "s",
-                f"kill -9 of a worker holding 2 claimed tasks, lease {DEFAULT_LEASE_S:.0f} s (the default)")
+    results.add(
+        "broker.database_recovery",
+        recovery(),
+        "s",
+        f"kill -9 of a worker holding 2 claimed tasks, lease {DEFAULT_LEASE_S:.0f} s (the default)",
+    )

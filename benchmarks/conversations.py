@@ -152,10 +152,27 @@ SESSIONS = 16
 MIN_TURNS = 10
 SPLIT_SEEDS = {"dev": 1, "held_out": 2}
 """Tune on ``dev`` (its bank, seed 1); report on ``held_out`` (the other bank, seed 2)."""
-_RELATIVE_DAYS = (("yesterday", 1), ("last Saturday", None), ("last Sunday", None), ("two days ago", 2),
-                  ("three days ago", 3))
-_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-                "October", "November", "December")
+_RELATIVE_DAYS = (
+    ("yesterday", 1),
+    ("last Saturday", None),
+    ("last Sunday", None),
+    ("two days ago", 2),
+    ("three days ago", 3),
+)
+_MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
@@ -229,7 +246,7 @@ def synthesize(split: str, count: int, seed: int | None = None) -> list[dict]:
                         planned[session].append((who, text, f"{tag}.{part}"))
                     part = rng.randrange(2)
                     asked = dates[(first, second)[part]]
-                    previous = (question_date.replace(day=1) - timedelta(days=1))
+                    previous = question_date.replace(day=1) - timedelta(days=1)
                     if (asked.year, asked.month) == (previous.year, previous.month):
                         when_text = "last month"
                     else:
@@ -238,8 +255,11 @@ def synthesize(split: str, count: int, seed: int | None = None) -> list[dict]:
                 else:  # dated: the statement names its own day relatively
                     session = rng.randrange(SESSIONS)
                     phrase, target = _relative_day(rng, dates[session])
-                    slot_values = {**_values(pools, number), "rel": phrase,
-                                   "rel_cap": phrase[0].upper() + phrase[1:] + ","}
+                    slot_values = {
+                        **_values(pools, number),
+                        "rel": phrase,
+                        "rel_cap": phrase[0].upper() + phrase[1:] + ",",
+                    }
                     planned[session].append((who, _fill(rng.choice(topic["say"]), slot_values), tag))
                     on = f"on {target.day} {_MONTH_NAMES[target.month - 1]} {target.year}"
                     asks.append(("temporal-relative", _fill(ask, {"who": who, "date": on}), [tag]))
@@ -270,8 +290,9 @@ def synthesize(split: str, count: int, seed: int | None = None) -> list[dict]:
             }
             for qtype, question, tags in asks
         ]
-        conversations.append({"id": f"{split}-{seed}-{index}", "speakers": speakers, "sessions": sessions,
-                              "questions": questions})
+        conversations.append(
+            {"id": f"{split}-{seed}-{index}", "speakers": speakers, "sessions": sessions, "questions": questions}
+        )
     return conversations
 
 
@@ -324,8 +345,14 @@ def _from_longmemeval(generated: list[dict]) -> list[dict]:
             "evidence": evidence,
             "evidence_sessions": conversation["answer_session_ids"],
         }
-        converted.append({"id": conversation["question_id"], "speakers": conversation["speakers"],
-                          "sessions": sessions, "questions": [question]})
+        converted.append(
+            {
+                "id": conversation["question_id"],
+                "speakers": conversation["speakers"],
+                "sessions": sessions,
+                "questions": [question],
+            }
+        )
     return converted
 
 
@@ -345,8 +372,9 @@ def _ask(owner, project_id: str, question: dict, budget: int, dated: bool) -> li
     return (sections.get("learned_context") or {}).get("entries", [])
 
 
-def measure(results: Results, conversations: list[dict], label: str, size: str,
-            variants: tuple[str, ...] = VARIANTS) -> dict:
+def measure(
+    results: Results, conversations: list[dict], label: str, size: str, variants: tuple[str, ...] = VARIANTS
+) -> dict:
     """Publish every conversation's turns (one project per conversation and variant), ask its questions at
     each budget, add the figures under ``conversations.<label>.…`` and return the per-key hit lists."""
     owner = api_key_create(name=f"bench-conv-{label}", role="agent", actor="bench").api_key.user
@@ -386,14 +414,20 @@ def measure(results: Results, conversations: list[dict], label: str, size: str,
                         bucket["session_any"].append(bool(sessions & evidence_sessions))
                         bucket["session_all"].append(evidence_sessions <= sessions)
         if (index + 1) % 5 == 0 or index + 1 == len(conversations):
-            print(f"  {label}: {index + 1}/{len(conversations)} conversations "
-                  f"({time.perf_counter() - started:.0f}s)", flush=True)
+            print(
+                f"  {label}: {index + 1}/{len(conversations)} conversations ({time.perf_counter() - started:.0f}s)",
+                flush=True,
+            )
     for variant in variants:
         for budget in BUDGETS:
             for metric in ("round_any", "round_all", "session_any", "session_all"):
                 values = stats[(variant, budget, "all")][metric]
-                results.add(f"conversations.{label}.{variant}.{budget}.{metric}",
-                            sum(values) / max(1, len(values)), "ratio", size)
+                results.add(
+                    f"conversations.{label}.{variant}.{budget}.{metric}",
+                    sum(values) / max(1, len(values)),
+                    "ratio",
+                    size,
+                )
     types = sorted({q["question_type"] for c in conversations for q in c["questions"]})
     for variant in variants:
         for budget in BUDGETS:
@@ -401,14 +435,22 @@ def measure(results: Results, conversations: list[dict], label: str, size: str,
             for qtype in ["all", *types]:
                 bucket = stats[(variant, budget, qtype)]
                 n = len(bucket["round_any"])
-                cells.append(f"{qtype} {sum(bucket['round_any']) / max(1, n):.2f}/"
-                             f"{sum(bucket['round_all']) / max(1, n):.2f} (n={n})")
+                cells.append(
+                    f"{qtype} {sum(bucket['round_any']) / max(1, n):.2f}/"
+                    f"{sum(bucket['round_all']) / max(1, n):.2f} (n={n})"
+                )
             print(f"  {label} {variant:<8} {budget} round any/all: " + "; ".join(cells), flush=True)
     return stats
 
 
-def run(results: Results, *, data: str | None = None, limit: int | None = None, source: str = "synthetic",
-        splits: tuple[str, ...] = ("dev", "held_out")) -> None:
+def run(
+    results: Results,
+    *,
+    data: str | None = None,
+    limit: int | None = None,
+    source: str = "synthetic",
+    splits: tuple[str, ...] = ("dev", "held_out"),
+) -> None:
     """``source`` ``synthetic``: :func:`synthesize`'s conversations, ``limit`` of them per split (6 by
     default); ``longmemeval``: :func:`generate`'s rewrite of the LongMemEval-format file ``data``."""
     if source == "longmemeval":
@@ -425,7 +467,9 @@ def run(results: Results, *, data: str | None = None, limit: int | None = None, 
         conversations = synthesize(split, limit or 6)
         turns = sum(len(s["rounds"]) for c in conversations for s in c["sessions"])
         asked = sum(len(c["questions"]) for c in conversations)
-        size = (f"{split} split (seed {SPLIT_SEEDS[split]}): {len(conversations)} conversations x {SESSIONS} "
-                f"sessions, {turns} turns, {asked} questions")
+        size = (
+            f"{split} split (seed {SPLIT_SEEDS[split]}): {len(conversations)} conversations x {SESSIONS} "
+            f"sessions, {turns} turns, {asked} questions"
+        )
         print(f"conversations: {size}", flush=True)
         measure(results, conversations, split, size)

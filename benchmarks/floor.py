@@ -56,10 +56,18 @@ def staged(view_class) -> dict[str, list[float]]:
 
 def wsgi_get(handler: WSGIHandler, path: str, key: str) -> int:
     environ = {
-        "REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "127.0.0.1",
-        "SERVER_PORT": "80", "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "127.0.0.1",
-        "HTTP_AUTHORIZATION": f"Bearer {key}", "wsgi.input": io.BytesIO(b""), "wsgi.url_scheme": "http",
-        "wsgi.errors": io.StringIO(), "SERVER_PROTOCOL": "HTTP/1.1",
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_HOST": "127.0.0.1",
+        "HTTP_AUTHORIZATION": f"Bearer {key}",
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": io.StringIO(),
+        "SERVER_PROTOCOL": "HTTP/1.1",
     }
     status = []
     body = handler(environ, lambda s, h, exc_info=None: status.append(s))
@@ -91,8 +99,12 @@ def run(results: Results, *, scale: int = 1) -> None:
     for _ in range(50):
         assert wsgi_get(handler, path, issued.plaintext) == 200
     size = "one agent, one session"
-    results.add("floor.statements_per_request", count_statements(lambda: wsgi_get(handler, path, issued.plaintext)),
-                "stmts", size + "; GET /v1/sessions/{id}, warm process")
+    results.add(
+        "floor.statements_per_request",
+        count_statements(lambda: wsgi_get(handler, path, issued.plaintext)),
+        "stmts",
+        size + "; GET /v1/sessions/{id}, warm process",
+    )
     samples = []
     for _ in range(count):
         start = time.perf_counter()

@@ -97,10 +97,27 @@ def gunicorn_server(settings_dict: dict, *, workers: int = 2, threads: int = 2) 
     """A gunicorn serving this process's database on a free loopback port; yields the port."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=database_url_of(settings_dict), ALLOWED_HOSTS="127.0.0.1,localhost")
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "kheish.wsgi:application", "--bind",
-                             f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
-                             "--keep-alive", "75",  # as kheish/gunicorn_conf.py: idle keep-alive outlives a round
-                             "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "kheish.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--keep-alive",
+            "75",  # as kheish/gunicorn_conf.py: idle keep-alive outlives a round
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.time() + 30
         while time.time() < deadline:

@@ -21,22 +21,58 @@ from memory.identity import api_key_create
 from memory.models import AgentGrant, Project, Session
 from memory.sessions import learning_scope_keys
 
-SUBJECTS = ["report sizes", "deploy window", "on-call rotation", "preferred editor", "database engine",
-            "release codename", "time zone", "currency", "ticket tracker", "backup cadence", "log retention",
-            "alert channel"]
-VALUES = ["gigabytes", "tuesday mornings", "weekly", "helix", "postgresql", "atlas", "utc", "euro", "linear",
-          "nightly", "thirty days", "#ops-alerts"]
+SUBJECTS = [
+    "report sizes",
+    "deploy window",
+    "on-call rotation",
+    "preferred editor",
+    "database engine",
+    "release codename",
+    "time zone",
+    "currency",
+    "ticket tracker",
+    "backup cadence",
+    "log retention",
+    "alert channel",
+]
+VALUES = [
+    "gigabytes",
+    "tuesday mornings",
+    "weekly",
+    "helix",
+    "postgresql",
+    "atlas",
+    "utc",
+    "euro",
+    "linear",
+    "nightly",
+    "thirty days",
+    "#ops-alerts",
+]
 KINDS = ["fact", "preference", "decision"]
 
 
 def learning_row(rng: random.Random, scope_kind: str, scope_id: str, ts: int, n: int) -> Learning:
     content = f"The {rng.choice(SUBJECTS)} for unit {n} is {rng.choice(VALUES)}."
     keys = semantic_keys(content)
-    return Learning(scope_kind=scope_kind, scope_id=scope_id, scope_key=f"{scope_kind}:{scope_id}",
-                    kind=rng.choice(KINDS), content=content, confidence=90, content_key=keys.content_key[:64],
-                    subject_key=(keys.subject_key or "")[:64], created_at_ms=ts, published_at_ms=ts - n,
-                    updated_at_ms=ts, status="active", publish_tier="active", policy_decision="manual",
-                    policy_actor="operator", verification_status="unverified")
+    return Learning(
+        scope_kind=scope_kind,
+        scope_id=scope_id,
+        scope_key=f"{scope_kind}:{scope_id}",
+        kind=rng.choice(KINDS),
+        content=content,
+        confidence=90,
+        content_key=keys.content_key[:64],
+        subject_key=(keys.subject_key or "")[:64],
+        created_at_ms=ts,
+        published_at_ms=ts - n,
+        updated_at_ms=ts,
+        status="active",
+        publish_tier="active",
+        policy_decision="manual",
+        policy_actor="operator",
+        verification_status="unverified",
+    )
 
 
 def seed(scale: int) -> list[int]:
@@ -44,8 +80,9 @@ def seed(scale: int) -> list[int]:
     ts = now_ms()
     projects = 1000 // scale
     per_project = 99
-    Project.objects.bulk_create([Project(project_id=f"bench-p{i}", name=f"P{i}") for i in range(projects)],
-                                batch_size=2000)
+    Project.objects.bulk_create(
+        [Project(project_id=f"bench-p{i}", name=f"P{i}") for i in range(projects)], batch_size=2000
+    )
     project_pks = list(Project.objects.filter(project_id__startswith="bench-p").values_list("pk", flat=True))
     rows = [learning_row(rng, "workspace", "default", ts, n) for n in range(1000 // scale)]
     for i in range(projects):
@@ -57,12 +94,15 @@ def seed(scale: int) -> list[int]:
     owner = api_key_create(name="bench-learnings", role="agent", actor="bench").api_key.user
     AgentGrant.objects.create(user=owner).projects.set(project_pks)  # what a session reads is bound ∩ granted
     sessions = 10_000 // scale
-    Session.objects.bulk_create([Session(owner=owner, created_at_ms=ts, updated_at_ms=ts) for _ in range(sessions)],
-                                batch_size=2000)
+    Session.objects.bulk_create(
+        [Session(owner=owner, created_at_ms=ts, updated_at_ms=ts) for _ in range(sessions)], batch_size=2000
+    )
     ids = list(Session.objects.filter(owner=owner).values_list("pk", flat=True))
     through = Session.projects.through
-    through.objects.bulk_create([through(session_id=sid, project_id=project_pks[i % len(project_pks)])
-                                 for i, sid in enumerate(ids)], batch_size=5000)
+    through.objects.bulk_create(
+        [through(session_id=sid, project_id=project_pks[i % len(project_pks)]) for i, sid in enumerate(ids)],
+        batch_size=5000,
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return ids
@@ -87,15 +127,19 @@ def run(results: Results, *, scale: int = 1) -> None:
     # A process prepares each visible set (a project's learnings and the workspace's) on its first run there,
     # then reads only the set's fingerprint until a row changes: both figures, the first runs on their own.
     retrieval.clear_prepared()
-    results.latency("learnings.learned_context_first_run", time_calls(bundle, len(sample), warmup=0),
-                    f"{size}, first run of {len(sample)} sessions (set not yet prepared)")
+    results.latency(
+        "learnings.learned_context_first_run",
+        time_calls(bundle, len(sample), warmup=0),
+        f"{size}, first run of {len(sample)} sessions (set not yet prepared)",
+    )
     results.latency("learnings.learned_context", time_calls(bundle, 1000 // scale + 20, warmup=len(sample)), size)
 
     def prompt(i: int) -> None:
         composition.assemble_prompt(sample[i % len(sample)], query, None, usage="preview")
 
-    results.latency("learnings.prompt_assembly_both_sections",
-                    time_calls(prompt, 500 // scale + 20, warmup=len(sample)), size)
+    results.latency(
+        "learnings.prompt_assembly_both_sections", time_calls(prompt, 500 // scale + 20, warmup=len(sample)), size
+    )
 
     def search(i: int) -> None:
         composition.memory_search(sample[i % len(sample)], "preferred editor", 12)
@@ -114,15 +158,30 @@ def run(results: Results, *, scale: int = 1) -> None:
         print("EXPLAIN (learned_context fingerprint, every run):\n" + plan, flush=True)
 
     ts = now_ms()
-    candidates = LearningCandidate.objects.bulk_create([
-        LearningCandidate(origin=CandidateOrigin.DAEMON, scope_kind="session", scope_id=f"session-{s.pk}",
-                          scope_key=f"session:session-{s.pk}", kind="preference",
-                          content=f"Preferred unit for report {n} is gigabytes", confidence=90,
-                          created_at_ms=ts, updated_at_ms=ts, state="pending")
-        for n in range(300 // scale + 10)])
+    candidates = LearningCandidate.objects.bulk_create(
+        [
+            LearningCandidate(
+                origin=CandidateOrigin.DAEMON,
+                scope_kind="session",
+                scope_id=f"session-{s.pk}",
+                scope_key=f"session:session-{s.pk}",
+                kind="preference",
+                content=f"Preferred unit for report {n} is gigabytes",
+                confidence=90,
+                created_at_ms=ts,
+                updated_at_ms=ts,
+                state="pending",
+            )
+            for n in range(300 // scale + 10)
+        ]
+    )
     start = time.perf_counter()
     for c in candidates:
         review_candidate(c.pk)
     elapsed = time.perf_counter() - start
-    results.add("learnings.review_throughput", len(candidates) / elapsed, "candidates/s",
-                f"{len(candidates)} candidates, shadow mode, judge off")
+    results.add(
+        "learnings.review_throughput",
+        len(candidates) / elapsed,
+        "candidates/s",
+        f"{len(candidates)} candidates, shadow mode, judge off",
+    )

@@ -330,10 +330,12 @@ def run_loop(results: Results, *, data=None, limit: int | None = 5) -> None:
         }
         recovered_any.append(bool(recovered & evidence))
         run_cancel(run=run)
-        print(f"  loop {index + 1}/{len(questions)} ({runs} runs, {time.perf_counter() - started:.0f}s): "
-              f"{len(learned_rounds & evidence)}/{len(evidence)} evidence rounds captured, "
-              f"{len(in_context & evidence)} in learned_context, {len(recovered & evidence)} in recovered_memory",
-              flush=True)
+        print(
+            f"  loop {index + 1}/{len(questions)} ({runs} runs, {time.perf_counter() - started:.0f}s): "
+            f"{len(learned_rounds & evidence)}/{len(evidence)} evidence rounds captured, "
+            f"{len(in_context & evidence)} in learned_context, {len(recovered & evidence)} in recovered_memory",
+            flush=True,
+        )
     size = f"{len(questions)} conversations, {runs} runs, {evidence_total} evidence rounds, from {path.name}"
     semantic = sum(n for kind, n in kinds.items() if kind != "run_summary")
     results.add("loop.semantic_candidates_per_100_runs", 100 * semantic / max(1, runs), "candidates", size)

@@ -67,6 +67,7 @@ def timed(func: Callable[[int], object], count: int) -> list[float]:
 
 # ---- the peers ----------------------------------------------------------------------------------------------
 
+
 class LangGraphPeer:
     name = "langgraph"
 
@@ -74,7 +75,8 @@ class LangGraphPeer:
         from langgraph.store.postgres import PostgresStore
 
         self._context = PostgresStore.from_conn_string(
-            url, index={"dims": embedding.DIMENSIONS, "embed": embed, "fields": ["content"]})
+            url, index={"dims": embedding.DIMENSIONS, "embed": embed, "fields": ["content"]}
+        )
         self.store = self._context.__enter__()
         self.store.setup()
 
@@ -82,8 +84,12 @@ class LangGraphPeer:
         from langgraph.store.base import PutOp
 
         for start in range(0, len(facts), 1000):
-            self.store.batch([PutOp(NAMESPACE, f"f{start + i}", {"content": text})
-                              for i, text in enumerate(facts[start:start + 1000])])
+            self.store.batch(
+                [
+                    PutOp(NAMESPACE, f"f{start + i}", {"content": text})
+                    for i, text in enumerate(facts[start : start + 1000])
+                ]
+            )
 
     def search(self, query: str) -> object:
         return self.store.search(NAMESPACE, query=query, limit=10)
@@ -115,16 +121,29 @@ class Mem0Peer:
         self.collection = f"mem0_bench_{os.getpid()}"
         self.history = os.path.join(tempfile.mkdtemp(prefix="mem0-bench-"), "history.db")
         config = {
-            "vector_store": {"provider": "pgvector", "config": {
-                "connection_string": database_url_of(settings).replace("postgres://", "postgresql://", 1),
-                "collection_name": self.collection, "embedding_model_dims": embedding.DIMENSIONS, "hnsw": True}},
+            "vector_store": {
+                "provider": "pgvector",
+                "config": {
+                    "connection_string": database_url_of(settings).replace("postgres://", "postgresql://", 1),
+                    "collection_name": self.collection,
+                    "embedding_model_dims": embedding.DIMENSIONS,
+                    "hnsw": True,
+                },
+            },
             # Constructed offline (a client object, no request), then replaced by WordLlama below.
-            "embedder": {"provider": "openai", "config": {
-                "api_key": "not-needed", "embedding_dims": embedding.DIMENSIONS,
-                "openai_base_url": "http://127.0.0.1:9/v1"}},
+            "embedder": {
+                "provider": "openai",
+                "config": {
+                    "api_key": "not-needed",
+                    "embedding_dims": embedding.DIMENSIONS,
+                    "openai_base_url": "http://127.0.0.1:9/v1",
+                },
+            },
             # Never called (infer=False); a loopback address nobody listens on, so nothing can leave the host.
-            "llm": {"provider": "openai", "config": {
-                "api_key": "not-needed", "openai_base_url": "http://127.0.0.1:9/v1", "model": "none"}},
+            "llm": {
+                "provider": "openai",
+                "config": {"api_key": "not-needed", "openai_base_url": "http://127.0.0.1:9/v1", "model": "none"},
+            },
             "history_db_path": self.history,
         }
         self.memory = Memory.from_config(config)
@@ -136,12 +155,13 @@ class Mem0Peer:
 
         store = self.memory.vector_store  # no bulk add in mem0: its vector store's batch insert, same payloads
         for start in range(0, len(facts), 1000):
-            chunk = facts[start:start + 1000]
+            chunk = facts[start : start + 1000]
             now = datetime.now(UTC).isoformat()
-            store.insert(vectors=self.embed(chunk),
-                         payloads=[{"data": t, "user_id": USER, "created_at": now, "hash": str(hash(t))}
-                                   for t in chunk],
-                         ids=[str(uuid.uuid4()) for _ in chunk])
+            store.insert(
+                vectors=self.embed(chunk),
+                payloads=[{"data": t, "user_id": USER, "created_at": now, "hash": str(hash(t))} for t in chunk],
+                ids=[str(uuid.uuid4()) for _ in chunk],
+            )
 
     def search(self, query: str) -> object:
         return self.memory.search(query, top_k=10, filters={"user_id": USER})
@@ -160,8 +180,10 @@ def peers(embed: Embedder) -> list:
     """The peers that can run here (the others are named, with the reason, and skipped)."""
     running = []
     url = database_url_of(connection.settings_dict)
-    for name, build in (("langgraph", lambda: LangGraphPeer(url, embed)),
-                        ("mem0", lambda: Mem0Peer(connection.settings_dict, embed))):
+    for name, build in (
+        ("langgraph", lambda: LangGraphPeer(url, embed)),
+        ("mem0", lambda: Mem0Peer(connection.settings_dict, embed)),
+    ):
         try:
             running.append(build())
         except ImportError as exc:
@@ -172,6 +194,7 @@ def peers(embed: Embedder) -> list:
 
 
 # ---- Kheish over HTTP -------------------------------------------------------------------------------------
+
 
 class KheishHttp:
     name = "kheish"
@@ -186,13 +209,15 @@ class KheishHttp:
 
     def request(self, method: str, path: str, body: dict | None = None, headers: dict | None = None) -> dict:
         try:
-            self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                              headers=headers or self.headers)
+            self.conn.request(
+                method, path, body=json.dumps(body) if body is not None else None, headers=headers or self.headers
+            )
             response = self.conn.getresponse()
         except (http.client.RemoteDisconnected, ConnectionError):  # the server closed an idle connection
             self.conn.close()
-            self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                              headers=headers or self.headers)
+            self.conn.request(
+                method, path, body=json.dumps(body) if body is not None else None, headers=headers or self.headers
+            )
             response = self.conn.getresponse()
         data = response.read()
         if response.status >= 300:
@@ -214,8 +239,12 @@ class KheishHttp:
         self.request("POST", f"/v1/runs/{run['run_id']}/cancel", {})
 
     def add(self, text: str) -> None:
-        self.request("POST", "/v1/learnings", {"scope": {"kind": "project", "id": self.project_id}, "kind": "fact",
-                                               "content": text}, headers=self.operator)
+        self.request(
+            "POST",
+            "/v1/learnings",
+            {"scope": {"kind": "project", "id": self.project_id}, "kind": "fact", "content": text},
+            headers=self.operator,
+        )
 
 
 def run(results: Results, *, sizes: list[int]) -> None:
@@ -243,16 +272,26 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
     started = time.perf_counter()
     scope = LearningScope(kind="project", id=project_id)
     for start in range(0, size, 1000):
-        import_batch([ImportItem(external_id=f"f{start + i}", content=text, kind="fact", scope=scope)
-                      for i, text in enumerate(facts[start:start + 1000])], actor="operator:bench")
-    results.add(f"peers.{size}.kheish.bulk_import", size / (time.perf_counter() - started), "facts/s",
-                label + "; import_memories batches of 1000, embeddings included")
+        import_batch(
+            [
+                ImportItem(external_id=f"f{start + i}", content=text, kind="fact", scope=scope)
+                for i, text in enumerate(facts[start : start + 1000])
+            ],
+            actor="operator:bench",
+        )
+    results.add(
+        f"peers.{size}.kheish.bulk_import",
+        size / (time.perf_counter() - started),
+        "facts/s",
+        label + "; import_memories batches of 1000, embeddings included",
+    )
     for peer in running:
         peer.load(facts)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    sessions = [session_create(owner=agent.api_key.user, project_ids=[project_id], operator=True).public_id
-                for _ in range(4)]
+    sessions = [
+        session_create(owner=agent.api_key.user, project_ids=[project_id], operator=True).public_id for _ in range(4)
+    ]
     figures: dict[str, list[float]] = {}
     with gunicorn_server(connection.settings_dict) as port:
         kheish = KheishHttp(port, agent.plaintext, operator.plaintext, sessions, project_id)
@@ -261,11 +300,12 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
             kheish.search(QUERIES[i % len(QUERIES)])
         systems = [*running, kheish]
         for round_ in range(ROUNDS):
-            order = systems[round_ % len(systems):] + systems[:round_ % len(systems)]
+            order = systems[round_ % len(systems) :] + systems[: round_ % len(systems)]
             for system in order:
                 name = system.name
-                figures.setdefault(f"{name}.search", []).append(statistics.median(
-                    timed(lambda i, s=system: s.search(QUERIES[i % len(QUERIES)]), PER_ROUND)))
+                figures.setdefault(f"{name}.search", []).append(
+                    statistics.median(timed(lambda i, s=system: s.search(QUERIES[i % len(QUERIES)]), PER_ROUND))
+                )
                 if system is kheish:
                     figures.setdefault("kheish.floor", []).append(statistics.median(timed(kheish.floor, PER_ROUND)))
                     samples = []
@@ -275,17 +315,28 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
                         samples.append((time.perf_counter() - start) * 1000)
                         kheish.cancel(opened)
                     figures.setdefault("kheish.open_run", []).append(statistics.median(samples))
-        results.add(f"peers.{size}.kheish.web_worker_rss", gunicorn_worker_rss_mib(port), "MiB",
-                    label + "; largest gunicorn worker after searches and run opens")
+        results.add(
+            f"peers.{size}.kheish.web_worker_rss",
+            gunicorn_worker_rss_mib(port),
+            "MiB",
+            label + "; largest gunicorn worker after searches and run opens",
+        )
         for system in systems:
-            adds = timed(lambda i, s=system: s.add(f"Fresh fact {i} for {s.name} at {size}: deploys on day {i}."),
-                         ADDS)
-            results.add(f"peers.{size}.{system.name}.adds", 1000 * len(adds) / sum(adds), "facts/s",
-                        label + "; one at a time" + ("; POST /v1/learnings over HTTP" if system is kheish else ""))
+            adds = timed(lambda i, s=system: s.add(f"Fresh fact {i} for {s.name} at {size}: deploys on day {i}."), ADDS)
+            results.add(
+                f"peers.{size}.{system.name}.adds",
+                1000 * len(adds) / sum(adds),
+                "facts/s",
+                label + "; one at a time" + ("; POST /v1/learnings over HTTP" if system is kheish else ""),
+            )
     base = statistics.median(figures["langgraph.search"]) if "langgraph.search" in figures else None
     for name, values in figures.items():
         value = statistics.median(values)
         ratio = f", {value / base:.1f}x LangGraph search" if base else ""
         how = "HTTP keep-alive" if name.startswith("kheish") else "in-process"
-        results.add(f"peers.{size}.{name}.p50", value, "ms",
-                    f"{label}; median of {ROUNDS} alternated rounds of {PER_ROUND}; {how}{ratio}")
+        results.add(
+            f"peers.{size}.{name}.p50",
+            value,
+            "ms",
+            f"{label}; median of {ROUNDS} alternated rounds of {PER_ROUND}; {how}{ratio}",
+        )

@@ -22,17 +22,21 @@ def seed(sessions: int, events_per_session: int) -> tuple[str, list[int]]:
     issued = api_key_create(name="bench-agent", role="agent", actor="bench")
     owner = issued.api_key.user
     ts = now_ms()
-    batch = [Session(owner=owner, last_offset=events_per_session, created_at_ms=ts, updated_at_ms=ts)
-             for _ in range(sessions)]
+    batch = [
+        Session(owner=owner, last_offset=events_per_session, created_at_ms=ts, updated_at_ms=ts)
+        for _ in range(sessions)
+    ]
     Session.objects.bulk_create(batch, batch_size=2000)
     ids = list(Session.objects.filter(owner=owner).values_list("pk", flat=True))
     rows = []
     for sid in ids:
         for offset in range(1, events_per_session + 1):
             kind = "input_received" if offset % 2 else "message_appended"
-            event = ({"type": kind, "input": {"content": f"question {offset} about disks and certificates"}}
-                     if kind == "input_received" else
-                     {"type": kind, "message": {"role": "assistant", "content": f"answer {offset}: 12 GB free"}})
+            event = (
+                {"type": kind, "input": {"content": f"question {offset} about disks and certificates"}}
+                if kind == "input_received"
+                else {"type": kind, "message": {"role": "assistant", "content": f"answer {offset}: 12 GB free"}}
+            )
             rows.append(JournalEvent(session_id=sid, offset=offset, timestamp_ms=ts, type=kind, event=event))
         if len(rows) >= 20000:
             JournalEvent.objects.bulk_create(rows, batch_size=5000)
@@ -46,8 +50,9 @@ def seed(sessions: int, events_per_session: int) -> tuple[str, list[int]]:
 def running_runs(client: APIClient, ids: list[int], count: int) -> list[str]:
     runs = []
     for sid in ids[:count]:
-        rid = client.post(f"/v1/sessions/session-{sid}/runs", {"input": {"content": "bench"}},
-                          format="json").json()["run_id"]
+        rid = client.post(f"/v1/sessions/session-{sid}/runs", {"input": {"content": "bench"}}, format="json").json()[
+            "run_id"
+        ]
         client.post(f"/v1/runs/{rid}/start", {}, format="json")
         runs.append(rid)
     return runs
@@ -86,15 +91,18 @@ def run(results: Results, *, scale: int = 1) -> None:
     runs = running_runs(client, random.sample(ids, 50), 50)
 
     def append(i: int) -> None:
-        response = client.post(f"/v1/runs/{runs[i % len(runs)]}/output", {"content": f"output {i}"},
-                               format="json")
+        response = client.post(f"/v1/runs/{runs[i % len(runs)]}/output", {"content": f"output {i}"}, format="json")
         assert response.status_code == 200, response.content
 
     results.latency("plane1.journal_append_inprocess", time_calls(append, 1000 // scale + 20), size)
     samples = gunicorn_appends(key, runs, 500 // scale + 10)
     results.latency("plane1.journal_append_gunicorn", samples, size + ", 2 workers, keep-alive")
-    results.add("plane1.journal_append_gunicorn.throughput", 1000 / max(percentile(samples, 50), 1e-9), "ops/s",
-                size + ", one client")
+    results.add(
+        "plane1.journal_append_gunicorn.throughput",
+        1000 / max(percentile(samples, 50), 1e-9),
+        "ops/s",
+        size + ", one client",
+    )
 
     def context(i: int) -> None:
         response = client.get(f"/v1/sessions/session-{ids[(i * 7919) % len(ids)]}/context")

@@ -17,37 +17,63 @@ from memory.models import Run, RunMemoryRecord, RunMemoryScope, RunStatus, Sessi
 from memory.runs import run_complete
 from memory.scrubbing import scrub
 
-TOPICS = ["TLS certificate rotation on web-{n}", "disk usage on db-{n}", "backup restore drill {n}",
-          "sales report for region {n}", "kubernetes upgrade of cluster {n}", "invoice batch {n} reconciliation",
-          "latency regression in api-{n}", "password reset flow for team {n}"]
+TOPICS = [
+    "TLS certificate rotation on web-{n}",
+    "disk usage on db-{n}",
+    "backup restore drill {n}",
+    "sales report for region {n}",
+    "kubernetes upgrade of cluster {n}",
+    "invoice batch {n} reconciliation",
+    "latency regression in api-{n}",
+    "password reset flow for team {n}",
+]
 
 
 def seed(owner_id: int, sessions: int, per_session: int) -> list[int]:
     ts = now_ms()
-    Session.objects.bulk_create([Session(owner_id=owner_id, created_at_ms=ts, updated_at_ms=ts)
-                                 for _ in range(sessions)], batch_size=2000)
+    Session.objects.bulk_create(
+        [Session(owner_id=owner_id, created_at_ms=ts, updated_at_ms=ts) for _ in range(sessions)], batch_size=2000
+    )
     ids = list(Session.objects.filter(owner_id=owner_id).order_by("pk").values_list("pk", flat=True))[-sessions:]
     rng = random.Random(11)
     for chunk_start in range(0, len(ids), 500):
-        chunk = ids[chunk_start:chunk_start + 500]
-        runs = [Run(session_id=sid, status=RunStatus.COMPLETED, submitted_at_ms=ts - 1000 * i,
-                    updated_at_ms=ts - 1000 * i, finished_at_ms=ts - 1000 * i,
-                    input={"content": rng.choice(TOPICS).format(n=i)})
-                for sid in chunk for i in range(per_session)]
+        chunk = ids[chunk_start : chunk_start + 500]
+        runs = [
+            Run(
+                session_id=sid,
+                status=RunStatus.COMPLETED,
+                submitted_at_ms=ts - 1000 * i,
+                updated_at_ms=ts - 1000 * i,
+                finished_at_ms=ts - 1000 * i,
+                input={"content": rng.choice(TOPICS).format(n=i)},
+            )
+            for sid in chunk
+            for i in range(per_session)
+        ]
         Run.objects.bulk_create(runs, batch_size=5000)
         records, scopes = [], []
         for run in runs:
             topic = run.input["content"]
-            records.append(RunMemoryRecord(
-                run_id=run.pk, session_id=run.session_id, scope_keys=[f"session:session-{run.session_id}",
-                                                                       "workspace:default"],
-                semantic_capture="skipped", recorded_at_ms=run.finished_at_ms, status="completed",
-                request_preview=topic, outcome_preview=f"done: {topic}",
-                summary=f"Request: {topic}\nResult: done: {topic}"))
+            records.append(
+                RunMemoryRecord(
+                    run_id=run.pk,
+                    session_id=run.session_id,
+                    scope_keys=[f"session:session-{run.session_id}", "workspace:default"],
+                    semantic_capture="skipped",
+                    recorded_at_ms=run.finished_at_ms,
+                    status="completed",
+                    request_preview=topic,
+                    outcome_preview=f"done: {topic}",
+                    summary=f"Request: {topic}\nResult: done: {topic}",
+                )
+            )
         RunMemoryRecord.objects.bulk_create(records, batch_size=5000)
         for rec in records:
-            scopes.append(RunMemoryScope(record_id=rec.pk, scope_key=f"session:session-{rec.session_id}",
-                                         recorded_at_ms=rec.recorded_at_ms))
+            scopes.append(
+                RunMemoryScope(
+                    record_id=rec.pk, scope_key=f"session:session-{rec.session_id}", recorded_at_ms=rec.recorded_at_ms
+                )
+            )
         RunMemoryScope.objects.bulk_create(scopes, batch_size=5000)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
@@ -59,12 +85,21 @@ WORKERS = 2
 
 def terminal_runs(session_ids: list[int]) -> list[Run]:
     ts = now_ms()
-    return Run.objects.bulk_create([
-        Run(session_id=sid, status=RunStatus.COMPLETED, submitted_at_ms=ts, updated_at_ms=ts, finished_at_ms=ts + i,
-            input={"content": f"Rotate the TLS certificate on web-{i} and email ops@example.com"},
-            request={"text_preview": f"Rotate the TLS certificate on web-{i} and email ops@example.com"},
-            outputs=[{"content": f"Rotated web-{i}; key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}])
-        for i, sid in enumerate(session_ids)])
+    return Run.objects.bulk_create(
+        [
+            Run(
+                session_id=sid,
+                status=RunStatus.COMPLETED,
+                submitted_at_ms=ts,
+                updated_at_ms=ts,
+                finished_at_ms=ts + i,
+                input={"content": f"Rotate the TLS certificate on web-{i} and email ops@example.com"},
+                request={"text_preview": f"Rotate the TLS certificate on web-{i} and email ops@example.com"},
+                outputs=[{"content": f"Rotated web-{i}; key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}],
+            )
+            for i, sid in enumerate(session_ids)
+        ]
+    )
 
 
 def record_share(run_pks: list[int]) -> tuple[int, float]:
@@ -137,38 +172,60 @@ def run(results: Results, *, scale: int = 1) -> None:
     for i in range(10):  # warm-up
         record(i)
     samples = time_calls(lambda i: record(i + 10), count - 10, warmup=0)
-    results.add("plane2.record_throughput_single", 1000 * len(samples) / sum(samples), "runs/s",
-                size + ", build + scrub + store + prune, one process, one transaction per run")
+    results.add(
+        "plane2.record_throughput_single",
+        1000 * len(samples) / sum(samples),
+        "runs/s",
+        size + ", build + scrub + store + prune, one process, one transaction per run",
+    )
     results.latency("plane2.record", samples, size + ", build + scrub + store + prune")
     shares = [[run.pk for run in parallel[w::WORKERS]] for w in range(WORKERS)]
     connections.close_all()  # each forked worker opens its own connection
     with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
         timings = pool.map(record_share, shares)
-    results.add("plane2.record_throughput", sum(n for n, _ in timings) / max(t for _, t in timings), "runs/s",
-                size + f", build + scrub + store + prune, {WORKERS} processes, one transaction per run")
+    results.add(
+        "plane2.record_throughput",
+        sum(n for n, _ in timings) / max(t for _, t in timings),
+        "runs/s",
+        size + f", build + scrub + store + prune, {WORKERS} processes, one transaction per run",
+    )
 
     # The whole terminal transition around it: lock, status CAS, journal event, audit row, record, capture queue.
-    pending = [Run.objects.create(session_id=sid, status=RunStatus.RUNNING,
-                                  input={"content": "Rotate the TLS certificate and email ops@example.com"},
-                                  outputs=[{"content": "Rotated; key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}])
-               for sid in rng.sample(ids, 400 // scale + 10)]
+    pending = [
+        Run.objects.create(
+            session_id=sid,
+            status=RunStatus.RUNNING,
+            input={"content": "Rotate the TLS certificate and email ops@example.com"},
+            outputs=[{"content": "Rotated; key sk-ant-abcdefghijklmnopqrstuvwxyz012345"}],
+        )
+        for sid in rng.sample(ids, 400 // scale + 10)
+    ]
     samples = time_calls(lambda i: run_complete(run=pending[i]), len(pending), warmup=0)
-    results.add("plane2.terminal_transition_throughput", 1000 * len(samples) / sum(samples), "runs/s",
-                size + ", status change + journal + audit + record")
+    results.add(
+        "plane2.terminal_transition_throughput",
+        1000 * len(samples) / sum(samples),
+        "runs/s",
+        size + ", status change + journal + audit + record",
+    )
 
     sessions_sample = [Session.objects.get(pk=sid) for sid in rng.sample(ids, 200)]
 
     def bundle(i: int) -> None:
         session = sessions_sample[i % len(sessions_sample)]
-        entries = run_memory.recovered_bundle(session, "is the TLS certificate on web-3 still valid?",
-                                              usage="preview", policy=policy)
+        entries = run_memory.recovered_bundle(
+            session, "is the TLS certificate on web-3 still valid?", usage="preview", policy=policy
+        )
         assert entries.entries
 
     results.latency("plane2.recovered_bundle", time_calls(bundle, 1000 // scale + 20), size)
 
     def prompt(i: int) -> None:
-        composition.assemble_prompt(sessions_sample[i % len(sessions_sample)],
-                                    "is the TLS certificate on web-3 still valid?", None, usage="preview")
+        composition.assemble_prompt(
+            sessions_sample[i % len(sessions_sample)],
+            "is the TLS certificate on web-3 still valid?",
+            None,
+            usage="preview",
+        )
 
     results.latency("plane2.prompt_assembly", time_calls(prompt, 500 // scale + 20), size + ", both sections")
 
@@ -184,5 +241,9 @@ def run(results: Results, *, scale: int = 1) -> None:
         start = time.perf_counter()
         scrub(text, redact_pii=True)
         rates.append(len(text.encode()) / (time.perf_counter() - start) / 1e6)
-    results.add("plane2.scrubber_throughput", sorted(rates)[1], "MB/s",
-                f"{len(text.encode()) / 1e6:.1f} MB mixed corpus, median of 3 calls")
+    results.add(
+        "plane2.scrubber_throughput",
+        sorted(rates)[1],
+        "MB/s",
+        f"{len(text.encode()) / 1e6:.1f} MB mixed corpus, median of 3 calls",
+    )

@@ -103,8 +103,9 @@ class Haystack:
         grant_project(self.owner, self.project_id)
         scope = LearningScope(kind="project", id=self.project_id)
         dates = self.question.get("haystack_dates") or [None] * len(self.question["haystack_session_ids"])
-        for sid, turns, date in zip(self.question["haystack_session_ids"], self.question["haystack_sessions"],
-                                    dates, strict=True):
+        for sid, turns, date in zip(
+            self.question["haystack_session_ids"], self.question["haystack_sessions"], dates, strict=True
+        ):
             self.stated_at = (_date_ms(date) or None) if DATED else None
             session = session_create(owner=self.owner, project_ids=[self.project_id], operator=True)
             for number, (user, reply, evidence) in enumerate(_rounds(turns)):
@@ -114,15 +115,16 @@ class Haystack:
                     run, _ = run_open(session=session, run_input=RunInput(content=user, attachments=[], metadata={}))
                     run_complete(run=run_start(run=run), output=reply or "(no reply)")
                 for start in range(0, len(user), CHUNK_CHARS):
-                    chunk = user[start:start + CHUNK_CHARS].strip()
+                    chunk = user[start : start + CHUNK_CHARS].strip()
                     if chunk:
                         self._publish(scope, chunk, (sid, number))
 
     def _publish(self, scope: LearningScope, content: str, origin: tuple[str, int]) -> None:
         started = time.perf_counter()
         try:
-            candidate = candidate_create(actor=self.operator, scope=scope, kind="fact", content=content,
-                                         stated_at_ms=self.stated_at)
+            candidate = candidate_create(
+                actor=self.operator, scope=scope, kind="fact", content=content, stated_at_ms=self.stated_at
+            )
             learning = candidate_publish(candidate=candidate, actor=self.operator, options=PublishOptions.manual())
         except AppError as exc:
             reason = "conflict" if "conflicts with active learning" in str(exc) else getattr(exc, "code", "error")
@@ -139,8 +141,10 @@ def _model_for(budget: int | None, session, question: str) -> dict | None:
     if budget is None:
         return None
     base = compaction.live_context(session).estimated_tokens + estimate_tokens(question)
-    return {"context_window": budget + MAX_OUTPUT_TOKENS + AUTOCOMPACT_BUFFER_TOKENS + base,
-            "max_output_tokens": MAX_OUTPUT_TOKENS}
+    return {
+        "context_window": budget + MAX_OUTPUT_TOKENS + AUTOCOMPACT_BUFFER_TOKENS + base,
+        "max_output_tokens": MAX_OUTPUT_TOKENS,
+    }
 
 
 def _date_ms(text: str | None) -> int:
@@ -164,8 +168,14 @@ def measure(hay: Haystack, ranker: str, stats: dict) -> None:
         session = _asking_session(hay)
         model = _model_for(budget, session, question)
         started = time.perf_counter()
-        run = composition.open_run(session=session, run_input=RunInput(content=question, attachments=[], metadata={}),
-                                   kind="input", idempotency_key=None, model=model, actor=hay.owner)
+        run = composition.open_run(
+            session=session,
+            run_input=RunInput(content=question, attachments=[], metadata={}),
+            kind="input",
+            idempotency_key=None,
+            model=model,
+            actor=hay.owner,
+        )
         stats["assembly_ms"][ranker].append((time.perf_counter() - started) * 1000)
         sections = {s["name"]: s for s in run.prompt["sections"]}
         learned = sections.get("learned_context")
@@ -206,9 +216,14 @@ def run(results: Results, *, data: Path | None = None, limit: int | None = None)
     print(f"recall: {size}", flush=True)
     owner = api_key_create(name="bench-recall", role="agent", actor="bench").api_key.user
     operator = api_key_create(name="bench-recall-ops", role="operator", actor="bench").api_key.user
-    stats: dict = {"recall": defaultdict(lambda: defaultdict(list)), "tokens": defaultdict(list),
-                   "entries": defaultdict(list), "assembly_ms": defaultdict(list), "search_ms": defaultdict(list),
-                   "search": defaultdict(list)}
+    stats: dict = {
+        "recall": defaultdict(lambda: defaultdict(list)),
+        "tokens": defaultdict(list),
+        "entries": defaultdict(list),
+        "assembly_ms": defaultdict(list),
+        "search_ms": defaultdict(list),
+        "search": defaultdict(list),
+    }
     published = 0
     refused: Counter = Counter()
     publish_seconds = 0.0
@@ -227,27 +242,47 @@ def run(results: Results, *, data: Path | None = None, limit: int | None = None)
             set_policy({"policy": {"mode": "manual_only", "retrieval": retrieval}}, actor="bench")
             measure(hay, ranker, stats)
         if (index + 1) % 5 == 0 or index + 1 == len(questions):
-            print(f"  {index + 1}/{len(questions)} questions ({time.perf_counter() - build_started:.0f}s)",
-                  flush=True)
+            print(f"  {index + 1}/{len(questions)} questions ({time.perf_counter() - build_started:.0f}s)", flush=True)
     attempts = published + sum(refused.values())
-    results.add("recall.publish_throughput", published / publish_seconds if publish_seconds else 0, "facts/s",
-                f"{published} facts published (candidate + operator publish, embedding included)")
-    results.add("recall.publish_refused", sum(refused.values()), "turns",
-                f"of {attempts}: " + (", ".join(f"{k} {v}" for k, v in sorted(refused.items())) or "none"))
-    results.add("recall.publish_conflict_rate", refused.get("conflict", 0) / attempts if attempts else 0, "ratio",
-                f"{attempts} publish attempts")
+    results.add(
+        "recall.publish_throughput",
+        published / publish_seconds if publish_seconds else 0,
+        "facts/s",
+        f"{published} facts published (candidate + operator publish, embedding included)",
+    )
+    results.add(
+        "recall.publish_refused",
+        sum(refused.values()),
+        "turns",
+        f"of {attempts}: " + (", ".join(f"{k} {v}" for k, v in sorted(refused.items())) or "none"),
+    )
+    results.add(
+        "recall.publish_conflict_rate",
+        refused.get("conflict", 0) / attempts if attempts else 0,
+        "ratio",
+        f"{attempts} publish attempts",
+    )
     for ranker in RANKERS:
         for label in ("500", "1000", "2000", "default"):
             bucket = stats["recall"][(ranker, label, "all")]
             for metric in ("session_all", "session_any", "round_all", "round_any"):
                 results.add(f"recall.{ranker}.{label}.{metric}", _rate(bucket[metric]), "ratio", size)
-            results.add(f"recall.{ranker}.{label}.median_tokens", statistics.median(stats["tokens"][(ranker, label)]),
-                        "tokens", size)
-            results.add(f"recall.{ranker}.{label}.median_entries",
-                        statistics.median(stats["entries"][(ranker, label)]), "entries", size)
+            results.add(
+                f"recall.{ranker}.{label}.median_tokens",
+                statistics.median(stats["tokens"][(ranker, label)]),
+                "tokens",
+                size,
+            )
+            results.add(
+                f"recall.{ranker}.{label}.median_entries",
+                statistics.median(stats["entries"][(ranker, label)]),
+                "entries",
+                size,
+            )
         for k in (5, 10):
-            results.add(f"recall.{ranker}.search.session_recall_all@{k}", _rate(stats["search"][(ranker, k)]),
-                        "ratio", size)
+            results.add(
+                f"recall.{ranker}.search.session_recall_all@{k}", _rate(stats["search"][(ranker, k)]), "ratio", size
+            )
         results.latency(f"recall.{ranker}.prompt_assembly", stats["assembly_ms"][ranker], size)
         results.latency(f"recall.{ranker}.memory_search", stats["search_ms"][ranker], size)
     print("\nrecall by question_type (session_all / round_all):", flush=True)
@@ -257,7 +292,9 @@ def run(results: Results, *, data: Path | None = None, limit: int | None = None)
             cells = []
             for qtype in types:
                 bucket = stats["recall"][(ranker, label, qtype)]
-                cells.append(f"{qtype} {_rate(bucket['session_all']):.2f}/{_rate(bucket['round_all']):.2f}"
-                             f" (n={len(bucket['session_all'])})")
+                cells.append(
+                    f"{qtype} {_rate(bucket['session_all']):.2f}/{_rate(bucket['round_all']):.2f}"
+                    f" (n={len(bucket['session_all'])})"
+                )
             print(f"  {ranker:<8} {label:>5}: " + "; ".join(cells), flush=True)
     _ = percentile

@@ -35,9 +35,14 @@ from memory.identity import api_key_create
 from memory.sessions import learning_scope_keys, project_create, session_create
 from memory.sessions import project_ids as sessions_project_ids
 
-QUERIES = ["Where do I keep my old sneakers?", "What did I decide about the deploy window?",
-           "Which editor do I prefer for writing code?", "How many hours did I spend practising guitar?",
-           "what is the name of my cat", "Remind me what I said about my trip to Japan"]
+QUERIES = [
+    "Where do I keep my old sneakers?",
+    "What did I decide about the deploy window?",
+    "Which editor do I prefer for writing code?",
+    "How many hours did I spend practising guitar?",
+    "what is the name of my cat",
+    "Remind me what I said about my trip to Japan",
+]
 
 
 def sentences(count: int) -> list[str]:
@@ -61,17 +66,32 @@ def seed(size: int, project_id: str) -> None:
     ts = now_ms()
     started = time.perf_counter()
     for start in range(0, size, 2000):
-        chunk = texts[start:start + 2000]
+        chunk = texts[start : start + 2000]
         vectors = embedding.embed_many(chunk)
         rows = []
         for offset, (text, vector) in enumerate(zip(chunk, vectors, strict=True)):
             content_key, subject_key = semantic_key_digests(text)
-            rows.append(Learning(
-                scope_kind="project", scope_id=project_id, scope_key=f"project:{project_id}", kind="fact",
-                content=text, confidence=90, content_key=content_key, subject_key=subject_key,
-                created_at_ms=ts, published_at_ms=ts - start - offset, updated_at_ms=ts, status="active",
-                publish_tier="active", policy_decision="manual", policy_actor="operator",
-                verification_status="unverified", embedding=[round(float(x), 6) for x in vector]))
+            rows.append(
+                Learning(
+                    scope_kind="project",
+                    scope_id=project_id,
+                    scope_key=f"project:{project_id}",
+                    kind="fact",
+                    content=text,
+                    confidence=90,
+                    content_key=content_key,
+                    subject_key=subject_key,
+                    created_at_ms=ts,
+                    published_at_ms=ts - start - offset,
+                    updated_at_ms=ts,
+                    status="active",
+                    publish_tier="active",
+                    policy_decision="manual",
+                    policy_actor="operator",
+                    verification_status="unverified",
+                    embedding=[round(float(x), 6) for x in vector],
+                )
+            )
         with transaction.atomic():
             Learning.objects.bulk_create(rows, batch_size=1000)
     print(f"  seeded {size} learnings in {time.perf_counter() - started:.1f}s", flush=True)
@@ -82,8 +102,12 @@ def seed(size: int, project_id: str) -> None:
 def run(results: Results, *, sizes: list[int]) -> None:
     started = time.perf_counter()
     embedding.embed_many(["warm up"])
-    results.add("recall_scale.embedding_model_load", (time.perf_counter() - started) * 1000, "ms",
-                f"{embedding.MODEL_NAME}, {embedding.DIMENSIONS}-d, from the installed wheel")
+    results.add(
+        "recall_scale.embedding_model_load",
+        (time.perf_counter() - started) * 1000,
+        "ms",
+        f"{embedding.MODEL_NAME}, {embedding.DIMENSIONS}-d, from the installed wheel",
+    )
     results.add("recall_scale.rss_after_model_load", peak_rss_mib(), "MiB", "process peak so far")
     owner = api_key_create(name="bench-scale", role="agent", actor="bench").api_key.user
     operator = api_key_create(name="bench-scale-ops", role="operator", actor="bench").api_key.user
@@ -117,15 +141,23 @@ def run(results: Results, *, sizes: list[int]) -> None:
         first_run: list[float] = []
         for n in range(40):
             begin = time.perf_counter()
-            candidate = candidate_create(actor=operator, scope=scope, kind="fact",
-                                         content=f"Fresh fact number {n} about the deploy window for {size}.")
+            candidate = candidate_create(
+                actor=operator,
+                scope=scope,
+                kind="fact",
+                content=f"Fresh fact number {n} about the deploy window for {size}.",
+            )
             candidate_publish(candidate=candidate, actor=operator, options=PublishOptions.manual())
             publish_times.append(time.perf_counter() - begin)
             begin = time.perf_counter()
             assemble(n)
             first_run.append((time.perf_counter() - begin) * 1000)
-        results.add(f"recall_scale.{size}.publish_throughput", len(publish_times) / sum(publish_times), "facts/s",
-                    f"{label}; candidate + operator publish, embedding + index updates included")
+        results.add(
+            f"recall_scale.{size}.publish_throughput",
+            len(publish_times) / sum(publish_times),
+            "facts/s",
+            f"{label}; candidate + operator publish, embedding + index updates included",
+        )
         results.latency(f"recall_scale.{size}.prompt_assembly_after_write", first_run, label)
         results.add(f"recall_scale.{size}.peak_rss", peak_rss_mib(), "MiB", f"process peak after {label}")
         http_figures(results, size, label, session)
@@ -133,8 +165,10 @@ def run(results: Results, *, sizes: list[int]) -> None:
         with connection.cursor() as cursor:
             sql, params = explain_statement(sizes[-1])
             cursor.execute("EXPLAIN ANALYZE " + sql, params)
-            print("EXPLAIN ANALYZE (hybrid pool, largest size):\n" + "\n".join(r[0] for r in cursor.fetchall()),
-                  flush=True)
+            print(
+                "EXPLAIN ANALYZE (hybrid pool, largest size):\n" + "\n".join(r[0] for r in cursor.fetchall()),
+                flush=True,
+            )
 
 
 def http_figures(results: Results, size: int, label: str, session) -> None:
@@ -171,6 +205,10 @@ def explain_statement(size: int) -> tuple[str, dict]:
     """The pool statement of the hybrid ranker for one query, as ``recall_sql.pool`` runs it."""
     query = QUERIES[0]
     sql, params, _ = recall_sql.pool_statement(
-        "prompt", scope_keys=[f"project:scale-{size}", "workspace:default"], at_ms=now_ms(),
-        words=query.lower().split(), query_vector=embedding.embed_many([query])[0])
+        "prompt",
+        scope_keys=[f"project:scale-{size}", "workspace:default"],
+        at_ms=now_ms(),
+        words=query.lower().split(),
+        query_vector=embedding.embed_many([query])[0],
+    )
     return sql, params

@@ -38,8 +38,15 @@ def run(results: Results) -> None:
     per = (time.perf_counter() - started) * 1e6 / (rounds * len(texts))
     results.add("screening.cost_per_candidate", per, "us", f"corpus texts, {rounds} rounds")
     cap = screening.MAX_SCREENED_CHARS
-    hostile = {"ignore": "ignore " * cap, "send": "send " * cap, "at": "a@" * cap, "dots": "http://" + "a." * cap,
-               "call": "call the " * cap, "you": "you " * cap, "pipe": "curl " + "x" * cap + "| sh"}
+    hostile = {
+        "ignore": "ignore " * cap,
+        "send": "send " * cap,
+        "at": "a@" * cap,
+        "dots": "http://" + "a." * cap,
+        "call": "call the " * cap,
+        "you": "you " * cap,
+        "pipe": "curl " + "x" * cap + "| sh",
+    }
     worst = 0.0
     for text in hostile.values():
         started = time.perf_counter()

@@ -25,25 +25,57 @@ def write_catalog(root: Path, count: int) -> None:
         (folder / "SKILL.md").write_text(
             f"---\nname: catalog-skill-{i}\ndescription: Catalog skill number {i} for disk and report tasks.\n"
             f'version: "1.{i}"\nwhen_to_use: Use for task family {i % 37}.\n---\n'
-            f"Step one for skill {i}.\nStep two.\n")
+            f"Step one for skill {i}.\nStep two.\n"
+        )
 
 
 def seed_promoted(count: int) -> None:
     ts = now_ms()
-    learnings = Learning.objects.bulk_create([
-        Learning(scope_kind="workspace", scope_id="default", scope_key="workspace:default", kind="procedure",
-                 content=f"Procedure {i}: rotate the certificates of fleet {i}", confidence=90, created_at_ms=ts,
-                 published_at_ms=ts, updated_at_ms=ts, status="active", publish_tier="active",
-                 policy_decision="manual", policy_actor="operator", verification_status="unverified")
-        for i in range(count)], batch_size=2000)
-    LearningSkill.objects.bulk_create([
-        LearningSkill(skill_name=f"promoted-skill-{i}", source_learning=learning,
-                      source_scope={"kind": "workspace", "id": "default"}, status="active",
-                      description=f"Promoted procedure {i}", instructions=f"Rotate fleet {i}.", runtime=RUNTIME,
-                      definition_fingerprint="0" * 64, verification_status="verified", real_daemon_verified=True,
-                      successful_run_count=2, canary_success_count=1, canary_failure_count=0,
-                      promoted_at_ms=ts, updated_at_ms=ts)
-        for i, learning in enumerate(learnings)], batch_size=2000)
+    learnings = Learning.objects.bulk_create(
+        [
+            Learning(
+                scope_kind="workspace",
+                scope_id="default",
+                scope_key="workspace:default",
+                kind="procedure",
+                content=f"Procedure {i}: rotate the certificates of fleet {i}",
+                confidence=90,
+                created_at_ms=ts,
+                published_at_ms=ts,
+                updated_at_ms=ts,
+                status="active",
+                publish_tier="active",
+                policy_decision="manual",
+                policy_actor="operator",
+                verification_status="unverified",
+            )
+            for i in range(count)
+        ],
+        batch_size=2000,
+    )
+    LearningSkill.objects.bulk_create(
+        [
+            LearningSkill(
+                skill_name=f"promoted-skill-{i}",
+                source_learning=learning,
+                source_scope={"kind": "workspace", "id": "default"},
+                status="active",
+                description=f"Promoted procedure {i}",
+                instructions=f"Rotate fleet {i}.",
+                runtime=RUNTIME,
+                definition_fingerprint="0" * 64,
+                verification_status="verified",
+                real_daemon_verified=True,
+                successful_run_count=2,
+                canary_success_count=1,
+                canary_failure_count=0,
+                promoted_at_ms=ts,
+                updated_at_ms=ts,
+            )
+            for i, learning in enumerate(learnings)
+        ],
+        batch_size=2000,
+    )
 
 
 def run(results: Results, *, scale: int = 1) -> None:
@@ -72,8 +104,9 @@ def run(results: Results, *, scale: int = 1) -> None:
                 assert client.get("/v1/skills?query=certificates&limit=50").status_code == 200
 
             results.latency("skills.list", time_calls(list_skills, 200 // scale + 20), size + ", page of 50")
-            results.latency("skills.session_skills", time_calls(session_skills, 200 // scale + 20),
-                            size + ", page of 50")
+            results.latency(
+                "skills.session_skills", time_calls(session_skills, 200 // scale + 20), size + ", page of 50"
+            )
             results.latency("skills.query", time_calls(query_skills, 200 // scale + 20), size + ", query")
         finally:
             settings.KHEISH_CATALOG_DIR = old_catalog

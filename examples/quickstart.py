@@ -48,8 +48,11 @@ class Problem(Exception):
 def call(method: str, path: str, body: dict | None = None, *, key: str = "") -> dict:
     """One /v1 call; JSON in, JSON out; a problem+json answer raises Problem."""
     data = None if body is None else json.dumps(body).encode()
-    headers = {"Authorization": f"Bearer {key or AGENT_KEY}", "Content-Type": "application/json",
-               "Accept": "application/json"}
+    headers = {
+        "Authorization": f"Bearer {key or AGENT_KEY}",
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+    }
     request = urllib.request.Request(BASE_URL + path, data=data, method=method, headers=headers)  # noqa: S310
     try:
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
@@ -80,8 +83,10 @@ def fake_model(messages: list[dict]) -> str:
 
 def turn(session_id: str, user_message: str, *, show_rules: bool = False) -> dict:
     run = call("POST", f"/v1/sessions/{session_id}/runs", {"input": {"content": user_message}})
-    print(f"  opened {run['run_id']} ({run['status']}); prompt sections:",
-          [s["name"] for s in (run["prompt"] or {}).get("sections", [])])
+    print(
+        f"  opened {run['run_id']} ({run['status']}); prompt sections:",
+        [s["name"] for s in (run["prompt"] or {}).get("sections", [])],
+    )
     run_id = run["run_id"]
     if show_rules:
         try:  # one active run per session: a second open while this one is in flight is refused
@@ -91,10 +96,16 @@ def turn(session_id: str, user_message: str, *, show_rules: bool = False) -> dic
     call("POST", f"/v1/runs/{run_id}/start", {})
     try:
         messages = render_prompt(run, user_message)
-        call("POST", f"/v1/runs/{run_id}/tool-call-started",
-             {"call_id": "call-1", "name": "disk_usage", "input": {"path": "/var/log"}})
-        call("POST", f"/v1/runs/{run_id}/tool-call-finished",
-             {"call_id": "call-1", "output": {"bytes": 1_610_612_736}, "is_error": False})
+        call(
+            "POST",
+            f"/v1/runs/{run_id}/tool-call-started",
+            {"call_id": "call-1", "name": "disk_usage", "input": {"path": "/var/log"}},
+        )
+        call(
+            "POST",
+            f"/v1/runs/{run_id}/tool-call-finished",
+            {"call_id": "call-1", "output": {"bytes": 1_610_612_736}, "is_error": False},
+        )
         reply = fake_model(messages)
         if show_rules:
             try:  # a body the server does not accept: 400 naming the field
@@ -134,8 +145,11 @@ def wait_for_candidate(run_id: str, timeout_s: float = 60.0) -> dict:
 
 def main() -> int:
     if not AGENT_KEY or not OPERATOR_KEY:
-        print("set KHEISH_AGENT_KEY and KHEISH_OPERATOR_KEY (make key NAME=my-agent ROLE=agent; "
-              "make key NAME=my-ops ROLE=operator)", file=sys.stderr)
+        print(
+            "set KHEISH_AGENT_KEY and KHEISH_OPERATOR_KEY (make key NAME=my-agent ROLE=agent; "
+            "make key NAME=my-ops ROLE=operator)",
+            file=sys.stderr,
+        )
         return 2
     session_id = call("POST", "/v1/sessions", {})["session_id"]
     print(f"agent: opened {session_id}")
@@ -144,15 +158,26 @@ def main() -> int:
     print("agent: turn 1")
     first = turn(session_id, PREFERENCE, show_rules=True)
 
-    proposal = call("POST", "/v1/learning-candidates", {
-        "scope": {"kind": "session", "id": session_id}, "kind": "fact",
-        "content": "The log directory is /var/log.", "source": {"run_id": first["run_id"]}})
+    proposal = call(
+        "POST",
+        "/v1/learning-candidates",
+        {
+            "scope": {"kind": "session", "id": session_id},
+            "kind": "fact",
+            "content": "The log directory is /var/log.",
+            "source": {"run_id": first["run_id"]},
+        },
+    )
     print(f"agent: proposed {proposal['candidate_id']} ({proposal['state']}); an operator reviews it")
 
     candidate = wait_for_candidate(first["run_id"])
     print(f"operator: captured {candidate['candidate_id']}: {candidate['content']!r}")
-    learning = call("POST", f"/v1/learning-candidates/{candidate['candidate_id']}/publish",
-                    {"publish_tier": "active"}, key=OPERATOR_KEY)
+    learning = call(
+        "POST",
+        f"/v1/learning-candidates/{candidate['candidate_id']}/publish",
+        {"publish_tier": "active"},
+        key=OPERATOR_KEY,
+    )
     print(f"operator: published {learning['learning_id']} ({learning['status']})")
 
     print("agent: turn 2")

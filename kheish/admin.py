@@ -47,48 +47,82 @@ def memory_card(session: Session, query: str | None = None) -> dict:
         if not reasons and learning.pk not in prompt_set:
             reasons = [explain.SHADOWED_REASON]
         if not reasons:
-            reasons = [f"no match for the input ({retrieval['ranker']} ranker)" if query else
-                       f"left out by the section's limits ({retrieval['max_entries']} entries, "
-                       f"{retrieval['max_tokens']} tokens)"]
-        left_out.append({"id": learning.public_id, "kind": learning.kind, "content": learning.content,
-                         "reasons": reasons, "url": reverse("console:learning", args=[learning.pk])})
-    candidates = list(LearningCandidate.objects.in_scopes(scope_keys).exclude(state=CandidateState.PUBLISHED)
-                      .order_by("-id")[:EXPLAINED_ROWS])
-    waiting = [{"id": candidate.public_id, "kind": candidate.kind, "content": candidate.content,
-                "reasons": explain.candidate_exclusion(candidate),
-                "url": reverse("admin:learnings_learningcandidate_change", args=[candidate.pk])}
-               for candidate in candidates]
-    return {"memory_card": {
-        "learned": learned, "recovered": recovered, "query": query or "",
-        "counts": {"learned": explain.count(len(learned), "learning"),
-                   "recovered": explain.count(len(recovered), "recovered run")},
-        "left_out": left_out, "candidates": waiting,
-        "why_empty": [] if learned else _why_no_learnings(in_scope.count(), candidates, query),
-        "capability_scope": session.capability_scope,
-        "effective_capability_scope": preview["effective_capability_scope"],
-    }}
+            reasons = [
+                f"no match for the input ({retrieval['ranker']} ranker)"
+                if query
+                else f"left out by the section's limits ({retrieval['max_entries']} entries, "
+                f"{retrieval['max_tokens']} tokens)"
+            ]
+        left_out.append(
+            {
+                "id": learning.public_id,
+                "kind": learning.kind,
+                "content": learning.content,
+                "reasons": reasons,
+                "url": reverse("console:learning", args=[learning.pk]),
+            }
+        )
+    candidates = list(
+        LearningCandidate.objects.in_scopes(scope_keys)
+        .exclude(state=CandidateState.PUBLISHED)
+        .order_by("-id")[:EXPLAINED_ROWS]
+    )
+    waiting = [
+        {
+            "id": candidate.public_id,
+            "kind": candidate.kind,
+            "content": candidate.content,
+            "reasons": explain.candidate_exclusion(candidate),
+            "url": reverse("admin:learnings_learningcandidate_change", args=[candidate.pk]),
+        }
+        for candidate in candidates
+    ]
+    return {
+        "memory_card": {
+            "learned": learned,
+            "recovered": recovered,
+            "query": query or "",
+            "counts": {
+                "learned": explain.count(len(learned), "learning"),
+                "recovered": explain.count(len(recovered), "recovered run"),
+            },
+            "left_out": left_out,
+            "candidates": waiting,
+            "why_empty": [] if learned else _why_no_learnings(in_scope.count(), candidates, query),
+            "capability_scope": session.capability_scope,
+            "effective_capability_scope": preview["effective_capability_scope"],
+        }
+    }
 
 
 def _why_no_learnings(learning_count: int, candidates: list[LearningCandidate], query: str | None) -> list[str]:
     """Sentences that say why the next prompt gets no learning."""
     semantic = policy_in_force.current_policy().capture.semantic_candidates.enabled
-    capture = ("labelled statements (Preference: / Fact: / Decision:) in a run's input become candidates only with "
-               "semantic capture, " + ("on" if semantic else "off: turn it on in the Memory console"))
+    capture = (
+        "labelled statements (Preference: / Fact: / Decision:) in a run's input become candidates only with "
+        "semantic capture, " + ("on" if semantic else "off: turn it on in the Memory console")
+    )
     kinds = {candidate.kind for candidate in candidates}
     sentences = []
     if learning_count:
-        sentences.append(f"None of the {explain.count(learning_count, 'learning')} in this session's scopes would "
-                         "be in the next prompt" + (" for this input" if query else "") + ": the reasons are below.")
+        sentences.append(
+            f"None of the {explain.count(learning_count, 'learning')} in this session's scopes would "
+            "be in the next prompt" + (" for this input" if query else "") + ": the reasons are below."
+        )
     elif not candidates:
         sentences.append("Nothing has been learned in this session's scopes yet: no learning, no candidate.")
     elif kinds == {LearningKind.RUN_SUMMARY}:
-        sentences.append(f"Only {explain.count(len(candidates), 'run_summary candidate')} exist"
-                         f"{'s' if len(candidates) == 1 else ''}: run summaries never reach a prompt.")
+        sentences.append(
+            f"Only {explain.count(len(candidates), 'run_summary candidate')} exist"
+            f"{'s' if len(candidates) == 1 else ''}: run summaries never reach a prompt."
+        )
     else:
         pending = [c for c in candidates if c.state in REVIEW_STATES]
-        sentences.append(f"No learning yet: {explain.count(len(pending), 'candidate')} await"
-                         f"{'s' if len(pending) == 1 else ''} review; a candidate reaches a prompt only once "
-                         "published (active tier).")
+        sentences.append(
+            f"No learning yet: {explain.count(len(pending), 'candidate')} await"
+            f"{'s' if len(pending) == 1 else ''} review; a candidate reaches a prompt only once "
+            "published (active tier)."
+        )
     if not learning_count and not kinds & set(PROMPT_ELIGIBLE_KINDS):
         sentences.append(capture[0].upper() + capture[1:] + ".")
     return sentences
@@ -110,8 +144,11 @@ class CandidateConsoleAdmin(bulk.CandidateActions, LearningCandidateAdmin):
 
     def changelist_view(self, request, extra_context=None):
         policy, revision = policy_in_force.current_policy_and_revision()
-        extra = {"learning_policy": policy, "policy_revision": revision,
-                 "policy_url": reverse("console:learning-policy")}
+        extra = {
+            "learning_policy": policy,
+            "policy_revision": revision,
+            "policy_url": reverse("console:learning-policy"),
+        }
         return super().changelist_view(request, {**(extra_context or {}), **extra})
 
 
@@ -125,8 +162,12 @@ class SkillConsoleAdmin(bulk.SkillActions, LearningSkillAdmin):
     change_list_template = "admin/console/skill_change_list.html"
 
 
-for model, model_admin in ((Session, SessionWithMemoryCard), (LearningCandidate, CandidateConsoleAdmin),
-                           (Learning, LearningConsoleAdmin), (LearningSkill, SkillConsoleAdmin)):
+for model, model_admin in (
+    (Session, SessionWithMemoryCard),
+    (LearningCandidate, CandidateConsoleAdmin),
+    (Learning, LearningConsoleAdmin),
+    (LearningSkill, SkillConsoleAdmin),
+):
     admin.site.unregister(model)
     admin.site.register(model, model_admin)
 

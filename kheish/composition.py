@@ -37,43 +37,66 @@ def _assemble_prompt(session: Session, content: str, model: dict | None, *, usag
     model = model or {}
     context = compaction.live_context(session)
     base = context.estimated_tokens + estimate_tokens(content)
-    total_budget = memory_budget(base_tokens=base, context_window=model.get("context_window"),
-                                 max_output_tokens=model.get("max_output_tokens"))
+    total_budget = memory_budget(
+        base_tokens=base, context_window=model.get("context_window"), max_output_tokens=model.get("max_output_tokens")
+    )
     budget = total_budget
     scope_keys = learning_scope_keys(session)
     config = retrieval.current_retrieval()
     sections: list[dict[str, Any]] = []
     # learned_context is bounded by the policy's retrieval.max_tokens under the window budget (the smaller).
     section_budget = min(budget, config.max_tokens)
-    learned, learned_truncated = retrieval.learned_records(session=session, scope_keys=scope_keys, query=content,
-                                                           usage=usage, config=config, budget_tokens=section_budget)
-    packed_learned = pack_section(learned, LEARNED_CONTEXT_FORMAT, section_budget,
-                                  truncated=learned_truncated, blocks=[record.block for record in learned],
-                                  skip_oversized=config.ranker == "hybrid")
+    learned, learned_truncated = retrieval.learned_records(
+        session=session, scope_keys=scope_keys, query=content, usage=usage, config=config, budget_tokens=section_budget
+    )
+    packed_learned = pack_section(
+        learned,
+        LEARNED_CONTEXT_FORMAT,
+        section_budget,
+        truncated=learned_truncated,
+        blocks=[record.block for record in learned],
+        skip_oversized=config.ranker == "hybrid",
+    )
     if packed_learned.text is not None:
-        sections.append({"name": "learned_context", "content": packed_learned.text,
-                         "entries": [e.learning_id for e in packed_learned.entries],
-                         "truncated": packed_learned.truncated})
+        sections.append(
+            {
+                "name": "learned_context",
+                "content": packed_learned.text,
+                "entries": [e.learning_id for e in packed_learned.entries],
+                "truncated": packed_learned.truncated,
+            }
+        )
         budget = max(0, budget - estimate_tokens(packed_learned.text))
     bundle = run_memory.recovered_bundle(session, content, usage=usage, ranker=config.ranker)
     packed_recovered = pack_section(bundle.entries, RECOVERED_MEMORY_FORMAT, budget, truncated=bundle.truncated)
     if packed_recovered.text is not None:
-        sections.append({"name": "recovered_memory", "content": packed_recovered.text,
-                         "entries": [e.run_id for e in packed_recovered.entries],
-                         "truncated": packed_recovered.truncated})
+        sections.append(
+            {
+                "name": "recovered_memory",
+                "content": packed_recovered.text,
+                "entries": [e.run_id for e in packed_recovered.entries],
+                "truncated": packed_recovered.truncated,
+            }
+        )
     if usage == "prompt":  # one statement for the three counters
-        metrics.increment_many({"run_memory.injected_total": len(packed_recovered.entries),
-                                "run_memory.prompt_limit_omitted_total": packed_recovered.omitted,
-                                "session_memory.prompt_limit_omitted_total": packed_learned.omitted})
+        metrics.increment_many(
+            {
+                "run_memory.injected_total": len(packed_recovered.entries),
+                "run_memory.prompt_limit_omitted_total": packed_recovered.omitted,
+                "session_memory.prompt_limit_omitted_total": packed_learned.omitted,
+            }
+        )
     total = base + sum(estimate_tokens(s["content"]) for s in sections)
     return {"sections": sections, "estimated_tokens": total, "budget_tokens": total_budget}
 
 
 @transaction.atomic
-def open_run(*, session: Session, run_input: RunInput, kind: str, idempotency_key: str | None,
-             model: dict | None, actor: object) -> Run:
-    run, created = run_open(session=session, run_input=run_input, kind=kind, idempotency_key=idempotency_key,
-                            model=model, actor=actor)
+def open_run(
+    *, session: Session, run_input: RunInput, kind: str, idempotency_key: str | None, model: dict | None, actor: object
+) -> Run:
+    run, created = run_open(
+        session=session, run_input=run_input, kind=kind, idempotency_key=idempotency_key, model=model, actor=actor
+    )
     if created:
         prompt = assemble_prompt(session, run_input.content, model)
         memory_sql.update(Run, run.pk, prompt=prompt)
@@ -85,8 +108,9 @@ def memory_context(session: Session, query: str | None) -> dict:
     """The no-side-effect preview of what the next input would be eligible to receive."""
     scope_keys = learning_scope_keys(session)
     config = retrieval.current_retrieval()
-    learned, learned_truncated = retrieval.learned_bundle(session=session, scope_keys=scope_keys, query=query,
-                                                          usage="preview", config=config)
+    learned, learned_truncated = retrieval.learned_bundle(
+        session=session, scope_keys=scope_keys, query=query, usage="preview", config=config
+    )
     bundle = run_memory.recovered_bundle(session, query, usage="preview", ranker=config.ranker)
     skills = skill_selectors.session_visible_skills(session=session, scope_keys=scope_keys, query=None)
     return {
@@ -94,12 +118,20 @@ def memory_context(session: Session, query: str | None) -> dict:
         "effective_capability_scope": effective_capability_scope(session),
         "learning_scopes": scope_keys,
         "retrieval": config.to_dict(),
-        "learned_context": {"entries": learned, "truncated": learned_truncated,
-                            "rendered": render_learned_context(learned, learned_truncated) if learned else None}
-        if learned else None,
-        "recovered_memory": {"entries": [e.to_dict() for e in bundle.entries], "truncated": bundle.truncated,
-                             "rendered": render_recovered_memory(bundle.entries, bundle.truncated)}
-        if bundle.entries else None,
+        "learned_context": {
+            "entries": learned,
+            "truncated": learned_truncated,
+            "rendered": render_learned_context(learned, learned_truncated) if learned else None,
+        }
+        if learned
+        else None,
+        "recovered_memory": {
+            "entries": [e.to_dict() for e in bundle.entries],
+            "truncated": bundle.truncated,
+            "rendered": render_recovered_memory(bundle.entries, bundle.truncated),
+        }
+        if bundle.entries
+        else None,
         "visible_skills": skills,
     }
 

@@ -32,7 +32,8 @@ from kheish import service_config
 # Loopback by default; a node behind a load balancer listens where the balancer reaches it
 # (KHEISH_WEB_BIND=0.0.0.0:8000, comma-separated for several addresses).
 bind = [address.strip() for address in (os.environ.get("KHEISH_WEB_BIND") or "").split(",") if address.strip()] or [
-    f"127.0.0.1:{os.environ.get('PORT') or '8000'}"]
+    f"127.0.0.1:{os.environ.get('PORT') or '8000'}"
+]
 workers = int(os.environ.get("KHEISH_WEB_WORKERS") or 2)
 threads = int(os.environ.get("KHEISH_WEB_THREADS") or 4)
 worker_class = "gthread"
@@ -48,9 +49,12 @@ if _control_socket:
 else:
     control_socket_disable = True
 
+
 def _metrics_dir() -> Path:
-    return Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-                or service_config.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}")
+    return Path(
+        os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        or service_config.VAR_DIR / "prometheus" / f"web-{os.environ.get('PORT') or '8000'}"
+    )
 
 
 def on_starting(server) -> None:

@@ -479,8 +479,7 @@ def _flag(name: str, default: bool) -> bool:
 
 def cmd_run(args: Sequence[str]) -> int:
     if args:
-        raise SystemExit("run takes no arguments (configure it with the environment: PORT, DATABASE_URL, "
-                         "KHEISH_ROLE)")
+        raise SystemExit("run takes no arguments (configure it with the environment: PORT, DATABASE_URL, KHEISH_ROLE)")
     roles = selected_roles()
     web = "web" in roles
     port = os.environ.setdefault("PORT", DEFAULT_PORT)
@@ -502,8 +501,10 @@ def cmd_run(args: Sequence[str]) -> int:
                 _manage("createcachetable")  # the database cache that counts auth failures (kheish.api.throttling)
                 _manage("ensure_operator")
         else:
-            log("KHEISH_MIGRATE=0: no migrate/createcachetable/ensure_operator on this node (run them once "
-                "per release: `manage.py migrate`)")
+            log(
+                "KHEISH_MIGRATE=0: no migrate/createcachetable/ensure_operator on this node (run them once "
+                "per release: `manage.py migrate`)"
+            )
         if web:
             _manage("collectstatic", "--noinput", "--verbosity", "0")
         base = f"http://127.0.0.1:{port}"
@@ -530,11 +531,13 @@ def cmd_run(args: Sequence[str]) -> int:
             _announce_when_listening(int(port), banner, listening)
         else:
             log(f"starting {_listing(roles)} (KHEISH_ROLE={','.join(roles)}: no web server on this node)")
-        entries = [(name, command) for name, command in supervisor.parse_procfile(REPO_DIR / "Procfile")
-                   if name in roles]
+        entries = [
+            (name, command) for name, command in supervisor.parse_procfile(REPO_DIR / "Procfile") if name in roles
+        ]
         watched = [_EMBEDDED] if _EMBEDDED is not None and where.startswith("embedded") else []
-        processes = supervisor.Supervisor(entries, cwd=REPO_DIR, log=log, stop_timeout=float(stop_timeout),
-                                          watched=watched)
+        processes = supervisor.Supervisor(
+            entries, cwd=REPO_DIR, log=log, stop_timeout=float(stop_timeout), watched=watched
+        )
         try:
             return processes.run()
         finally:
@@ -596,8 +599,10 @@ def cmd_url(args: Sequence[str]) -> int:
         except PermissionError:
             pass
     if not port or not alive:
-        print("the service is not running from this checkout: start it with `make run` (in another shell)",
-              file=sys.stderr)
+        print(
+            "the service is not running from this checkout: start it with `make run` (in another shell)",
+            file=sys.stderr,
+        )
         return 1
     print(f"http://127.0.0.1:{port}")
     return 0

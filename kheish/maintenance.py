@@ -14,11 +14,16 @@ def repair_all(*, apply: bool, source: str, log: Callable[[str], object] = lambd
     report = run_memory.enforce_policy(source=source, apply=apply)
     # Records a rebuild pushed out (overflow, expiry) count with what enforce_policy pruned: the report
     # reconciles with the records stored (issue 22.7).
-    summary = {"run_memory": {
-        "missing_records_rebuilt": len(missing.rebuilt), "orphans": report["pruned_orphan_file_count"],
-        "expired": report["pruned_ttl_count"] + missing.pruned_ttl,
-        "overflow": report["pruned_overflow_count"] + missing.pruned_overflow,
-        "stale_scope_keys": report["rescoped_record_count"], "diagnostics": len(report["diagnostics"])}}
+    summary = {
+        "run_memory": {
+            "missing_records_rebuilt": len(missing.rebuilt),
+            "orphans": report["pruned_orphan_file_count"],
+            "expired": report["pruned_ttl_count"] + missing.pruned_ttl,
+            "overflow": report["pruned_overflow_count"] + missing.pruned_overflow,
+            "stale_scope_keys": report["rescoped_record_count"],
+            "diagnostics": len(report["diagnostics"]),
+        }
+    }
     log("skills: checking…")
     summary["skills"] = repair_skills(apply=apply)
     return summary

@@ -47,8 +47,10 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 if MULTIPROCESS:
     multiprocess.MultiProcessCollector(REGISTRY)  # the sum of every worker's files, read at scrape time
 REQUEST_LATENCY = Histogram(
-    "kheish_http_request_duration_seconds", "HTTP request latency by method, route and status class",
-    ["method", "route", "status"], registry=None if MULTIPROCESS else REGISTRY,
+    "kheish_http_request_duration_seconds",
+    "HTTP request latency by method, route and status class",
+    ["method", "route", "status"],
+    registry=None if MULTIPROCESS else REGISTRY,
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 
@@ -100,8 +102,11 @@ def check_database() -> str | None:
 def _broker_connection():
     from kombu import Connection
 
-    return Connection(settings.CELERY_BROKER_URL, connect_timeout=BROKER_TIMEOUT_S,
-                      transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {})
+    return Connection(
+        settings.CELERY_BROKER_URL,
+        connect_timeout=BROKER_TIMEOUT_S,
+        transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {},
+    )
 
 
 def check_broker() -> str | None:
@@ -119,8 +124,10 @@ def readyz(request):
     """200 when the database answers and the Celery broker accepts a connection; 503 naming what failed
     (only the check's name and the error class: no addresses, no data)."""
     checks = {"database": check_database(), "broker": check_broker()}
-    body = {"status": "ok" if not any(checks.values()) else "unavailable",
-            "checks": {name: ("ok" if error is None else f"failed: {error}") for name, error in checks.items()}}
+    body = {
+        "status": "ok" if not any(checks.values()) else "unavailable",
+        "checks": {name: ("ok" if error is None else f"failed: {error}") for name, error in checks.items()},
+    }
     return JsonResponse(body, status=200 if body["status"] == "ok" else 503)
 
 
@@ -163,12 +170,24 @@ class DatabaseCollector:
             family.add_metric([], int(value))
             yield family
         for metric, help_text, label, rows in (
-            ("kheish_runs", "runs by status (queued = runs waiting)", "status",
-             Run.objects.values_list("status").annotate(n=Count("pk"))),
-            ("kheish_learning_candidates", "learning candidates by state", "state",
-             LearningCandidate.objects.values_list("state").annotate(n=Count("pk"))),
-            ("kheish_learnings", "learnings by status", "status",
-             Learning.objects.values_list("status").annotate(n=Count("pk"))),
+            (
+                "kheish_runs",
+                "runs by status (queued = runs waiting)",
+                "status",
+                Run.objects.values_list("status").annotate(n=Count("pk")),
+            ),
+            (
+                "kheish_learning_candidates",
+                "learning candidates by state",
+                "state",
+                LearningCandidate.objects.values_list("state").annotate(n=Count("pk")),
+            ),
+            (
+                "kheish_learnings",
+                "learnings by status",
+                "status",
+                Learning.objects.values_list("status").annotate(n=Count("pk")),
+            ),
         ):
             family = GaugeMetricFamily(metric, help_text, labels=[label])
             for value, n in rows.order_by():
@@ -176,8 +195,9 @@ class DatabaseCollector:
             yield family
         depth = queue_depth()
         if depth is not None:
-            family = GaugeMetricFamily("kheish_celery_queue_depth", "messages waiting in the Celery queue",
-                                       labels=["queue"])
+            family = GaugeMetricFamily(
+                "kheish_celery_queue_depth", "messages waiting in the Celery queue", labels=["queue"]
+            )
             family.add_metric([getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery")], depth)
             yield family
 
@@ -223,18 +243,28 @@ def metrics(request):
         access = metrics_access(request)
     except Throttled as exc:  # bad keys are counted and limited as on /v1 (kheish.api.throttling)
         wait = max(1, math.ceil(exc.wait or 1))
-        body = problem(429, domain=getattr(exc, "problem_domain", "api"),
-                       code=getattr(exc, "problem_code", "throttled"), detail=str(exc.detail),
-                       extra={"retry_after": wait})
+        body = problem(
+            429,
+            domain=getattr(exc, "problem_domain", "api"),
+            code=getattr(exc, "problem_code", "throttled"),
+            detail=str(exc.detail),
+            extra={"retry_after": wait},
+        )
         response = HttpResponse(json.dumps(body), status=429, content_type=PROBLEM_CONTENT_TYPE)
         response["Retry-After"] = str(wait)
         return response
     if access == "forbidden":
-        return HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token; this key "
-                            "is an agent's\n", status=403, content_type="text/plain")
+        return HttpResponse(
+            "metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token; this key is an agent's\n",
+            status=403,
+            content_type="text/plain",
+        )
     if access != "allowed":
-        response = HttpResponse("metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token\n",
-                                status=401, content_type="text/plain")
+        response = HttpResponse(
+            "metrics need an operator API key or the KHEISH_METRICS_TOKEN bearer token\n",
+            status=401,
+            content_type="text/plain",
+        )
         response["WWW-Authenticate"] = 'Bearer realm="kheish"'
         return response
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
@@ -253,5 +283,6 @@ class RequestMetricsMiddleware:
         match = getattr(request, "resolver_match", None)
         route = getattr(match, "route", None) or "unmatched"
         REQUEST_LATENCY.labels(request.method, route, f"{response.status_code // 100}xx").observe(
-            time.perf_counter() - started)
+            time.perf_counter() - started
+        )
         return response

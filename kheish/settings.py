@@ -100,8 +100,8 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # HNSW (pgvector) searches scan iteratively until the scope filters are met (learnings.recall_sql); on a server
 # without pgvector the two hnsw.* options are plain placeholders.
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-    "options", "-c max_parallel_workers_per_gather=0 -c jit=off -c hnsw.iterative_scan=relaxed_order "
-               "-c hnsw.ef_search=120"
+    "options",
+    "-c max_parallel_workers_per_gather=0 -c jit=off -c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search=120",
 )
 # Server-side prepared statements (psycopg): a statement run through ``memory.sql.prepared_cursor`` (the recall
 # pool's, whose text is stable and whose values are parameters) is prepared after this many runs on a connection,
@@ -109,7 +109,8 @@ DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
 # "off" disables it (e.g. behind a connection pooler in transaction mode that does not track prepared statements).
 _prepare_threshold = env.str("KHEISH_DB_PREPARE_THRESHOLD", default="2").strip().lower()
 DATABASES["default"]["OPTIONS"].setdefault(
-    "prepare_threshold", None if _prepare_threshold in {"off", "none", ""} else int(_prepare_threshold))
+    "prepare_threshold", None if _prepare_threshold in {"off", "none", ""} else int(_prepare_threshold)
+)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -180,7 +181,8 @@ _cache_url = env.str("KHEISH_CACHE_URL", default="")
 _throttle_cache_url = env.str("KHEISH_THROTTLE_CACHE_URL", default="") or _cache_url or "database"
 CACHES = {
     "default": env.cache_url_config(_cache_url or "locmemcache://"),
-    "throttle": dict(_DATABASE_COUNTERS) if _throttle_cache_url == "database"
+    "throttle": dict(_DATABASE_COUNTERS)
+    if _throttle_cache_url == "database"
     else env.cache_url_config(_throttle_cache_url),
     "auth_failures": env.cache_url("KHEISH_AUTH_FAILURE_CACHE_URL", default="dbcache://kheish_auth_failures"),
 }
@@ -205,8 +207,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SCHEMA_PATH_PREFIX": "/v1",
     "COMPONENT_SPLIT_REQUEST": True,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "kheish.api.schema.problem_responses"],  # problem+json errors (issue 14.15)
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kheish.api.schema.problem_responses",
+    ],  # problem+json errors (issue 14.15)
     "ENUM_NAME_OVERRIDES": {"LearningKindEnum": "learnings.vocabulary.LearningKind"},
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -235,8 +239,10 @@ CELERY_BEAT_SCHEDULE = {
     "prune-run-memory": {"task": "memory.tasks.prune_run_memory", "schedule": 300.0},
     "repair-all-planes": {"task": "kheish.tasks.repair_all_planes", "schedule": 3600.0},
     "learning-shadow-review": {"task": "learnings.tasks.shadow_review_sweep", "schedule": 120.0},
-    "learning-replay-captures": {"task": "learnings.tasks.replay_pending_captures",
-                                 "schedule": env.float("KHEISH_REPLAY_EVERY_S", default=20.0)},
+    "learning-replay-captures": {
+        "task": "learnings.tasks.replay_pending_captures",
+        "schedule": env.float("KHEISH_REPLAY_EVERY_S", default=20.0),
+    },
 }
 # A queued task's claim on its run (capture) or candidate (review): while it holds, a replay or sweep does not
 # queue the id again; a claim whose task was lost or failed (its worker died, the database went away while it ran)

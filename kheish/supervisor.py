@@ -102,9 +102,17 @@ WATCH_EVERY_S = 1.0
 
 
 class Supervisor:
-    def __init__(self, entries: Sequence[tuple[str, str]], *, cwd: Path, env: dict[str, str] | None = None,
-                 log: Callable[[str], None], stop_timeout: float = 60.0, out=None,
-                 watched: Sequence[Watched] = ()) -> None:
+    def __init__(
+        self,
+        entries: Sequence[tuple[str, str]],
+        *,
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        log: Callable[[str], None],
+        stop_timeout: float = 60.0,
+        out=None,
+        watched: Sequence[Watched] = (),
+    ) -> None:
         self.processes = [_Process(name, command) for name, command in entries]
         self.watched = [_WatchState(service) for service in watched]
         self.cwd = cwd
@@ -137,13 +145,23 @@ class Supervisor:
         stream.close()
 
     def _start(self, proc: _Process) -> None:
-        proc.popen = subprocess.Popen(["/bin/sh", "-c", f"exec {proc.command}"], cwd=self.cwd, env=self.env,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, errors="replace", bufsize=1, start_new_session=True)
+        proc.popen = subprocess.Popen(
+            ["/bin/sh", "-c", f"exec {proc.command}"],
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            start_new_session=True,
+        )
         proc.started_at = time.monotonic()
         proc.restart_at = None
-        pump = threading.Thread(target=self._pump, args=(proc.name, proc.popen.stdout), daemon=True,
-                                name=f"out-{proc.name}")
+        pump = threading.Thread(
+            target=self._pump, args=(proc.name, proc.popen.stdout), daemon=True, name=f"out-{proc.name}"
+        )
         pump.start()
         proc.pumps.append(pump)
         self.log(f"{proc.name} started (pid {proc.popen.pid}): {proc.command}")
@@ -178,8 +196,10 @@ class Supervisor:
         proc.quick_crashes = 0 if ran >= STABLE_AFTER_S else proc.quick_crashes + 1
         delay = min(BACKOFF_FIRST_S * 2 ** max(proc.quick_crashes - 1, 0), BACKOFF_MAX_S)
         proc.restart_at = now + delay
-        self.log(f"{proc.name} exited ({self._describe(returncode)}) after {ran:.1f}s; "
-                 f"restarting in {delay:.0f}s, the other processes keep running")
+        self.log(
+            f"{proc.name} exited ({self._describe(returncode)}) after {ran:.1f}s; "
+            f"restarting in {delay:.0f}s, the other processes keep running"
+        )
 
     def _check_watched(self, state: _WatchState, now: float) -> None:
         if now - state.last_check < WATCH_EVERY_S or now < state.next_try:
@@ -190,20 +210,26 @@ class Supervisor:
             if service.alive():
                 return
             state.down_since = now
-            self.log(f"{service.name} is gone{f' ({service.describe()})' if service.describe() else ''}; "
-                     "restarting it, the processes keep running and reconnect once it is back")
+            self.log(
+                f"{service.name} is gone{f' ({service.describe()})' if service.describe() else ''}; "
+                "restarting it, the processes keep running and reconnect once it is back"
+            )
         state.attempts += 1
         try:
             service.restart()
         except Exception as exc:  # noqa: BLE001 - any failure: try again after the backoff
             delay = min(BACKOFF_FIRST_S * 2 ** (state.attempts - 1), BACKOFF_MAX_S)
             state.next_try = now + delay
-            self.log(f"{service.name} did not start (attempt {state.attempts}: {type(exc).__name__}: "
-                     f"{(str(exc).strip().splitlines() or [''])[-1][:200]}); next try in {delay:.0f}s")
+            self.log(
+                f"{service.name} did not start (attempt {state.attempts}: {type(exc).__name__}: "
+                f"{(str(exc).strip().splitlines() or [''])[-1][:200]}); next try in {delay:.0f}s"
+            )
             return
         state.restarts += 1
-        self.log(f"{service.name} restarted after {time.monotonic() - state.down_since:.1f}s "
-                 f"(restart #{state.restarts}{f', {service.describe()}' if service.describe() else ''})")
+        self.log(
+            f"{service.name} restarted after {time.monotonic() - state.down_since:.1f}s "
+            f"(restart #{state.restarts}{f', {service.describe()}' if service.describe() else ''})"
+        )
         state.down_since = None
         state.attempts = 0
 
@@ -211,8 +237,7 @@ class Supervisor:
     def run(self) -> int:
         """Start every process, restart those that exit, stop all on a signal. Returns 0 after a requested
         stop."""
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM,
-                                                                           signal.SIGHUP)}
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             for proc in self.processes:
                 if not self._stop.is_set():
@@ -231,8 +256,10 @@ class Supervisor:
 
     def _shutdown(self) -> None:
         running = [p for p in self.processes if p.popen is not None and p.popen.poll() is None]
-        self.log(f"stopping {', '.join(p.name for p in running) or 'nothing'} (SIGTERM; up to "
-                 f"{self.stop_timeout:.0f}s for in-flight work, Ctrl-C again to kill)")
+        self.log(
+            f"stopping {', '.join(p.name for p in running) or 'nothing'} (SIGTERM; up to "
+            f"{self.stop_timeout:.0f}s for in-flight work, Ctrl-C again to kill)"
+        )
         for proc in running:
             with contextlib.suppress(ProcessLookupError):
                 proc.popen.send_signal(signal.SIGTERM)

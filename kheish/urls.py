@@ -33,10 +33,12 @@ router.register("personas", PersonaViewSet, basename="persona")
 router.register("projects", ProjectViewSet, basename="project")
 router.register("sessions", SessionViewSet, basename="session")
 router.register(nested("sessions", "session_id", "runs"), SessionRunsViewSet, basename="session-runs")
-router.register(nested("sessions", "session_id", "memory-context"), runtime.MemoryContextViewSet,
-                basename="memory-context")
-router.register(nested("sessions", "session_id", "memory-search"), runtime.MemorySearchViewSet,
-                basename="memory-search")
+router.register(
+    nested("sessions", "session_id", "memory-context"), runtime.MemoryContextViewSet, basename="memory-context"
+)
+router.register(
+    nested("sessions", "session_id", "memory-search"), runtime.MemorySearchViewSet, basename="memory-search"
+)
 router.register(nested("sessions", "session_id", "skills"), SessionSkillViewSet, basename="session-skills")
 router.register("runs", RunViewSet, basename="run")
 router.register("runtime/run-memory-policy", runtime.RunMemoryPolicyViewSet, basename="run-memory-policy")
@@ -46,8 +48,9 @@ router.register("status", runtime.StatusViewSet, basename="status")
 router.register(nested("agents", "agent_id", "grants"), AgentGrantsViewSet, basename="agent-grants")
 router.register("learning-candidates", LearningCandidateViewSet, basename="learning-candidate")
 router.register("learnings", LearningViewSet, basename="learning")
-router.register(nested("learnings", "learning_id", "promote-skill"), PromoteSkillViewSet,
-                basename="learning-promote-skill")
+router.register(
+    nested("learnings", "learning_id", "promote-skill"), PromoteSkillViewSet, basename="learning-promote-skill"
+)
 router.register("skills", SkillViewSet, basename="skill")
 router.register("learning-skills", LearningSkillViewSet, basename="learning-skill")
 

@@ -35,6 +35,7 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
 
 # ---- list filters -----------------------------------------------------------------------------------------
 
+
 class CandidateStateFilter(admin.SimpleListFilter):
     """The review queue by default: pending and escalated candidates."""
 
@@ -43,16 +44,22 @@ class CandidateStateFilter(admin.SimpleListFilter):
     QUEUE = "queue"
 
     def lookups(self, request, model_admin):
-        return [(self.QUEUE, "Awaiting review (pending + escalated, run summaries apart)"), *CandidateState.choices,
-                ("all", "All")]
+        return [
+            (self.QUEUE, "Awaiting review (pending + escalated, run summaries apart)"),
+            *CandidateState.choices,
+            ("all", "All"),
+        ]
 
     def value(self):
         return super().value() or self.QUEUE
 
     def choices(self, changelist):
         for lookup, title in self.lookup_choices:
-            yield {"selected": self.value() == str(lookup), "display": title,
-                   "query_string": changelist.get_query_string({self.parameter_name: lookup})}
+            yield {
+                "selected": self.value() == str(lookup),
+                "display": title,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+            }
 
     def queryset(self, request, queryset):
         value = self.value()
@@ -79,8 +86,12 @@ class MatchedRuleFilter(admin.SimpleListFilter):
     parameter_name = "matched_rule"
 
     def lookups(self, request, model_admin):
-        names = (LearningCandidate.objects.exclude(matched_rule_name="").order_by("matched_rule_name")
-                 .values_list("matched_rule_name", flat=True).distinct()[:50])
+        names = (
+            LearningCandidate.objects.exclude(matched_rule_name="")
+            .order_by("matched_rule_name")
+            .values_list("matched_rule_name", flat=True)
+            .distinct()[:50]
+        )
         return [("-", "No rule matched"), *((name, name) for name in names)]
 
     def queryset(self, request, queryset):
@@ -122,17 +133,42 @@ class ScreenFlaggedFilter(admin.SimpleListFilter):
 
 # ---- candidates -------------------------------------------------------------------------------------------
 
+
 @admin.register(LearningCandidate)
 class LearningCandidateAdmin(ReadOnlyModelAdmin):
-    list_display = ["public_id", "kind", "state", "screen", "scope_key", "confidence", "origin", "review",
-                    "source_run_link", "created"]
+    list_display = [
+        "public_id",
+        "kind",
+        "state",
+        "screen",
+        "scope_key",
+        "confidence",
+        "origin",
+        "review",
+        "source_run_link",
+        "created",
+    ]
     list_filter = [CandidateStateFilter, "kind", "origin", ScopeKindFilter, MatchedRuleFilter, ScreenFlaggedFilter]
     list_select_related = ["published_learning"]
     search_fields = ["content", "scope_key"]
     ordering = ["-id"]
-    readonly_fields = ["public_id", "origin", "state", "screen_findings", "scope_key", "kind", "sensitivity",
-                       "content", "confidence", "source_json", "evidence_json", "created", "expires", "review_json",
-                       "published_learning"]
+    readonly_fields = [
+        "public_id",
+        "origin",
+        "state",
+        "screen_findings",
+        "scope_key",
+        "kind",
+        "sensitivity",
+        "content",
+        "confidence",
+        "source_json",
+        "evidence_json",
+        "created",
+        "expires",
+        "review_json",
+        "published_learning",
+    ]
     fields = readonly_fields
     actions: list = []  # bulk actions: kheish/admin.py
     created = ms_column("created_at_ms", "Created")
@@ -162,9 +198,12 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
         if not obj.screen_flagged:
             return "nothing found"
         items = format_html_join(
-            "", "<li><strong>{}</strong> ({}): “{}”</li>",
-            ((f.get("category", "").replace("_", " "), f.get("rule", ""), f.get("excerpt", ""))
-             for f in obj.screening.get("findings", [])),
+            "",
+            "<li><strong>{}</strong> ({}): “{}”</li>",
+            (
+                (f.get("category", "").replace("_", " "), f.get("rule", ""), f.get("excerpt", ""))
+                for f in obj.screening.get("findings", [])
+            ),
         )
         return format_html(
             '<div class="screen-findings"><p><strong>⚠ Flagged</strong>: automation will not publish this '
@@ -184,21 +223,56 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
         return format_html('<a href="{}">run-{}</a>', url, obj.source_run_id)
 
 
-
 # ---- learnings --------------------------------------------------------------------------------------------
+
 
 @admin.register(Learning)
 class LearningAdmin(ReadOnlyModelAdmin):
-    list_display = ["public_id", "kind", "status", "publish_tier", "verification_status", "decision", "scope_key",
-                    "excerpt", "published"]
-    list_filter = ["status", "publish_tier", "verification_status", "policy_decision", "kind", ScopeKindFilter,
-                   PromptVisibleFilter]
+    list_display = [
+        "public_id",
+        "kind",
+        "status",
+        "publish_tier",
+        "verification_status",
+        "decision",
+        "scope_key",
+        "excerpt",
+        "published",
+    ]
+    list_filter = [
+        "status",
+        "publish_tier",
+        "verification_status",
+        "policy_decision",
+        "kind",
+        ScopeKindFilter,
+        PromptVisibleFilter,
+    ]
     search_fields = ["content", "scope_key"]
     ordering = ["-id"]
-    readonly_fields = ["public_id", "status", "publish_tier", "verification_status", "policy_decision",
-                       "policy_actor", "scope_key", "kind", "sensitivity", "content", "confidence", "source_candidate",
-                       "created", "published", "expires", "supersedes", "superseded_by",
-                       "revoked", "revoked_reason", "source_json", "evidence_json"]
+    readonly_fields = [
+        "public_id",
+        "status",
+        "publish_tier",
+        "verification_status",
+        "policy_decision",
+        "policy_actor",
+        "scope_key",
+        "kind",
+        "sensitivity",
+        "content",
+        "confidence",
+        "source_candidate",
+        "created",
+        "published",
+        "expires",
+        "supersedes",
+        "superseded_by",
+        "revoked",
+        "revoked_reason",
+        "source_json",
+        "evidence_json",
+    ]
     fields = readonly_fields
     actions: list = []  # bulk actions: kheish/admin.py
     created = ms_column("created_at_ms", "Created")
@@ -214,8 +288,9 @@ class LearningAdmin(ReadOnlyModelAdmin):
 
     @admin.display(description="Decision")
     def decision(self, obj):
-        return {"automatic": "auto-published", "manual": "published manually"}.get(obj.policy_decision or "",
-                                                                                  obj.policy_decision or "—")
+        return {"automatic": "auto-published", "manual": "published manually"}.get(
+            obj.policy_decision or "", obj.policy_decision or "—"
+        )
 
     @admin.display(description="Content")
     def excerpt(self, obj):

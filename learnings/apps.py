@@ -26,8 +26,10 @@ class LearningsConfig(AppConfig):
         def scope_dependents(scope_key: str) -> dict[str, int]:
             from learnings.models import Learning, LearningCandidate
 
-            return {"learnings": Learning.objects.filter(scope_key=scope_key).count(),
-                    "learning candidates": LearningCandidate.objects.filter(scope_key=scope_key).count()}
+            return {
+                "learnings": Learning.objects.filter(scope_key=scope_key).count(),
+                "learning candidates": LearningCandidate.objects.filter(scope_key=scope_key).count(),
+            }
 
         hooks.register(hooks.TERMINAL_RUN, queue_capture)
         hooks.register(hooks.SCOPE_DEPENDENTS, scope_dependents)

@@ -204,9 +204,7 @@ def pending_capture_run_ids(limit: int = REPLAY_BATCH, *, among=None) -> list[in
             .values_list("run_id", flat=True)[:limit]
         )
     if capture_policy.run_summary_candidates and len(ids) < limit:
-        summaries = LearningCandidate.objects.filter(
-            source_run=OuterRef("run_id"), kind=LearningKind.RUN_SUMMARY
-        )
+        summaries = LearningCandidate.objects.filter(source_run=OuterRef("run_id"), kind=LearningKind.RUN_SUMMARY)
         ids += list(
             terminal.exclude(run_id__in=ids)
             .filter(~Exists(summaries))

@@ -27,8 +27,9 @@ DEFAULT_MODEL_CONFIDENCE = 80
 MAX_CONFIDENCE = 100
 
 _LABELS = {"preference:": "preference", "fact:": "fact", "decision:": "decision"}
-_LABEL_RE = re.compile("(?<![A-Za-z])(?:" + "|".join(re.escape(label) for label in _LABELS) + ")",
-                       re.IGNORECASE | re.ASCII)
+_LABEL_RE = re.compile(
+    "(?<![A-Za-z])(?:" + "|".join(re.escape(label) for label in _LABELS) + ")", re.IGNORECASE | re.ASCII
+)
 _STATEMENT_END_RE = re.compile(r"\n|(?<=[.!?])(?<![\s(][A-Za-z][.!?])\s+(?=[A-Z0-9\"'(*\-•#])")
 """Where a labelled statement ends when no other label follows: a line break, or a sentence end followed by a
 new sentence (so "Preference: sizes in GB. Now, about the logs…" is one statement, not the rest of the input)."""

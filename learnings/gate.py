@@ -241,25 +241,40 @@ def _decision_reason(record: Any, when: Callable[[int], str]) -> str:
     return f"published automatically and not verified (verification {_read(record, 'verification_status')})"
 
 
-PROMPT_KIND = Condition("prompt kind", OneOf("kind", PROMPT_KINDS),
-                        lambda record, when: kind_reason(_read(record, "kind")))
+PROMPT_KIND = Condition(
+    "prompt kind", OneOf("kind", PROMPT_KINDS), lambda record, when: kind_reason(_read(record, "kind"))
+)
 LIVE_STATUS = Condition("live status", OneOf("status", LIVE_STATUSES), _status_reason)
 ACTIVE_STATUS = Condition("active status", Is("status", LearningStatus.ACTIVE), _status_reason)
 ACTIVE_TIER = Condition("active tier", Is("publish_tier", PublishTier.ACTIVE), lambda record, when: TIER_REASON)
-NOT_SENSITIVE = Condition("not sensitive", IsNot("sensitivity", Sensitivity.SENSITIVE),
-                          lambda record, when: "sensitive: never injected")
-NOT_FAILED = Condition("verification not failed", IsNot("verification_status", VerificationStatus.FAILED),
-                       lambda record, when: "verification failed")
+NOT_SENSITIVE = Condition(
+    "not sensitive", IsNot("sensitivity", Sensitivity.SENSITIVE), lambda record, when: "sensitive: never injected"
+)
+NOT_FAILED = Condition(
+    "verification not failed",
+    IsNot("verification_status", VerificationStatus.FAILED),
+    lambda record, when: "verification failed",
+)
 DECISION = Condition(
     "policy decision allows",
-    AnyOf((IsNull("policy_decision"), Is("policy_decision", PolicyDecision.MANUAL),
-           AllOf((Is("policy_decision", PolicyDecision.AUTOMATIC),
-                  Is("verification_status", VerificationStatus.VERIFIED))))),
+    AnyOf(
+        (
+            IsNull("policy_decision"),
+            Is("policy_decision", PolicyDecision.MANUAL),
+            AllOf(
+                (
+                    Is("policy_decision", PolicyDecision.AUTOMATIC),
+                    Is("verification_status", VerificationStatus.VERIFIED),
+                )
+            ),
+        )
+    ),
     _decision_reason,
 )
 """automatic ⇒ verified; escalated ⇒ never; manual or none ⇒ yes."""
-UNEXPIRED = Condition("not expired", Unexpired(),
-                      lambda record, when: f"expired {when(_read(record, 'expires_at_ms'))}")
+UNEXPIRED = Condition(
+    "not expired", Unexpired(), lambda record, when: f"expired {when(_read(record, 'expires_at_ms'))}"
+)
 
 VISIBLE: tuple[Condition, ...] = (LIVE_STATUS, NOT_FAILED, UNEXPIRED)
 """§4.7 visibility, the row's part (the shapes add the scope keys and ``not shadowed``); a record visible this way
@@ -323,35 +338,52 @@ def shadowing_sql(alias: str = "l", inner: str = "s") -> str:
     the join but is stated, so that PostgreSQL may read the few superseding rows once through the ``supersedes``
     index instead of probing it once per candidate."""
     visible = " AND ".join(condition.sql(inner) for condition in VISIBLE)
-    return (f"NOT EXISTS (\n    SELECT 1 FROM {TABLE} {inner}\n"  # noqa: S608 - vocabulary literals only
-            f"    WHERE {inner}.supersedes_id = {alias}.id AND {inner}.supersedes_id IS NOT NULL\n"
-            f"      AND {visible})")
+    return (
+        f"NOT EXISTS (\n    SELECT 1 FROM {TABLE} {inner}\n"  # noqa: S608 - vocabulary literals only
+        f"    WHERE {inner}.supersedes_id = {alias}.id AND {inner}.supersedes_id IS NOT NULL\n"
+        f"      AND {visible})"
+    )
 
 
 def shadowing_q(model: Any, at_ms: int) -> Exists:
     """The ORM's ``Exists`` of the same: live records naming the outer record in ``supersedes``."""
-    return Exists(model.objects.filter(Q(supersedes=OuterRef("pk")), Q(supersedes__isnull=False),
-                                       *(condition.q(at_ms) for condition in VISIBLE)))
+    return Exists(
+        model.objects.filter(
+            Q(supersedes=OuterRef("pk")), Q(supersedes__isnull=False), *(condition.q(at_ms) for condition in VISIBLE)
+        )
+    )
 
 
 def shape_sql(shape: str, alias: str = "l") -> str:
     """The WHERE clause of a shape over ``learnings_learning <alias>``, with ``%(keys)s`` and ``%(at)s``."""
-    lines = [f"{alias}.scope_key = ANY(%(keys)s)", *(condition.sql(alias) for condition in SHAPES[shape]),
-             shadowing_sql(alias)]
+    lines = [
+        f"{alias}.scope_key = ANY(%(keys)s)",
+        *(condition.sql(alias) for condition in SHAPES[shape]),
+        shadowing_sql(alias),
+    ]
     return "\n  " + "\n  AND ".join(lines)
 
 
 def shape_q(shape: str, model: Any, scope_keys: Sequence[str], at_ms: int) -> list[Q]:
     """The same as ``filter()`` arguments, in one call (no clone per step)."""
-    return [Q(scope_key__in=list(scope_keys)), *(condition.q(at_ms) for condition in SHAPES[shape]),
-            ~shadowing_q(model, at_ms)]
+    return [
+        Q(scope_key__in=list(scope_keys)),
+        *(condition.q(at_ms) for condition in SHAPES[shape]),
+        ~shadowing_q(model, at_ms),
+    ]
 
 
 def shape_rows(shape: str, records: Sequence[Any], scope_keys: Sequence[str], at_ms: int) -> list[Any]:
     """The same in Python over ``records`` (every row, superseders included; each with ``pk``, ``supersedes_id``
     and the gates' fields): the third rendering, for the equivalence test."""
-    shadowed = {_read(r, "supersedes_id") for r in records
-                if _read(r, "supersedes_id") is not None and passes(VISIBLE, r, at_ms)}
+    shadowed = {
+        _read(r, "supersedes_id")
+        for r in records
+        if _read(r, "supersedes_id") is not None and passes(VISIBLE, r, at_ms)
+    }
     keys = set(scope_keys)
-    return [r for r in records if _read(r, "scope_key") in keys and passes(SHAPES[shape], r, at_ms)
-            and _read(r, "pk") not in shadowed]
+    return [
+        r
+        for r in records
+        if _read(r, "scope_key") in keys and passes(SHAPES[shape], r, at_ms) and _read(r, "pk") not in shadowed
+    ]

@@ -131,15 +131,21 @@ def _item(record: dict, *, fmt: str, default_scope: LearningScope | None, defaul
     external = str(external) if external not in (None, "") else derived_id(scope, kind, content.strip())
     confidence = record.get("confidence", 80)
     return ImportItem(
-        external_id=external, content=content, kind=kind, scope=scope, stated_at_ms=stated,
+        external_id=external,
+        content=content,
+        kind=kind,
+        scope=scope,
+        stated_at_ms=stated,
         source=record.get("source") if fmt == "jsonl" else None,
         evidence_refs=record.get("evidence_refs") if fmt == "jsonl" else None,
-        confidence=confidence, expires_at_ms=record.get("expires_at_ms") if fmt == "jsonl" else None,
+        confidence=confidence,
+        expires_at_ms=record.get("expires_at_ms") if fmt == "jsonl" else None,
     )
 
 
-def read(path: Path, *, fmt: str, default_scope: LearningScope | None = None,
-         default_kind: str = "fact") -> Iterator[Read]:
+def read(
+    path: Path, *, fmt: str, default_scope: LearningScope | None = None, default_kind: str = "fact"
+) -> Iterator[Read]:
     if fmt not in FORMATS:
         raise ReadError(f"format must be one of {', '.join(FORMATS)}")
     for number, record in _records(path):

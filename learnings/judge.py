@@ -133,8 +133,9 @@ def build_judge_messages(
     candidate: Mapping[str, Any], baseline: Mapping[str, Any], *, screening: Mapping[str, Any] | None = None
 ) -> list[dict[str, str]]:
     """Chat-completions messages for the judge: the system prompt, then the JSON payload."""
-    user = json.dumps(judge_payload(candidate, baseline, screening=screening), indent=2, ensure_ascii=False,
-                      default=str)
+    user = json.dumps(
+        judge_payload(candidate, baseline, screening=screening), indent=2, ensure_ascii=False, default=str
+    )
     return [
         {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
         {"role": "user", "content": user},

@@ -140,12 +140,16 @@ MAX_REVISION = 2**63 - 1
 _TIMEOUT = _nullable({**_COUNT, "maximum": MAX_TIMEOUT_MS})
 _TEXT = _nullable({"type": "string"})
 
-_GENERATION = _nullable(_record({
-    "model": _TEXT,
-    "fallback_model": _TEXT,
-    "max_output_tokens": _nullable({**_COUNT, "maximum": MAX_OUTPUT_TOKENS_LIMIT}),
-    "temperature": _nullable({"type": "number", "minimum": 0, "maximum": 2}),
-}))
+_GENERATION = _nullable(
+    _record(
+        {
+            "model": _TEXT,
+            "fallback_model": _TEXT,
+            "max_output_tokens": _nullable({**_COUNT, "maximum": MAX_OUTPUT_TOKENS_LIMIT}),
+            "temperature": _nullable({"type": "number", "minimum": 0, "maximum": 2}),
+        }
+    )
+)
 _MODEL = _nullable(_record({"provider": _TEXT, "generation": _GENERATION}))
 
 _RULE = _record(
@@ -170,47 +174,57 @@ POLICY_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "urn:kheish:learning-policy",
     "title": "Learning automation policy (spec §3.2)",
-    **_record({
-        "mode": _choice(MODES),
-        "capture": _record({
-            "run_summary_candidates": _FLAG,
-            "semantic_candidates": _record({
-                "enabled": _FLAG,
-                "model": _MODEL,
-                "timeout_ms": _TIMEOUT,
-                "max_candidates_per_run": {**_COUNT, "maximum": 2**31 - 1},
-            }),
-        }),
-        "publication": _record({
-            "default_action": _choice(ACTIONS),
-            "allow_api_origin_active_publication": _FLAG,
-            "quarantined_rule_names": {"type": "array", "items": {"type": "string"}},
-            "rules": {"type": "array", "items": _RULE},
-        }),
-        "judge": _record({"enabled": _FLAG, "model": _MODEL, "timeout_ms": _TIMEOUT}),
-        "retrieval": _record({
-            "ranker": _choice(RANKERS),
-            "max_tokens": {
-                **_COUNT,
-                "maximum": RETRIEVAL_MAX_TOKENS_LIMIT,
-                MESSAGES: {"maximum": "learning retrieval max_tokens must be between 0 and {maximum}"},
-            },
-            "max_entries": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": RETRIEVAL_MAX_ENTRIES_LIMIT,
-                MESSAGES: {
-                    "minimum": "learning retrieval max_entries must be between {minimum} and {maximum}",
-                    "maximum": "learning retrieval max_entries must be between {minimum} and {maximum}",
-                },
-            },
-            "standing_tokens": {
-                **_COUNT,
-                "maximum": RETRIEVAL_MAX_TOKENS_LIMIT,
-                MESSAGES: {"maximum": "learning retrieval standing_tokens must be between 0 and {maximum}"},
-            },
-        }),
-    }),
+    **_record(
+        {
+            "mode": _choice(MODES),
+            "capture": _record(
+                {
+                    "run_summary_candidates": _FLAG,
+                    "semantic_candidates": _record(
+                        {
+                            "enabled": _FLAG,
+                            "model": _MODEL,
+                            "timeout_ms": _TIMEOUT,
+                            "max_candidates_per_run": {**_COUNT, "maximum": 2**31 - 1},
+                        }
+                    ),
+                }
+            ),
+            "publication": _record(
+                {
+                    "default_action": _choice(ACTIONS),
+                    "allow_api_origin_active_publication": _FLAG,
+                    "quarantined_rule_names": {"type": "array", "items": {"type": "string"}},
+                    "rules": {"type": "array", "items": _RULE},
+                }
+            ),
+            "judge": _record({"enabled": _FLAG, "model": _MODEL, "timeout_ms": _TIMEOUT}),
+            "retrieval": _record(
+                {
+                    "ranker": _choice(RANKERS),
+                    "max_tokens": {
+                        **_COUNT,
+                        "maximum": RETRIEVAL_MAX_TOKENS_LIMIT,
+                        MESSAGES: {"maximum": "learning retrieval max_tokens must be between 0 and {maximum}"},
+                    },
+                    "max_entries": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": RETRIEVAL_MAX_ENTRIES_LIMIT,
+                        MESSAGES: {
+                            "minimum": "learning retrieval max_entries must be between {minimum} and {maximum}",
+                            "maximum": "learning retrieval max_entries must be between {minimum} and {maximum}",
+                        },
+                    },
+                    "standing_tokens": {
+                        **_COUNT,
+                        "maximum": RETRIEVAL_MAX_TOKENS_LIMIT,
+                        MESSAGES: {"maximum": "learning retrieval standing_tokens must be between 0 and {maximum}"},
+                    },
+                }
+            ),
+        }
+    ),
 }
 """The policy object (``GET``/``POST /v1/runtime/learning-policy``'s ``policy``)."""
 
@@ -220,10 +234,12 @@ REQUEST_SCHEMA: dict[str, Any] = {
     "title": "POST /v1/runtime/learning-policy body (the legacy flat form is wrapped first)",
     # The policy schema without "$schema"/"$id": a subschema naming a "$schema" is checked by that dialect's
     # stock validator, without this module's integer rule.
-    **_record({
-        "policy": {key: value for key, value in POLICY_SCHEMA.items() if not key.startswith("$")},
-        "expected_revision": _nullable({**_COUNT, "maximum": MAX_REVISION}),
-    }),
+    **_record(
+        {
+            "policy": {key: value for key, value in POLICY_SCHEMA.items() if not key.startswith("$")},
+            "expected_revision": _nullable({**_COUNT, "maximum": MAX_REVISION}),
+        }
+    ),
 }
 
 
@@ -234,11 +250,13 @@ def _is_integer(_checker: object, instance: object) -> bool:
 
 _Validator = validators.extend(
     Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({
-        "integer": _is_integer,
-        "object": lambda _checker, instance: isinstance(instance, Mapping),
-        "array": lambda _checker, instance: isinstance(instance, list | tuple),
-    }),
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {
+            "integer": _is_integer,
+            "object": lambda _checker, instance: isinstance(instance, Mapping),
+            "array": lambda _checker, instance: isinstance(instance, list | tuple),
+        }
+    ),
 )
 _POLICY_VALIDATOR = _Validator(POLICY_SCHEMA)
 _REQUEST_VALIDATOR = _Validator(REQUEST_SCHEMA)
@@ -537,8 +555,12 @@ class RetrievalConfig:
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ranker": self.ranker, "max_tokens": self.max_tokens, "max_entries": self.max_entries,
-                "standing_tokens": self.standing_tokens}
+        return {
+            "ranker": self.ranker,
+            "max_tokens": self.max_tokens,
+            "max_entries": self.max_entries,
+            "standing_tokens": self.standing_tokens,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -635,16 +657,12 @@ class LearningPolicy:
             name_field = f"publication.quarantined_rule_names[{index}]"
             trimmed = name.strip()
             if not trimmed:
-                raise LearningPolicyError(
-                    name_field, "learning publication quarantine names must not be empty"
-                )
+                raise LearningPolicyError(name_field, "learning publication quarantine names must not be empty")
             if _ascii_lower(trimmed) in seen:
                 raise LearningPolicyError(name_field, "learning publication quarantine names must be unique")
             seen.add(_ascii_lower(trimmed))
         if self.judge.enabled and self.judge.timeout_ms == 0:
-            raise LearningPolicyError(
-                "judge.timeout_ms", "learning judge timeout_ms must be greater than zero"
-            )
+            raise LearningPolicyError("judge.timeout_ms", "learning judge timeout_ms must be greater than zero")
         semantic = self.capture.semantic_candidates
         if semantic.enabled:
             prefix = "capture.semantic_candidates"
@@ -681,8 +699,7 @@ class LearningPolicy:
             if rule.action == "publish_active" and rule.kind is None:
                 raise LearningPolicyError(
                     f"{prefix}.kind",
-                    f"learning publication rule #{index} cannot use publish_active "
-                    "without an explicit kind filter",
+                    f"learning publication rule #{index} cannot use publish_active without an explicit kind filter",
                 )
 
 
@@ -797,8 +814,15 @@ def evaluate_candidate(policy: LearningPolicy, candidate: Any, *, now_ms: int) -
     kind = _read(candidate, "kind")
     candidate_expiry = _read(candidate, "expires_at_ms")
     if kind in SEMANTIC_KINDS and content_has_secret_material(_read(candidate, "content") or ""):
-        return Evaluation("reject", None, REASON_SECRET, candidate_expiry, screening=candidate_screening(candidate),
-                          rule_action="reject", rule_reason=REASON_SECRET)
+        return Evaluation(
+            "reject",
+            None,
+            REASON_SECRET,
+            candidate_expiry,
+            screening=candidate_screening(candidate),
+            rule_action="reject",
+            rule_reason=REASON_SECRET,
+        )
 
     publication = policy.publication
     quarantined = publication.quarantine_set
@@ -825,8 +849,9 @@ def evaluate_candidate(policy: LearningPolicy, candidate: Any, *, now_ms: int) -
         action, reason = "publish_provisional", REASON_API_ORIGIN_ACTIVE
     findings = candidate_screening(candidate)
     gated_action, gated_reason = screen_gate(action, reason, findings)
-    return Evaluation(gated_action, matched, gated_reason, expiry, screening=findings, rule_action=action,
-                      rule_reason=reason)
+    return Evaluation(
+        gated_action, matched, gated_reason, expiry, screening=findings, rule_action=action, rule_reason=reason
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -47,7 +47,6 @@ LEARNING_PREFIX = LEARNING_ID
 PROMPT_ELIGIBLE_KINDS = PROMPT_KINDS
 
 
-
 def key_digest(key: str | None) -> str:
     """The stored form of a semantic key ("" for no key)."""
     if not key:
@@ -246,12 +245,8 @@ class Learning(ScopedRecord):
     verification_status = models.CharField(
         max_length=16, choices=VerificationStatus.choices, default=VerificationStatus.UNVERIFIED
     )
-    supersedes = models.ForeignKey(
-        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="replacements"
-    )
-    superseded_by = models.ForeignKey(
-        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
+    supersedes = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="replacements")
+    superseded_by = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     revoked_at_ms = models.BigIntegerField(null=True, blank=True)
     revoked_reason = models.TextField(null=True, blank=True)
     embedding = ArrayField(models.FloatField(), size=EMBEDDING_DIMENSIONS, null=True, blank=True, editable=False)
@@ -281,14 +276,11 @@ class Learning(ScopedRecord):
                 name="learning_active_tier",
             ),
             models.CheckConstraint(
-                condition=~(
-                    Q(status=LearningStatus.ACTIVE) & Q(verification_status=VerificationStatus.FAILED)
-                ),
+                condition=~(Q(status=LearningStatus.ACTIVE) & Q(verification_status=VerificationStatus.FAILED)),
                 name="learning_active_not_failed",
             ),
             models.CheckConstraint(
-                condition=Q(policy_decision__isnull=True)
-                | (Q(policy_actor__isnull=False) & ~Q(policy_actor="")),
+                condition=Q(policy_decision__isnull=True) | (Q(policy_actor__isnull=False) & ~Q(policy_actor="")),
                 name="learning_policy_actor_required",
             ),
             models.CheckConstraint(
@@ -299,9 +291,7 @@ class Learning(ScopedRecord):
                 condition=~Q(status=LearningStatus.SUPERSEDED) | Q(superseded_by__isnull=False),
                 name="learning_superseded_has_replacement",
             ),
-            models.CheckConstraint(
-                condition=~Q(supersedes=models.F("id")), name="learning_not_self_superseding"
-            ),
+            models.CheckConstraint(condition=~Q(supersedes=models.F("id")), name="learning_not_self_superseding"),
         ]
         indexes = [
             models.Index(

@@ -65,10 +65,12 @@ def _rows_sql(model: type[Model], shape: str, fields: tuple[str, ...], versioned
 @lru_cache(maxsize=8)
 def _fingerprint_sql(model: type[Model], shape: str) -> str:
     """The count and the digest ``versions_digest`` mirrors, of the shape's row versions."""
-    return ("SELECT count(*), sha256(convert_to(string_agg(v.version, ',' "  # noqa: S608
-            "ORDER BY split_part(v.version, ':', 1)::bigint), 'UTF8')) "
-            f'FROM (SELECT {_VERSION_SQL} AS version FROM "{model._meta.db_table}" l '
-            f"WHERE {SHAPE_GATES[shape]}) v")
+    return (
+        "SELECT count(*), sha256(convert_to(string_agg(v.version, ',' "  # noqa: S608
+        "ORDER BY split_part(v.version, ':', 1)::bigint), 'UTF8')) "
+        f'FROM (SELECT {_VERSION_SQL} AS version FROM "{model._meta.db_table}" l '
+        f"WHERE {SHAPE_GATES[shape]}) v"
+    )
 
 
 def caller_scope_q(user: object) -> Q:
@@ -77,11 +79,9 @@ def caller_scope_q(user: object) -> Q:
     from memory.sessions import caller_scopes
 
     scopes = caller_scopes(user)
-    session_ids = (
-        scopes.session_pks.annotate(public=Concat(Value(f"{public_ids.SESSION}-"), Cast("pk", CharField()),
-                                                  output_field=CharField()))
-        .values("public")
-    )
+    session_ids = scopes.session_pks.annotate(
+        public=Concat(Value(f"{public_ids.SESSION}-"), Cast("pk", CharField()), output_field=CharField())
+    ).values("public")
     return (
         Q(scope_kind=ScopeKind.WORKSPACE)
         | Q(scope_kind=ScopeKind.SESSION, scope_id__in=session_ids)
@@ -159,8 +159,9 @@ class LearningCandidateQuerySet(_ScopedQuerySet):
 class LearningQuerySet(_ScopedQuerySet):
     id_prefix = LEARNING_ID
 
-    def scoped_rows(self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...], *,
-                    versioned: bool = False) -> list:
+    def scoped_rows(
+        self, shape: str, scope_keys: Sequence[str], at_ms: int, fields: tuple[str, ...], *, versioned: bool = False
+    ) -> list:
         """``self.<shape>(scope_keys, at_ms).order_by().values_list(*fields)`` as a list of plain tuples
         (``versioned``: each with its ``ROW_VERSION`` last); ``shape`` is ``for_prompt`` or ``search_visible``.
 

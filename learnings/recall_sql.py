@@ -45,8 +45,17 @@ the prompt and search gates), with ``%(keys)s`` and ``%(at)s``."""
 
 PROMPT_COLUMNS = ("id", "kind", "content", "scope_kind", "scope_id", "published_at_ms")
 SEARCH_COLUMNS = (
-    "id", "kind", "content", "scope_kind", "scope_key", "published_at_ms", "status", "publish_tier",
-    "verification_status", "policy_decision", "sensitivity",
+    "id",
+    "kind",
+    "content",
+    "scope_kind",
+    "scope_key",
+    "published_at_ms",
+    "status",
+    "publish_tier",
+    "verification_status",
+    "policy_decision",
+    "sensitivity",
 )
 COLUMNS = {"prompt": PROMPT_COLUMNS, "search": SEARCH_COLUMNS}
 
@@ -208,8 +217,9 @@ def pool(
     size: int = POOL,
 ) -> Pool:
     """The candidates of a query (lexical ∪ semantic-or-recent), each once, with their cosines."""
-    sql, params, vectors = pool_statement(shape, scope_keys=scope_keys, at_ms=at_ms, words=words,
-                                          query_vector=query_vector, size=size)
+    sql, params, vectors = pool_statement(
+        shape, scope_keys=scope_keys, at_ms=at_ms, words=words, query_vector=query_vector, size=size
+    )
     with memory_sql.prepared_cursor() as cursor:
         cursor.execute(sql, params)
         fetched = cursor.fetchall()

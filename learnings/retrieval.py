@@ -92,8 +92,11 @@ class _VisibleSet(NamedTuple):
 
 def _visible_set(rows: Iterable[tuple]) -> _VisibleSet:
     prepared = sorted(map(_prepared, rows), key=itemgetter(1))
-    return _VisibleSet(tuple(record for record, _, _ in prepared), tuple(profile[0] for _, _, profile in prepared),
-                       tuple(profile[1] for _, _, profile in prepared))
+    return _VisibleSet(
+        tuple(record for record, _, _ in prepared),
+        tuple(profile[0] for _, _, profile in prepared),
+        tuple(profile[1] for _, _, profile in prepared),
+    )
 
 
 class _VisibleSets:
@@ -224,8 +227,9 @@ def _time_priors(query: str, ids: list[int], reference_ms: int, texts: list[str]
     return TIME_PRIOR * np.array(when.in_window(times, found, texts), dtype=np.float64)
 
 
-def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
-                      reference_ms: int | None = None) -> tuple[list[tuple], np.ndarray]:
+def hybrid_pool_order(
+    shape: str, scope_keys: list[str], query: str, at: int, reference_ms: int | None = None
+) -> tuple[list[tuple], np.ndarray]:
     """The pool of a query (``recall_sql.pool``) in hybrid order, irrelevant candidates dropped, with the fused
     score of each row returned. A question that names a time (``learnings.when``, relative to
     ``reference_ms``, now by default) prefers the candidates stated then."""
@@ -237,8 +241,12 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
     scope_kind_column = 3
     published_column = 5
     priors = _priors([row[scope_kind_column] for row in found.rows], [row[published_column] for row in found.rows])
-    timed = _time_priors(query, [row[0] for row in found.rows], at if reference_ms is None else reference_ms,
-                         [row[2] for row in found.rows])
+    timed = _time_priors(
+        query,
+        [row[0] for row in found.rows],
+        at if reference_ms is None else reference_ms,
+        [row[2] for row in found.rows],
+    )
     if timed is not None:
         priors = priors + timed
     texts = [row[2] for row in found.rows]
@@ -249,8 +257,9 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
         priors = priors + spoken
         lexical_query = speakers_module.without_names(query, _speakers_named(query, texts)[1])
     if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
-        ranked = ranking.rank(lexical_query, texts, found.embeddings, query_vector, priors=priors,
-                              also_relevant=named_rows)
+        ranked = ranking.rank(
+            lexical_query, texts, found.embeddings, query_vector, priors=priors, also_relevant=named_rows
+        )
     else:
         ids = [row[0] for row in found.rows]
         cosines = found.cosines
@@ -259,8 +268,16 @@ def hybrid_pool_order(shape: str, scope_keys: list[str], query: str, at: int,
             centroid, norm = recall_sql.centroid_cosines(ids, [ids[i] for i in top])
             return ranking.feedback_cosines(cosines, centroid, norm, top)
 
-        ranked = ranking.rank(lexical_query, texts, None, None, cosines=cosines, priors=priors, feedback=feedback,
-                              also_relevant=named_rows)
+        ranked = ranking.rank(
+            lexical_query,
+            texts,
+            None,
+            None,
+            cosines=cosines,
+            priors=priors,
+            feedback=feedback,
+            also_relevant=named_rows,
+        )
     return [found.rows[index] for index in ranked.order], ranked.scores[ranked.order]
 
 
@@ -273,8 +290,7 @@ class Selection(NamedTuple):
     standing_ids: frozenset[str] = frozenset()
 
 
-def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int,
-                       reference_ms: int) -> list[tuple]:
+def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int, reference_ms: int) -> list[tuple]:
     normalised = semantic.normalise_query(query)
     if normalised is None:
         return recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
@@ -284,8 +300,9 @@ def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at:
     return rows
 
 
-def _standing_rows(scope_keys: list[str], query: str | None, config: RetrievalConfig, budget_tokens: int,
-                   at: int) -> list[tuple]:
+def _standing_rows(
+    scope_keys: list[str], query: str | None, config: RetrievalConfig, budget_tokens: int, at: int
+) -> list[tuple]:
     """The standing step, separate from the query-ranked one and composed before it."""
     budget = standing.budget_for(config.standing_tokens, budget_tokens)
     if budget <= 0:
@@ -295,22 +312,29 @@ def _standing_rows(scope_keys: list[str], query: str | None, config: RetrievalCo
     return standing.select(rows, query, budget, sizes, config.max_entries).rows
 
 
-def _hybrid_selection(session: object, scope_keys: list[str], query: str | None, config: RetrievalConfig,
-                      budget_tokens: int) -> Selection:
+def _hybrid_selection(
+    session: object, scope_keys: list[str], query: str | None, config: RetrievalConfig, budget_tokens: int
+) -> Selection:
     at = now_ms()
     limit = config.max_entries
     standing_rows = _standing_rows(scope_keys, query, config, budget_tokens, at)
     taken = {row[0] for row in standing_rows}
-    ranked = [row for row in _query_ranked_rows(scope_keys, query, limit, at, reference_time(session))
-              if row[0] not in taken]
+    ranked = [
+        row for row in _query_ranked_rows(scope_keys, query, limit, at, reference_time(session)) if row[0] not in taken
+    ]
     rows = standing_rows + ranked
     records = [_prepared(row)[0] for row in rows[:limit]]
     return Selection(records, len(rows) > limit, frozenset(_prepared(row)[0].learning_id for row in standing_rows))
 
 
 def learned_selection(
-    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
-    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
+    *,
+    session: object,
+    scope_keys: list[str],
+    query: str | None,
+    usage: str = "prompt",
+    config: RetrievalConfig | None = None,
+    budget_tokens: int | None = None,
 ) -> Selection:
     """The learnings that may enter ``learned_context`` for this input, best first (see :func:`learned_records`).
 
@@ -326,8 +350,13 @@ def learned_selection(
 
 
 def learned_records(
-    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
-    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
+    *,
+    session: object,
+    scope_keys: list[str],
+    query: str | None,
+    usage: str = "prompt",
+    config: RetrievalConfig | None = None,
+    budget_tokens: int | None = None,
 ) -> tuple[list[LearnedRecord], bool]:
     """The learnings that may enter ``learned_context`` for this input, best first, and whether relevant ones
     were left out by ``retrieval.max_entries``.
@@ -338,8 +367,9 @@ def learned_records(
     the standing preferences and decisions (``learnings.standing``) come first, within their share of the
     section. The token budget is the prompt packer's (``kheish.composition``).
     """
-    selection = learned_selection(session=session, scope_keys=scope_keys, query=query, usage=usage,
-                                  config=config, budget_tokens=budget_tokens)
+    selection = learned_selection(
+        session=session, scope_keys=scope_keys, query=query, usage=usage, config=config, budget_tokens=budget_tokens
+    )
     return selection.records, selection.truncated
 
 
@@ -348,13 +378,19 @@ def current_retrieval() -> RetrievalConfig:
 
 
 def learned_bundle(
-    *, session: object, scope_keys: list[str], query: str | None, usage: str = "prompt",
-    config: RetrievalConfig | None = None, budget_tokens: int | None = None,
+    *,
+    session: object,
+    scope_keys: list[str],
+    query: str | None,
+    usage: str = "prompt",
+    config: RetrievalConfig | None = None,
+    budget_tokens: int | None = None,
 ) -> tuple[list[dict], bool]:
     """:func:`learned_records` as the API's bundle entries (memory-context), each saying whether it holds a
     standing place and when it was stated (``stated_at_ms``; its publication time when none was given)."""
-    selection = learned_selection(session=session, scope_keys=scope_keys, query=query, usage=usage,
-                                  config=config, budget_tokens=budget_tokens)
+    selection = learned_selection(
+        session=session, scope_keys=scope_keys, query=query, usage=usage, config=config, budget_tokens=budget_tokens
+    )
     stated = stated_times([record.learning_id for record in selection.records])
     entries = []
     for record in selection.records:
@@ -369,8 +405,10 @@ def stated_times(learning_ids: list[str]) -> dict[str, int]:
     """When each of these learnings was stated: ``stated_at_ms``, or its publication time when none was given."""
     pks = [public_ids.parse_id(learning_id, LEARNING_PREFIX) for learning_id in learning_ids]
     rows = Learning.objects.filter(pk__in=pks).values_list("pk", "stated_at_ms", "published_at_ms")
-    return {public_ids.format_id(LEARNING_PREFIX, pk): stated if stated is not None else published
-            for pk, stated, published in rows}
+    return {
+        public_ids.format_id(LEARNING_PREFIX, pk): stated if stated is not None else published
+        for pk, stated, published in rows
+    }
 
 
 def _excerpt(content: str) -> str:
@@ -384,8 +422,14 @@ def _prompt_eligible(
     kind: str, status: str, tier: str, verification: str, decision: str | None, sensitivity: str
 ) -> bool:
     """The prompt gates of §4.7 (``learnings.gate``) for a live, unexpired, unshadowed record."""
-    record = {"kind": kind, "status": status, "publish_tier": tier, "verification_status": verification,
-              "policy_decision": decision, "sensitivity": sensitivity}
+    record = {
+        "kind": kind,
+        "status": status,
+        "publish_tier": tier,
+        "verification_status": verification,
+        "policy_decision": decision,
+        "sensitivity": sensitivity,
+    }
     return _HIT_GATES(record, 0)
 
 
@@ -424,8 +468,10 @@ def search_hits(
     normalised = semantic.normalise_query(query)
     if config.ranker != "lexical" and normalised is not None:
         rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms(), reference_time(session))
-        return [_hit(row, round(float(score) * SEARCH_SCORE_SCALE), ["content"]) for row, score in
-                zip(rows, scores, strict=True)]
+        return [
+            _hit(row, round(float(score) * SEARCH_SCORE_SCALE), ["content"])
+            for row, score in zip(rows, scores, strict=True)
+        ]
     if normalised is not None and not semantic.query_terms(normalised):
         return []  # a query of stop-words only scores nothing
     rows = _search_rows(scope_keys, normalised)

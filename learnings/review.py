@@ -122,9 +122,7 @@ def candidate_supported(candidate: LearningCandidate) -> bool:
         return False
     if candidate.source_run_id is None or run_id != public_ids.run_id(candidate.source_run_id):
         return False
-    if not any(
-        isinstance(ref, dict) and ref.get("run_id") == run_id for ref in candidate.evidence_refs or []
-    ):
+    if not any(isinstance(ref, dict) and ref.get("run_id") == run_id for ref in candidate.evidence_refs or []):
         return False
     record = RunMemoryRecord.objects.filter(run_id=candidate.source_run_id).first()
     if record is None:
@@ -208,9 +206,7 @@ def _act(
     elif action == "manual_review":
         candidate = services.candidate_escalate(candidate=candidate.pk, review=review, revision=revision)
     elif action == "reject":
-        candidate = services.candidate_reject(
-            candidate=candidate.pk, actor="daemon", review=review, revision=revision
-        )
+        candidate = services.candidate_reject(candidate=candidate.pk, actor="daemon", review=review, revision=revision)
     else:
         governance = services.Governance(
             publish_tier=publish_tier_for_action(action),

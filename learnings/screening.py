@@ -57,12 +57,46 @@ TOOL_DIRECTIVE = "tool_directive"
 CATEGORIES = (INSTRUCTION_OVERRIDE, ROLE_SWITCH, PROMPT_LEAK, EXFILTRATION, TOOL_DIRECTIVE)
 
 # Latin look-alikes from Cyrillic and Greek (lower case; the text is case-folded first).
-_CONFUSABLES = str.maketrans({
-    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c",
-    "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j", "ѕ": "s", "ԁ": "d", "ӏ": "l", "ɡ": "g",
-    "α": "a", "β": "b", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t", "υ": "u",
-    "χ": "x", "ω": "w", "’": "'", "‘": "'", "“": '"', "”": '"',
-})
+_CONFUSABLES = str.maketrans(
+    {
+        "а": "a",
+        "в": "b",
+        "е": "e",
+        "ё": "e",
+        "к": "k",
+        "м": "m",
+        "н": "h",
+        "о": "o",
+        "р": "p",
+        "с": "c",
+        "т": "t",
+        "у": "y",
+        "х": "x",
+        "і": "i",
+        "ї": "i",
+        "ј": "j",
+        "ѕ": "s",
+        "ԁ": "d",
+        "ӏ": "l",
+        "ɡ": "g",
+        "α": "a",
+        "β": "b",
+        "ε": "e",
+        "ι": "i",
+        "κ": "k",
+        "ν": "v",
+        "ο": "o",
+        "ρ": "p",
+        "τ": "t",
+        "υ": "u",
+        "χ": "x",
+        "ω": "w",
+        "’": "'",
+        "‘": "'",
+        "“": '"',
+        "”": '"',
+    }
+)
 
 
 def normalise(text: str) -> str:
@@ -87,48 +121,168 @@ def _any(*words: str) -> str:
 
 
 _MODEL_RULES = _any(
-    r"instructions?", r"directions?", r"directives?", r"rules?", r"guidelines?", r"prompts?", r"guardrails?",
-    r"polic(?:y|ies)", r"constraints?", r"restrictions?", r"context", r"messages?", r"programming", r"training",
-    r"safeguards?", r"system message", r"orders",
+    r"instructions?",
+    r"directions?",
+    r"directives?",
+    r"rules?",
+    r"guidelines?",
+    r"prompts?",
+    r"guardrails?",
+    r"polic(?:y|ies)",
+    r"constraints?",
+    r"restrictions?",
+    r"context",
+    r"messages?",
+    r"programming",
+    r"training",
+    r"safeguards?",
+    r"system message",
+    r"orders",
 )
 _PRIOR = _any(
-    r"previous(?:ly)?", r"prior", r"above", r"earlier", r"preceding", r"former", r"original", r"all", r"any",
-    r"your", r"system", r"developer", r"safety", r"initial", r"existing", r"every",
+    r"previous(?:ly)?",
+    r"prior",
+    r"above",
+    r"earlier",
+    r"preceding",
+    r"former",
+    r"original",
+    r"all",
+    r"any",
+    r"your",
+    r"system",
+    r"developer",
+    r"safety",
+    r"initial",
+    r"existing",
+    r"every",
 )
 _SEND = _any(
-    r"send(?:s|ing)?", r"sent", r"upload(?:s|ed|ing)?", r"post(?:s|ed|ing)?", r"forward(?:s|ed|ing)?",
-    r"exfiltrat\w{0,5}", r"transmit\w{0,4}", r"leak(?:s|ed|ing)?", r"beam", r"pipe", r"e-?mail(?:s|ed)?",
-    r"mail", r"submit\w{0,4}", r"relay\w{0,3}", r"deliver\w{0,3}", r"dump\w{0,3}", r"export\w{0,3}",
-    r"copy", r"copies", r"sync", r"push", r"report", r"share", r"ship", r"write", r"curl",
+    r"send(?:s|ing)?",
+    r"sent",
+    r"upload(?:s|ed|ing)?",
+    r"post(?:s|ed|ing)?",
+    r"forward(?:s|ed|ing)?",
+    r"exfiltrat\w{0,5}",
+    r"transmit\w{0,4}",
+    r"leak(?:s|ed|ing)?",
+    r"beam",
+    r"pipe",
+    r"e-?mail(?:s|ed)?",
+    r"mail",
+    r"submit\w{0,4}",
+    r"relay\w{0,3}",
+    r"deliver\w{0,3}",
+    r"dump\w{0,3}",
+    r"export\w{0,3}",
+    r"copy",
+    r"copies",
+    r"sync",
+    r"push",
+    r"report",
+    r"share",
+    r"ship",
+    r"write",
+    r"curl",
 )
 _URL = r"(?:https?|ftp|wss?)://[^\s]{1,300}"
 _EMAIL = r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,5}|<redacted:email>"
 _IP = r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b"
 _HOST_PORT = r"\b[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){1,5}:\d{2,5}\b"
-_DOMAIN = (r"\b[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){0,4}\."
-           r"(?:com|net|org|io|ru|cn|xyz|site|top|info|biz|sh|app|dev|tk|ml|cc|su|pw|online|link|click)\b")
-_COLLECTOR = _any(r"webhook\.site", r"ngrok", r"requestbin", r"pipedream", r"pastebin", r"burpcollaborator",
-                  r"interact\.sh", r"oast\.\w{2,6}", r"discord(?:app)?\.com/api/webhooks", r"hooks\.slack\.com")
+_DOMAIN = (
+    r"\b[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){0,4}\."
+    r"(?:com|net|org|io|ru|cn|xyz|site|top|info|biz|sh|app|dev|tk|ml|cc|su|pw|online|link|click)\b"
+)
+_COLLECTOR = _any(
+    r"webhook\.site",
+    r"ngrok",
+    r"requestbin",
+    r"pipedream",
+    r"pastebin",
+    r"burpcollaborator",
+    r"interact\.sh",
+    r"oast\.\w{2,6}",
+    r"discord(?:app)?\.com/api/webhooks",
+    r"hooks\.slack\.com",
+)
 _TARGET = _any(_URL, _EMAIL, _IP, _HOST_PORT, _COLLECTOR, _DOMAIN)
 _SENSITIVE = _any(
-    r"files?", r"file contents?", r"contents", r"credentials?", r"passwords?", r"passphrases?", r"api[ _-]?keys?",
-    r"keys", r"private key", r"tokens?", r"secrets?", r"env(?:ironment)?(?: variables| vars)?", r"\.env",
-    r"\.ssh", r"id_rsa", r"cookies?", r"session (?:data|tokens?|cookies?)", r"conversations?",
+    r"files?",
+    r"file contents?",
+    r"contents",
+    r"credentials?",
+    r"passwords?",
+    r"passphrases?",
+    r"api[ _-]?keys?",
+    r"keys",
+    r"private key",
+    r"tokens?",
+    r"secrets?",
+    r"env(?:ironment)?(?: variables| vars)?",
+    r"\.env",
+    r"\.ssh",
+    r"id_rsa",
+    r"cookies?",
+    r"session (?:data|tokens?|cookies?)",
+    r"conversations?",
     r"chat(?: logs?| history)?",
-    r"history", r"transcripts?", r"user'?s", r"users'", r"personal (?:data|information|details)", r"pii",
-    r"databases?", r"db dumps?", r"source code", r"codebase", r"repo(?:sitory|sitories)?", r"documents?",
-    r"everything", r"memor(?:y|ies)", r"/etc/(?:passwd|shadow)", r"~/\.\w{1,12}", r"keychain", r"wallets?",
-    r"inbox", r"clipboard", r"customer data", r"(?:their|his|her) (?:data|information)", r"system prompt",
-    r"whatever", r"any data",
+    r"history",
+    r"transcripts?",
+    r"user'?s",
+    r"users'",
+    r"personal (?:data|information|details)",
+    r"pii",
+    r"databases?",
+    r"db dumps?",
+    r"source code",
+    r"codebase",
+    r"repo(?:sitory|sitories)?",
+    r"documents?",
+    r"everything",
+    r"memor(?:y|ies)",
+    r"/etc/(?:passwd|shadow)",
+    r"~/\.\w{1,12}",
+    r"keychain",
+    r"wallets?",
+    r"inbox",
+    r"clipboard",
+    r"customer data",
+    r"(?:their|his|her) (?:data|information)",
+    r"system prompt",
+    r"whatever",
+    r"any data",
 )
 _STEALTH = _any(
-    r"silently", r"secretly", r"quietly", r"covertly", r"invisibly", r"discreetly", r"behind the scenes",
-    r"in the background", r"without (?:telling|asking|informing|notifying|alerting|mentioning|letting|"
-    r"the user|their|permission|consent|a trace)", r"(?:do not|don't|never) (?:tell|mention|inform|notify|reveal|"
+    r"silently",
+    r"secretly",
+    r"quietly",
+    r"covertly",
+    r"invisibly",
+    r"discreetly",
+    r"behind the scenes",
+    r"in the background",
+    r"without (?:telling|asking|informing|notifying|alerting|mentioning|letting|"
+    r"the user|their|permission|consent|a trace)",
+    r"(?:do not|don't|never) (?:tell|mention|inform|notify|reveal|"
     r"ask|let)",
 )
-_MODE = _any(r"developer", r"debug", r"admin", r"sudo", r"root", r"god", r"dan", r"jailbreak", r"jailbroken",
-             r"unrestricted", r"unfiltered", r"uncensored", r"evil", r"chaos", r"maintenance")
+_MODE = _any(
+    r"developer",
+    r"debug",
+    r"admin",
+    r"sudo",
+    r"root",
+    r"god",
+    r"dan",
+    r"jailbreak",
+    r"jailbroken",
+    r"unrestricted",
+    r"unfiltered",
+    r"uncensored",
+    r"evil",
+    r"chaos",
+    r"maintenance",
+)
 
 
 @dataclass(frozen=True)
@@ -144,97 +298,172 @@ def _rule(name: str, category: str, pattern: str) -> _Rule:
 
 _RULES: tuple[_Rule, ...] = (
     # ---- instruction_override --------------------------------------------------------------------------------
-    _rule("ignore_instructions", INSTRUCTION_OVERRIDE,
-          rf"\b(?:ignore|disregard|forget|override|overrule|bypass|abandon|discard)\b{_gap(3)}{_PRIOR}\b"
-          rf"(?:{_gap(3)}|\W{{1,4}}){_MODEL_RULES}\b"),
-    _rule("ignore_above", INSTRUCTION_OVERRIDE,
-          r"\b(?:ignore|disregard|forget)\b\W{1,4}(?:everything|anything|all|what(?:ever)? (?:was|you were|i) "
-          r"(?:said|told|given))\b(?:\W{1,4}(?:above|before|previously|prior|so far|until now|else))?"),
-    _rule("do_not_follow", INSTRUCTION_OVERRIDE,
-          rf"\b(?:do not|don't|never|stop|no longer|cease to)\W{{1,4}}(?:follow|obey|listen to|comply with|adhere to|"
-          rf"respect|honou?r)(?:ing)?\b{_gap(3)}{_MODEL_RULES}\b"),
-    _rule("new_instructions", INSTRUCTION_OVERRIDE,
-          r"\b(?:new|updated|real|true|actual|revised) (?:system )?(?:instructions|directives|orders|system prompt|"
-          r"rules for you)\b\W{0,3}(?::|are\b|follow\b|-)"),
-    _rule("instructions_supersede", INSTRUCTION_OVERRIDE,
-          rf"\b(?:these|this|the following|my) (?:instructions?|messages?|rules?|orders?) (?:override|supersede|"
-          rf"replace|take precedence over|overrule)s?\b{_gap(3)}{_MODEL_RULES}?"),
-    _rule("obey_me", INSTRUCTION_OVERRIDE,
-          r"\b(?:you must|you will|you shall|always) (?:obey|follow) (?:me|this (?:note|memory|message|learning)|"
-          r"these (?:notes|memories))\b"),
+    _rule(
+        "ignore_instructions",
+        INSTRUCTION_OVERRIDE,
+        rf"\b(?:ignore|disregard|forget|override|overrule|bypass|abandon|discard)\b{_gap(3)}{_PRIOR}\b"
+        rf"(?:{_gap(3)}|\W{{1,4}}){_MODEL_RULES}\b",
+    ),
+    _rule(
+        "ignore_above",
+        INSTRUCTION_OVERRIDE,
+        r"\b(?:ignore|disregard|forget)\b\W{1,4}(?:everything|anything|all|what(?:ever)? (?:was|you were|i) "
+        r"(?:said|told|given))\b(?:\W{1,4}(?:above|before|previously|prior|so far|until now|else))?",
+    ),
+    _rule(
+        "do_not_follow",
+        INSTRUCTION_OVERRIDE,
+        rf"\b(?:do not|don't|never|stop|no longer|cease to)\W{{1,4}}(?:follow|obey|listen to|comply with|adhere to|"
+        rf"respect|honou?r)(?:ing)?\b{_gap(3)}{_MODEL_RULES}\b",
+    ),
+    _rule(
+        "new_instructions",
+        INSTRUCTION_OVERRIDE,
+        r"\b(?:new|updated|real|true|actual|revised) (?:system )?(?:instructions|directives|orders|system prompt|"
+        r"rules for you)\b\W{0,3}(?::|are\b|follow\b|-)",
+    ),
+    _rule(
+        "instructions_supersede",
+        INSTRUCTION_OVERRIDE,
+        rf"\b(?:these|this|the following|my) (?:instructions?|messages?|rules?|orders?) (?:override|supersede|"
+        rf"replace|take precedence over|overrule)s?\b{_gap(3)}{_MODEL_RULES}?",
+    ),
+    _rule(
+        "obey_me",
+        INSTRUCTION_OVERRIDE,
+        r"\b(?:you must|you will|you shall|always) (?:obey|follow) (?:me|this (?:note|memory|message|learning)|"
+        r"these (?:notes|memories))\b",
+    ),
     # ---- role_switch -----------------------------------------------------------------------------------------
     _rule("you_are_now", ROLE_SWITCH, r"\byou(?: are|'re) (?:now|no longer|actually|henceforth)\b"),
-    _rule("from_now_on_you_are", ROLE_SWITCH,
-          r"\b(?:from now on|henceforth|starting now),? you (?:are|will be|shall be|become)\b"),
+    _rule(
+        "from_now_on_you_are",
+        ROLE_SWITCH,
+        r"\b(?:from now on|henceforth|starting now),? you (?:are|will be|shall be|become)\b",
+    ),
     _rule("pretend", ROLE_SWITCH, r"\b(?:pretend|imagine) (?:that )?(?:you are|you're|to be|you have no)\b"),
-    _rule("act_as_unrestricted", ROLE_SWITCH,
-          r"\b(?:act|behave|respond|answer|reply|operate|roleplay|role-play)\b(?:\W{1,4}\w{1,20}){0,2}\W{1,4}"
-          r"(?:as|like)\W{1,4}(?:an?\W{1,4}|the\W{1,4})?(?:\w{1,20}\W{1,4})?(?:unrestricted|unfiltered|uncensored|"
-          r"jailbroken|evil|malicious|amoral|unethical|dan|different (?:ai|assistant|model)|ai without|"
-          r"assistant without|model without)\b"),
-    _rule("special_mode", ROLE_SWITCH,
-          rf"\b(?:god|dan|jailbreak|jailbroken|unrestricted|unfiltered|uncensored|evil|chaos) mode\b|"
-          rf"\byou(?: are|'re| will be| must be| now| have entered| enter| operate in| switch to)"
-          rf"(?:\W{{1,4}}\w{{1,20}}){{0,2}}\W{{1,4}}{_MODE} mode\b|"
-          rf"\b{_MODE} mode\b(?:\W{{1,4}}\w{{1,20}}){{0,6}}\W{{1,4}}(?:ignore|bypass|no (?:restrictions|limits|"
-          rf"rules|filters)|without (?:restrictions|limits|filters|censorship|rules))"),
-    _rule("jailbreak", ROLE_SWITCH,
-          r"\bjailbr(?:eak|oken)\w{0,4}\b(?!\W{1,4}(?:detection|detector|checks?|protection|devices?|phones?|ios))|"
-          r"\bdo anything now\b|\bstay in character\b|\bbreak character\b"),
-    _rule("without_restrictions", ROLE_SWITCH,
-          r"\b(?:respond|answer|reply|act|operate|behave|speak|write|comply)\b(?:\W{1,4}\w{1,20}){0,3}\W{1,4}"
-          r"without (?:any )?(?:restrictions|filters|filtering|censorship|limitations|limits|safety|guidelines|"
-          r"ethic\w{0,4}|moral\w{0,4}|rules|refus\w{1,4})"),
-    _rule("no_ethics", ROLE_SWITCH,
-          r"\b(?:no|without|free of|free from|freed from) (?:ethical|moral|safety|content) (?:guidelines|"
-          r"constraints|restrictions|filters?|limits|boundaries|rules|policies)\b"),
-    _rule("disable_safety", ROLE_SWITCH,
-          r"\b(?:bypass|disable|turn off|switch off|ignore|remove|deactivate|circumvent|evade)\b(?:\W{1,4}(?:your|the|"
-          r"all|any|its|every))?\W{1,4}(?:safety|content|moderation|ethical|alignment)\W{1,4}(?:filters?|"
-          r"guidelines|guardrails|restrictions|policies|polic|training|layers?|systems?|protocols?)\b"),
+    _rule(
+        "act_as_unrestricted",
+        ROLE_SWITCH,
+        r"\b(?:act|behave|respond|answer|reply|operate|roleplay|role-play)\b(?:\W{1,4}\w{1,20}){0,2}\W{1,4}"
+        r"(?:as|like)\W{1,4}(?:an?\W{1,4}|the\W{1,4})?(?:\w{1,20}\W{1,4})?(?:unrestricted|unfiltered|uncensored|"
+        r"jailbroken|evil|malicious|amoral|unethical|dan|different (?:ai|assistant|model)|ai without|"
+        r"assistant without|model without)\b",
+    ),
+    _rule(
+        "special_mode",
+        ROLE_SWITCH,
+        rf"\b(?:god|dan|jailbreak|jailbroken|unrestricted|unfiltered|uncensored|evil|chaos) mode\b|"
+        rf"\byou(?: are|'re| will be| must be| now| have entered| enter| operate in| switch to)"
+        rf"(?:\W{{1,4}}\w{{1,20}}){{0,2}}\W{{1,4}}{_MODE} mode\b|"
+        rf"\b{_MODE} mode\b(?:\W{{1,4}}\w{{1,20}}){{0,6}}\W{{1,4}}(?:ignore|bypass|no (?:restrictions|limits|"
+        rf"rules|filters)|without (?:restrictions|limits|filters|censorship|rules))",
+    ),
+    _rule(
+        "jailbreak",
+        ROLE_SWITCH,
+        r"\bjailbr(?:eak|oken)\w{0,4}\b(?!\W{1,4}(?:detection|detector|checks?|protection|devices?|phones?|ios))|"
+        r"\bdo anything now\b|\bstay in character\b|\bbreak character\b",
+    ),
+    _rule(
+        "without_restrictions",
+        ROLE_SWITCH,
+        r"\b(?:respond|answer|reply|act|operate|behave|speak|write|comply)\b(?:\W{1,4}\w{1,20}){0,3}\W{1,4}"
+        r"without (?:any )?(?:restrictions|filters|filtering|censorship|limitations|limits|safety|guidelines|"
+        r"ethic\w{0,4}|moral\w{0,4}|rules|refus\w{1,4})",
+    ),
+    _rule(
+        "no_ethics",
+        ROLE_SWITCH,
+        r"\b(?:no|without|free of|free from|freed from) (?:ethical|moral|safety|content) (?:guidelines|"
+        r"constraints|restrictions|filters?|limits|boundaries|rules|policies)\b",
+    ),
+    _rule(
+        "disable_safety",
+        ROLE_SWITCH,
+        r"\b(?:bypass|disable|turn off|switch off|ignore|remove|deactivate|circumvent|evade)\b(?:\W{1,4}(?:your|the|"
+        r"all|any|its|every))?\W{1,4}(?:safety|content|moderation|ethical|alignment)\W{1,4}(?:filters?|"
+        r"guidelines|guardrails|restrictions|policies|polic|training|layers?|systems?|protocols?)\b",
+    ),
     # ---- prompt_leak -----------------------------------------------------------------------------------------
-    _rule("reveal_prompt", PROMPT_LEAK,
-          r"\b(?:reveal|print|show|output|repeat|leak|display|dump|expose|disclose|recite|return|echo|spell out|"
-          r"write out|tell (?:me|us|them))\b(?:\W{1,4}[\w'-]{1,20}){0,4}\W{1,4}(?:system prompt|system message|"
-          r"initial prompt|hidden prompt|original prompt|developer (?:prompt|message)|instructions you (?:were|have "
-          r"been) given|your (?:instructions|prompt|rules|guidelines|configuration|directives))\b"),
-    _rule("override_prompt", PROMPT_LEAK,
-          r"\b(?:ignore|override|replace|overwrite|rewrite|update|change|modify|edit|new|append to|add to)\b"
-          r"(?:\W{1,4}[\w'-]{1,20}){0,2}\W{1,4}(?:system prompt|system message|developer message)\b"),
-    _rule("template_marker", PROMPT_LEAK,
-          r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id)\|>|\[/?inst\]|<</?sys>>|"
-          r"(?:^|\s)#{2,4} ?(?:system|instruction|instructions|new instructions)\s?:|</?(?:system|instructions?|"
-          r"sys_prompt)>|\b(?:begin|end|start) (?:of )?(?:the )?system prompt\b|(?:^|[\n.!] ?)system ?: ?you\b"),
+    _rule(
+        "reveal_prompt",
+        PROMPT_LEAK,
+        r"\b(?:reveal|print|show|output|repeat|leak|display|dump|expose|disclose|recite|return|echo|spell out|"
+        r"write out|tell (?:me|us|them))\b(?:\W{1,4}[\w'-]{1,20}){0,4}\W{1,4}(?:system prompt|system message|"
+        r"initial prompt|hidden prompt|original prompt|developer (?:prompt|message)|instructions you (?:were|have "
+        r"been) given|your (?:instructions|prompt|rules|guidelines|configuration|directives))\b",
+    ),
+    _rule(
+        "override_prompt",
+        PROMPT_LEAK,
+        r"\b(?:ignore|override|replace|overwrite|rewrite|update|change|modify|edit|new|append to|add to)\b"
+        r"(?:\W{1,4}[\w'-]{1,20}){0,2}\W{1,4}(?:system prompt|system message|developer message)\b",
+    ),
+    _rule(
+        "template_marker",
+        PROMPT_LEAK,
+        r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id)\|>|\[/?inst\]|<</?sys>>|"
+        r"(?:^|\s)#{2,4} ?(?:system|instruction|instructions|new instructions)\s?:|</?(?:system|instructions?|"
+        r"sys_prompt)>|\b(?:begin|end|start) (?:of )?(?:the )?system prompt\b|(?:^|[\n.!] ?)system ?: ?you\b",
+    ),
     # ---- exfiltration ----------------------------------------------------------------------------------------
-    _rule("data_in_url", EXFILTRATION,
-          r"(?:https?|ftp)://[^\s]{0,200}?[?&][\w-]{1,30}=(?:\{\{?|\$\{?|\$\(|<|%7b|\[)[^\s]{0,60}|"
-          r"!\[[^\]]{0,100}\]\((?:https?|ftp)://[^\s)]{0,200}(?:\{|\$|<|%7b)"),
-    _rule("append_to_url", EXFILTRATION,
-          r"\b(?:append|add|include|encode|embed|put|attach|insert)\b(?:\W{1,4}[\w'-]{1,30}){0,6}\W{1,4}(?:in|into|"
-          r"to|as)\W{1,4}(?:the\W{1,4}|a\W{1,4}|an\W{1,4})?(?:url|link|query string|query parameter|image (?:url|"
-          r"link|src)|markdown image|request (?:url|parameters?))\b"),
+    _rule(
+        "data_in_url",
+        EXFILTRATION,
+        r"(?:https?|ftp)://[^\s]{0,200}?[?&][\w-]{1,30}=(?:\{\{?|\$\{?|\$\(|<|%7b|\[)[^\s]{0,60}|"
+        r"!\[[^\]]{0,100}\]\((?:https?|ftp)://[^\s)]{0,200}(?:\{|\$|<|%7b)",
+    ),
+    _rule(
+        "append_to_url",
+        EXFILTRATION,
+        r"\b(?:append|add|include|encode|embed|put|attach|insert)\b(?:\W{1,4}[\w'-]{1,30}){0,6}\W{1,4}(?:in|into|"
+        r"to|as)\W{1,4}(?:the\W{1,4}|a\W{1,4}|an\W{1,4})?(?:url|link|query string|query parameter|image (?:url|"
+        r"link|src)|markdown image|request (?:url|parameters?))\b",
+    ),
     _rule("collector_service", EXFILTRATION, rf"{_COLLECTOR}"),
     # ---- tool_directive --------------------------------------------------------------------------------------
-    _rule("call_tool", TOOL_DIRECTIVE,
-          r"\b(?:call|invoke|execute|trigger|fire)\b\W{1,4}(?:the\W{1,4}|your\W{1,4})?(?:[`'\"]?[\w.:-]{1,40}[`'\"]?\W{1,4})?"
-          r"(?:tool|function|plugin|action|mcp tool)\b(?!\s(?:of|in|is|was|that|which))"),
-    _rule("download_and_run", TOOL_DIRECTIVE,
-          r"\b(?:curl|wget|iwr|invoke-webrequest|fetch)\b[^\n|;]{0,200}\|\s?(?:sudo\s)?(?:ba|z|da|k)?sh\b|"
-          r"\b(?:curl|wget)\b[^\n|;]{0,200}\|\s?(?:sudo\s)?(?:python3?|perl|ruby|node|iex)\b"),
-    _rule("curl_upload", TOOL_DIRECTIVE,
-          r"\bcurl\b[^\n;]{0,200}\s(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form|-t|--upload-file)\s?[\"']?"
-          r"(?:@|[\w-]{1,30}=@|\$\()"),
-    _rule("reverse_shell", TOOL_DIRECTIVE,
-          r"/dev/tcp/|\b(?:nc|ncat|netcat)\b[^\n;]{0,60}\s-e\s|\bbash -i\b|\bmkfifo\b|\bsocat\b[^\n;]{0,60}exec:"),
-    _rule("encoded_exec", TOOL_DIRECTIVE,
-          r"\bbase64 (?:-d|--decode)\b[^\n;]{0,40}\|\s?(?:ba|z)?sh\b|\bpowershell(?:\.exe)? [^\n;]{0,20}-e(?:nc|"
-          r"ncodedcommand)?\s|\beval\(\s?(?:base64|atob|decode)"),
-    _rule("destructive_command", TOOL_DIRECTIVE,
-          r"\brm -(?:rf|fr|r -f) (?:/|~|\*|\$home)(?:\s|$)|\bchmod -r 777 /|:\(\)\s?\{\s?:\|:&\s?\};:"
-          r"|\bmkfs\.\w{1,8} /dev/|\bdd if=/dev/(?:zero|random|urandom) of=/dev/"),
-    _rule("execute_payload", TOOL_DIRECTIVE,
-          r"\b(?:execute|run|eval(?:uate)?)\b\W{1,4}(?:the following|this|these)\W{1,4}(?:payload|(?:hidden |"
-          r"encoded |obfuscated )?(?:shell )?(?:code|commands?|script) (?:silently|secretly|without))"),
+    _rule(
+        "call_tool",
+        TOOL_DIRECTIVE,
+        r"\b(?:call|invoke|execute|trigger|fire)\b\W{1,4}(?:the\W{1,4}|your\W{1,4})?(?:[`'\"]?[\w.:-]{1,40}[`'\"]?\W{1,4})?"
+        r"(?:tool|function|plugin|action|mcp tool)\b(?!\s(?:of|in|is|was|that|which))",
+    ),
+    _rule(
+        "download_and_run",
+        TOOL_DIRECTIVE,
+        r"\b(?:curl|wget|iwr|invoke-webrequest|fetch)\b[^\n|;]{0,200}\|\s?(?:sudo\s)?(?:ba|z|da|k)?sh\b|"
+        r"\b(?:curl|wget)\b[^\n|;]{0,200}\|\s?(?:sudo\s)?(?:python3?|perl|ruby|node|iex)\b",
+    ),
+    _rule(
+        "curl_upload",
+        TOOL_DIRECTIVE,
+        r"\bcurl\b[^\n;]{0,200}\s(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form|-t|--upload-file)\s?[\"']?"
+        r"(?:@|[\w-]{1,30}=@|\$\()",
+    ),
+    _rule(
+        "reverse_shell",
+        TOOL_DIRECTIVE,
+        r"/dev/tcp/|\b(?:nc|ncat|netcat)\b[^\n;]{0,60}\s-e\s|\bbash -i\b|\bmkfifo\b|\bsocat\b[^\n;]{0,60}exec:",
+    ),
+    _rule(
+        "encoded_exec",
+        TOOL_DIRECTIVE,
+        r"\bbase64 (?:-d|--decode)\b[^\n;]{0,40}\|\s?(?:ba|z)?sh\b|\bpowershell(?:\.exe)? [^\n;]{0,20}-e(?:nc|"
+        r"ncodedcommand)?\s|\beval\(\s?(?:base64|atob|decode)",
+    ),
+    _rule(
+        "destructive_command",
+        TOOL_DIRECTIVE,
+        r"\brm -(?:rf|fr|r -f) (?:/|~|\*|\$home)(?:\s|$)|\bchmod -r 777 /|:\(\)\s?\{\s?:\|:&\s?\};:"
+        r"|\bmkfs\.\w{1,8} /dev/|\bdd if=/dev/(?:zero|random|urandom) of=/dev/",
+    ),
+    _rule(
+        "execute_payload",
+        TOOL_DIRECTIVE,
+        r"\b(?:execute|run|eval(?:uate)?)\b\W{1,4}(?:the following|this|these)\W{1,4}(?:payload|(?:hidden |"
+        r"encoded |obfuscated )?(?:shell )?(?:code|commands?|script) (?:silently|secretly|without))",
+    ),
 )
 
 

@@ -32,9 +32,7 @@ DOMAIN = "learnings"
 
 
 def candidate_not_found(candidate_id: object) -> NotFound:
-    return NotFound(
-        f"unknown learning candidate {candidate_id}", domain=DOMAIN, code="learning_candidate_not_found"
-    )
+    return NotFound(f"unknown learning candidate {candidate_id}", domain=DOMAIN, code="learning_candidate_not_found")
 
 
 def learning_not_found(learning_id: object) -> NotFound:
@@ -42,15 +40,15 @@ def learning_not_found(learning_id: object) -> NotFound:
 
 
 def parse_candidate_id(candidate_id: str) -> int:
-    return public_ids.parse_or_404(candidate_id, CANDIDATE_ID, domain=DOMAIN, code="learning_candidate_not_found",
-                                   noun="learning candidate")
+    return public_ids.parse_or_404(
+        candidate_id, CANDIDATE_ID, domain=DOMAIN, code="learning_candidate_not_found", noun="learning candidate"
+    )
 
 
 def parse_learning_id(learning_id: str) -> int:
     """``learning-N`` (``learning-candidate-N`` names no learning: ``parse_id`` reads only digits after the
     prefix)."""
-    return public_ids.parse_or_404(learning_id, LEARNING_ID, domain=DOMAIN, code="learning_not_found",
-                                   noun="learning")
+    return public_ids.parse_or_404(learning_id, LEARNING_ID, domain=DOMAIN, code="learning_not_found", noun="learning")
 
 
 def get_candidate(candidate_id: str, *, queryset: QuerySet | None = None) -> LearningCandidate:
@@ -92,7 +90,8 @@ def candidate_view(candidate: LearningCandidate) -> dict:
         "automation_review": candidate.automation_review,
         "published_learning_id": (
             public_ids.format_id(LEARNING_ID, candidate.published_learning_id)
-            if candidate.published_learning_id else None
+            if candidate.published_learning_id
+            else None
         ),
     }
 
@@ -120,8 +119,9 @@ def learning_view(learning: Learning) -> dict:
         "policy_actor": learning.policy_actor,
         "verification_status": learning.verification_status,
         "supersedes": public_ids.format_id(LEARNING_ID, learning.supersedes_id) if learning.supersedes_id else None,
-        "superseded_by": (public_ids.format_id(LEARNING_ID, learning.superseded_by_id)
-                          if learning.superseded_by_id else None),
+        "superseded_by": (
+            public_ids.format_id(LEARNING_ID, learning.superseded_by_id) if learning.superseded_by_id else None
+        ),
         "revoked_at_ms": learning.revoked_at_ms,
         "revoked_reason": learning.revoked_reason,
     }
@@ -249,9 +249,7 @@ def filter_errors(filterset: django_filters.FilterSet) -> ValidationFailed | Non
 
 def filter_learnings(params: dict, queryset: QuerySet | None = None) -> QuerySet:
     """Learnings matching the §2.4 filters given as strings (API query, revoke-matching body, admin)."""
-    filterset = LearningFilter(
-        data=params, queryset=queryset if queryset is not None else Learning.objects.all()
-    )
+    filterset = LearningFilter(data=params, queryset=queryset if queryset is not None else Learning.objects.all())
     error = filter_errors(filterset)
     if error is not None:
         raise error
@@ -270,15 +268,15 @@ def screening_counts() -> dict:
     published anyway, those rejected, and the flagged count per category."""
     counts = LearningCandidate.objects.filter(screen_flagged=True).aggregate(
         flagged_total=Count("id"),
-        flagged_awaiting_review=Count(
-            "id", filter=Q(state__in=REVIEW_STATES)
-        ),
+        flagged_awaiting_review=Count("id", filter=Q(state__in=REVIEW_STATES)),
         flagged_published=Count("id", filter=Q(state=CandidateState.PUBLISHED)),
         flagged_rejected=Count("id", filter=Q(state=CandidateState.REJECTED)),
         **{f"category_{name}": Count("id", filter=Q(screening__categories__contains=[name])) for name in CATEGORIES},
     )
     return {
-        **{key: counts[key] for key in ("flagged_total", "flagged_awaiting_review", "flagged_published",
-                                        "flagged_rejected")},
+        **{
+            key: counts[key]
+            for key in ("flagged_total", "flagged_awaiting_review", "flagged_published", "flagged_rejected")
+        },
         "by_category": {name: counts[f"category_{name}"] for name in CATEGORIES},
     }

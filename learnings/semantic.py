@@ -99,8 +99,7 @@ _CLAUSE_STARTER_WORDS = (
 )
 _CLAUSE_STARTERS = frozenset(_CLAUSE_STARTER_WORDS.split())
 _SPEAKER_LABEL_WORDS = (
-    "user assistant system human ai bot me q a question answer note example input output prompt reply "
-    "response"
+    "user assistant system human ai bot me q a question answer note example input output prompt reply response"
 )
 _SPEAKER_LABELS = frozenset(_SPEAKER_LABEL_WORDS.split())
 _SENTENCE_BREAK = re.compile(r"[.?!](\s|$)|[,;:?!]")
@@ -139,7 +138,7 @@ def _without_label(normalised: str) -> str:
     match = _LEADING_LABEL.match(normalised)
     if match is None:
         return normalised
-    rest = normalised[match.end():]
+    rest = normalised[match.end() :]
     return rest if any(delimiter in rest for delimiter in _DELIMITERS[:-1]) else normalised
 
 

@@ -12,11 +12,46 @@ import re
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w'.-]{0,39}(?: [A-Z][\w'.-]{0,39})?)(?: said| says| wrote| asked)?\s*:\s+")
 _NAME = re.compile(r"\b[A-Z][\w'-]+")
-NOT_SPEAKERS = frozenset((
-    "preference", "decision", "fact", "note", "notes", "update", "summary", "title", "subject", "re", "fwd", "fw",
-    "todo", "warning", "error", "step", "example", "question", "answer", "q", "a", "tip", "important", "reminder",
-    "context", "background", "goal", "task", "status", "result", "output", "input", "remember", "fyi", "ps", "nb",
-))
+NOT_SPEAKERS = frozenset(
+    (
+        "preference",
+        "decision",
+        "fact",
+        "note",
+        "notes",
+        "update",
+        "summary",
+        "title",
+        "subject",
+        "re",
+        "fwd",
+        "fw",
+        "todo",
+        "warning",
+        "error",
+        "step",
+        "example",
+        "question",
+        "answer",
+        "q",
+        "a",
+        "tip",
+        "important",
+        "reminder",
+        "context",
+        "background",
+        "goal",
+        "task",
+        "status",
+        "result",
+        "output",
+        "input",
+        "remember",
+        "fyi",
+        "ps",
+        "nb",
+    )
+)
 """Labels that name a kind of text, not a person ("Note: the editor is Helix", "Preference: …")."""
 
 
@@ -31,9 +66,9 @@ def speaker_of(text: str) -> str | None:
 def without_label(text: str) -> str:
     """The text without its speaker label (what was said); unchanged when it has none."""
     found = _SPEAKER.match(text or "")
-    if found is None or found.group(1).lower() in NOT_SPEAKERS or not text[found.end():].strip():
+    if found is None or found.group(1).lower() in NOT_SPEAKERS or not text[found.end() :].strip():
         return text
-    return text[found.end():]
+    return text[found.end() :]
 
 
 def named_in(query: str, speakers: set[str]) -> set[str]:

@@ -91,8 +91,9 @@ def relevance(query: str | None, rows: Sequence[tuple]) -> tuple[np.ndarray, np.
     return scores, relevant
 
 
-def select(rows: Sequence[tuple], query: str | None, budget_tokens: int, sizes: Sequence[int],
-           max_entries: int) -> Standing:
+def select(
+    rows: Sequence[tuple], query: str | None, budget_tokens: int, sizes: Sequence[int], max_entries: int
+) -> Standing:
     """Order ``rows`` (in scope-then-recency order, as :func:`standing_rows` returns them) for this input and
     keep those that fit ``budget_tokens``; ``sizes`` are the rows' rendered block sizes in bytes."""
     if budget_tokens <= 0 or not rows or max_entries <= 0:

@@ -59,20 +59,27 @@ _EDGE = re.compile(r"^(?:[\s\-*•>#]+|\d+[.)]\s+)+|[\s.;,!]+$")
 _QUESTION_START = re.compile(
     r"^(?:who|what|when|where|why|how|which|whose|whom|do|does|did|is|are|am|was|were|can|could|would|should|"
     r"shall|will|may|might|have|has|had|isn't|aren't|don't|doesn't|didn't|won't|wouldn't|shouldn't|"
-    r"couldn't|any idea|tell me|guess)\b", _FLAGS)
+    r"couldn't|any idea|tell me|guess)\b",
+    _FLAGS,
+)
 _HYPOTHETICAL = re.compile(
     r"\b(?:if|unless|suppose|supposing|imagine|imagining|hypothetically|pretend|pretending|let's say|"
     r"say that|what if|in case|assuming|wish|hope|hoping|maybe|perhaps|might|may be|probably|"
-    r"would be|would have|would like to know|could|ought|someday|one day|in a world)\b", _FLAGS)
+    r"would be|would have|would like to know|could|ought|someday|one day|in a world)\b",
+    _FLAGS,
+)
 _NEGATION = re.compile(
     r"\b(?:not|no longer|never (?:decided|agreed|said|chose|preferred)|don't|doesn't|didn't|haven't|hasn't|"
     r"hadn't|isn't|aren't|wasn't|weren't|won't|cannot decide|can't decide|nobody|nothing|neither|nor)\b|n't\b",
-    _FLAGS)
+    _FLAGS,
+)
 _NOT_NEGATIONS = re.compile(r"\b(?:can't|cannot|can not) stand\b", _FLAGS)
 _REPORTED = re.compile(
     r"\b(?:said|says|say|told|tells|tell me|asked|asks|claims?|claimed|wrote|writes|mentioned|mentions|"
     r"according to|thinks|thought|believes?|believed|reckons?|heard|reported|quoted?|quoting|"
-    r"replied|answered|explained|announced|insists?|insisted)\b", _FLAGS)
+    r"replied|answered|explained|announced|insists?|insisted)\b",
+    _FLAGS,
+)
 _QUOTES = re.compile(r"[\"“”«»„]|(?:^|\s)'[^']+'(?:\s|$)")
 _INSTRUCTION = re.compile(
     r"^(?:please\s+|can you\s+|could you\s+|now\s+|ok(?:ay)?,?\s+|then\s+)?(?:write|draft|compose|generate|create|"
@@ -80,20 +87,29 @@ _INSTRUCTION = re.compile(
     r"debug|refactor|convert|format|correct|proofread|edit|review|check|find|search|look up|calculate|compute|"
     r"act as|play|roleplay|role-play|pretend|simulate|continue|complete|answer|reply|respond|help|suggest|"
     r"recommend|compare|tell|output|print|return|send|open|run|delete|remove|add|update|set|use this|"
-    r"here is|here's|below is|the following|consider|assume|let me know)\b", _FLAGS)
+    r"here is|here's|below is|the following|consider|assume|let me know)\b",
+    _FLAGS,
+)
 _CONTEXT_WORDS = re.compile(
     r"\b(?:in (?:this|the|a|my) (?:story|poem|novel|scene|script|game|dialogue|example)|for (?:this|the|an?) "
-    r"(?:exercise|example|story|game|test|demo)|character|persona|role-?play|example sentence)\b", _FLAGS)
-_YOU_SUBJECT = re.compile(r"^(?:(?:you|your|he|she|they|his|her|their|it|its|this|that|these|those|the user)\b|"
-                          r"(?!(?:We|I|My|Our|Us|So|And|Also|But)\b)[A-Z][a-z]+ (?:prefers|likes|loves|works|lives|"
-                          r"is|has|decided|wants|uses)\b)", _FLAGS)
+    r"(?:exercise|example|story|game|test|demo)|character|persona|role-?play|example sentence)\b",
+    _FLAGS,
+)
+_YOU_SUBJECT = re.compile(
+    r"^(?:(?:you|your|he|she|they|his|her|their|it|its|this|that|these|those|the user)\b|"
+    r"(?!(?:We|I|My|Our|Us|So|And|Also|But)\b)[A-Z][a-z]+ (?:prefers|likes|loves|works|lives|"
+    r"is|has|decided|wants|uses)\b)",
+    _FLAGS,
+)
 
 _REMEMBER = re.compile(
     r"^(?:please\s+|also\s+|and\s+|oh,?\s+|btw,?\s+|by the way,?\s+)*(?:"
     r"(?:remember|keep in mind|bear in mind|note for (?:the future|later|next time)|make a note|take note|"
     r"for future reference|for the record|for your information|fyi)(?:\s+(?:that|this))?"
     r"|(?:don't|do not) forget\s+that)"
-    r"(?:\s+for (?:the future|next time|later))?\s*[:,-]?\s+(?!to\s)(?P<body>.+)$", _FLAGS)
+    r"(?:\s+for (?:the future|next time|later))?\s*[:,-]?\s+(?!to\s)(?P<body>.+)$",
+    _FLAGS,
+)
 
 _PREFERENCE_STRONG = re.compile(
     r"^(?:(?:honestly|generally|personally|usually|also|and|but|oh|so),?\s+)*(?:"
@@ -108,10 +124,14 @@ _PREFERENCE_STRONG = re.compile(
     r"|from now on\b"
     r"|going forward\b"
     r"|in (?:the )?future,?\s+(?:please\s+)?(?:always|use|reply|answer|write|format)\b"
-    r")", _FLAGS)
+    r")",
+    _FLAGS,
+)
 _PREFERENCE_WEAK = re.compile(
     r"^(?:(?:honestly|generally|personally|usually|also|and|but|oh|so),?\s+)*i\s+(?:really\s+)?(?:like|love|enjoy|adore)\s+"
-    r"(?!(?:to know|to ask|to see|you|it when you|that you|your)\b)", _FLAGS)
+    r"(?!(?:to know|to ask|to see|you|it when you|that you|your)\b)",
+    _FLAGS,
+)
 _DECISION = re.compile(
     r"^(?:(?:so|ok(?:ay)?|alright|finally|and|also|after (?:some|much|a lot of) (?:discussion|thought|debate)),?\s+)*"
     r"(?:(?:we|i|the team|our team|my team|management|the company)(?:\s*'ve|\s+have|\s+has|\s+finally|\s+just|"
@@ -120,7 +140,9 @@ _DECISION = re.compile(
     r"|(?:we|i)(?:'re| are| am|'m)\s+going\s+(?:with|to go with)\b"
     r"|(?:we|i)(?:'ll| will)\s+(?:go with|stick with|standardi[sz]e on)\b"
     r"|(?:the|our)\s+(?:final\s+)?decision\s+(?:is|was)\s+(?:to|that)\b"
-    r"|it(?:'s| is| has been| was)\s+(?:been\s+)?decided\b)", _FLAGS)
+    r"|it(?:'s| is| has been| was)\s+(?:been\s+)?decided\b)",
+    _FLAGS,
+)
 _FACT_STRONG = re.compile(
     r"^(?:(?:also|and|but|oh|so|btw|by the way|fyi|for context|hi|hello|hey),?\s+)*(?:"
     r"my\s+(?:full\s+|first\s+|last\s+|nick)?name(?:'s| is)\b"
@@ -142,7 +164,9 @@ _FACT_STRONG = re.compile(
     r"service|codebase|office|backend|frontend)\s+(?:uses|use|runs|is|are|has|builds|ships|deploys|sells|"
     r"makes|targets|relies)\b"
     r"|we\s+(?:use|run|deploy|host|build|ship|store|keep)\s+\w+"
-    r")", _FLAGS)
+    r")",
+    _FLAGS,
+)
 _EVENT = re.compile(
     r"^(?:(?:also|and|but|oh|so|btw|by the way|actually|well|yesterday|today|last \w+|recently),?\s+)*"
     r"(?:i|we|my (?:wife|husband|partner|family|team)(?: and i)?)(?:'ve|\s+have|\s+had)?\s+"
@@ -154,11 +178,15 @@ _EVENT = re.compile(
     r"been (?:working|learning|playing|taking|going|volunteering|training|using|reading|trying to learn))\b"
     r"(?!\s+(?:an? |the |my |this |that |it |some )?(?:error|bug|problem|issue|exception|warning|question|idea|"
     r"crash|stuck|confused|lost|tests?|build|command|script|code|docs?|documentation|migration|query|program|"
-    r"server|job|pipeline|linter|compiler|through|over|getting|into|back|wrong|nowhere|it\b|that\b|this\b))", _FLAGS)
+    r"server|job|pipeline|linter|compiler|through|over|getting|into|back|wrong|nowhere|it\b|that\b|this\b))",
+    _FLAGS,
+)
 _FACT_WEAK = re.compile(
     r"^(?:(?:also|and|but|oh|so|btw|by the way),?\s+)*i\s+(?:use|own|have|drive|speak|run|maintain|"
     r"manage|lead|teach|study|studied|play|practi[sc]e)\s+(?!(?:a question|an idea|to|no|been|got|"
-    r"some questions|trouble|an issue|a problem|this|that|it|you)\b)\w+", _FLAGS)
+    r"some questions|trouble|an issue|a problem|this|that|it|you)\b)\w+",
+    _FLAGS,
+)
 
 
 def sentences(text: str) -> Iterator[str]:
@@ -209,9 +237,12 @@ _LEAD_IN = re.compile(
     r"^(?:(?:oh|and|also|so|well|anyway|actually|btw|by the way|incidentally|honestly|plus|funny enough|"
     r"on (?:a|another) (?:side|different) note|on that note|as it happens|speaking of [^,]{1,60}|"
     r"besides [^,]{1,60}|apart from [^,]{1,60}|other than that|in fact|for what it's worth|"
-    r"just so you know|just to let you know|as for me|for me|personally),?\s+)+", _FLAGS)
-_CLAUSE_BREAK = re.compile(r"(?:,|;|\s[-–—])\s+(?:and\s+|but\s+|so\s+)?(?=(?:i|i'm|i've|i'd|we|we've|we're|my)\b)",
-                           _FLAGS)
+    r"just so you know|just to let you know|as for me|for me|personally),?\s+)+",
+    _FLAGS,
+)
+_CLAUSE_BREAK = re.compile(
+    r"(?:,|;|\s[-–—])\s+(?:and\s+|but\s+|so\s+)?(?=(?:i|i'm|i've|i'd|we|we've|we're|my)\b)", _FLAGS
+)
 _NARRATIVE_EVENT = re.compile(
     r"^(?:i|we|my (?:wife|husband|partner|family|friends?|kids|sister|brother|mom|mum|dad)(?: and i)?)"
     r"(?:'ve|\s+have|\s+had)?\s+"
@@ -229,7 +260,8 @@ _NARRATIVE_EVENT = re.compile(
     r"crash|stuck|confused|lost|tests?|build|command|script|code|docs?|documentation|migration|query|program|"
     r"server|job|pipeline|linter|compiler|output|result|response|answer|message|link|article|post|video|"
     r"through|over|getting|into|back to you|wrong|nowhere|it\b|that\b|this\b|what|how|why|if|whether|you))",
-    _FLAGS)
+    _FLAGS,
+)
 _PLAN = re.compile(
     r"^(?:i|we)(?:'m|'re| am| are)\s+(?:(?:currently|also|now|really|seriously)\s+)?"
     r"(?:planning|thinking of|considering|going to|about to|getting ready to|looking to|looking forward to|"
@@ -239,15 +271,21 @@ _PLAN = re.compile(
     r"check|test|debug|fix|refactor|deploy|implement|code|the code|this|that|it)\b)\w+"
     r"|^(?:i|we)\s+plan\s+to\s+\w+"
     r"|^(?:i|we)(?:'ve| have)\s+(?:just\s+)?(?:booked|scheduled|reserved|registered for|signed up for)\b",
-    _FLAGS)
+    _FLAGS,
+)
 _PROBLEM = re.compile(
     r"\b(?:error|errors|bug|bugs|fails?|failed|failing|crash(?:es|ed)?|exception|traceback|stack trace|"
-    r"doesn't work|broken|compile|segfault|timeout|stuck)\b", _FLAGS)
+    r"doesn't work|broken|compile|segfault|timeout|stuck)\b",
+    _FLAGS,
+)
 _QUOTED_SPEECH = re.compile(r"[\"“”«»„']\s*(?:i|i'm|i've|we|we're|my|our)\b|[\"“”«»„]\s*[,.]?\s*$", _FLAGS)
 """A quote of someone's first-person words ("“I prefer tea,” he wrote"); a quoted title ("the 'Dance for a
 Cause' event") is not one."""
-_NUMBER_FACT = re.compile(r"^my\s+(?:\w+\s+){1,3}(?:is|are|was|were)\s+(?:actually\s+|now\s+)?"
-                          r"(?:about\s+|around\s+|only\s+|just\s+)?[$£€]?\d", _FLAGS)
+_NUMBER_FACT = re.compile(
+    r"^my\s+(?:\w+\s+){1,3}(?:is|are|was|were)\s+(?:actually\s+|now\s+)?"
+    r"(?:about\s+|around\s+|only\s+|just\s+)?[$£€]?\d",
+    _FLAGS,
+)
 NARRATIVE_CONFIDENCE = EVENT_CONFIDENCE
 """A first-person event or fact found inside a longer narrative sentence."""
 PLAN_CONFIDENCE = WEAK_CONFIDENCE
@@ -276,8 +314,7 @@ def _narrative(sentence: str, raw: str) -> Draft | None:
         if _YOU_SUBJECT.match(clause):
             continue
         planned = bool(_PLAN.match(clause))
-        if (planned or _NARRATIVE_EVENT.match(clause) or _NUMBER_FACT.match(clause)
-                or (start and _EVENT.match(clause))):
+        if planned or _NARRATIVE_EVENT.match(clause) or _NUMBER_FACT.match(clause) or (start and _EVENT.match(clause)):
             content = _LEAD_IN.sub("", sentence[start:] if start else sentence)
             confidence = PLAN_CONFIDENCE if planned else NARRATIVE_CONFIDENCE
             return Draft(kind="fact", content=content[0].upper() + content[1:], confidence=confidence)
@@ -308,8 +345,10 @@ def _statement(raw: str) -> Draft | None:
     return Draft(kind=found[0], content=sentence, confidence=found[1])
 
 
-_PIECES = re.compile(r"\n+|(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bvs\.)"
-                     r"(?<!\bProf\.)(?<!\bJr\.)(?<!\bSr\.)(?<!\bMt\.)\s+(?=\S)")
+_PIECES = re.compile(
+    r"\n+|(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bvs\.)"
+    r"(?<!\bProf\.)(?<!\bJr\.)(?<!\bSr\.)(?<!\bMt\.)\s+(?=\S)"
+)
 """Where the input is cut into sentences: line breaks, and . ! ? before a space but not after a title
 ("Dr. Smith", "Mt. Fuji")."""
 

@@ -94,9 +94,7 @@ def claim_review_batch(*, after_pk: int = 0, batch: int = SWEEP_BATCH) -> list[i
             .values_list("pk", flat=True)[:batch]
         )
         if ids:
-            LearningCandidate.objects.filter(pk__in=ids).update(
-                review_lease_until_ms=now + run_memory.queue_lease_ms()
-            )
+            LearningCandidate.objects.filter(pk__in=ids).update(review_lease_until_ms=now + run_memory.queue_lease_ms())
     return ids
 
 

@@ -240,5 +240,6 @@ def mentioned_in(text: str, stated_ms: int, found: Window) -> bool:
 
 
 _ANY_TIME = re.compile(
-    rf"\b(?:{_MONTH}|{_WEEKDAY}|yesterday|today|tonight|ago|last|this|past|previous|earlier|\d{{4}})\b", _F)
+    rf"\b(?:{_MONTH}|{_WEEKDAY}|yesterday|today|tonight|ago|last|this|past|previous|earlier|\d{{4}})\b", _F
+)
 """A cheap pre-check: a text without any of these words names no time."""

@@ -71,19 +71,22 @@ class ApiKeyAddForm(forms.ModelForm):
     belongs to a staff user."""
 
     user = PrincipalChoiceField(
-        queryset=get_user_model().objects.order_by("username"), required=False, label="Principal",
+        queryset=get_user_model().objects.order_by("username"),
+        required=False,
+        label="Principal",
         help_text="Leave empty to create a principal named after the key (as <code>make key</code> does). "
-                  "Agent keys need a non-staff principal: the agent's identity (<code>agent_id</code>), "
-                  "whose sessions and runs it owns. Operator keys need a staff user.")
+        "Agent keys need a non-staff principal: the agent's identity (<code>agent_id</code>), "
+        "whose sessions and runs it owns. Operator keys need a staff user.",
+    )
 
     class Meta:
         model = ApiKey
         fields = ["name", "role", "user"]
         help_texts = {
             "name": "A label for the key. With no principal picked, it is also the new principal's name "
-                    "(the agent_id its runs report).",
+            "(the agent_id its runs report).",
             "role": "agent: opens sessions and runs, proposes learnings, sees only its own data. "
-                    "operator: everything, including policies and publication (a staff user).",
+            "operator: everything, including policies and publication (a staff user).",
         }
 
     def clean(self):
@@ -94,14 +97,23 @@ class ApiKeyAddForm(forms.ModelForm):
         if user is None:  # api_key_create would take (or create) the user named after the key
             user = get_user_model().objects.filter(username=name).first()
             if user is not None and role == ApiKeyRole.AGENT and (user.is_staff or user.is_superuser):
-                self.add_error("name", f"'{name}' is a staff user: an agent key named after it would act as "
-                                       "that user. Choose another name (a new agent principal is created).")
+                self.add_error(
+                    "name",
+                    f"'{name}' is a staff user: an agent key named after it would act as "
+                    "that user. Choose another name (a new agent principal is created).",
+                )
         elif role == ApiKeyRole.AGENT and (user.is_staff or user.is_superuser):
-            self.add_error("user", f"{user.get_username()} is a staff user: agent keys belong to agent "
-                                   "principals. Leave Principal empty to create one named after the key.")
+            self.add_error(
+                "user",
+                f"{user.get_username()} is a staff user: agent keys belong to agent "
+                "principals. Leave Principal empty to create one named after the key.",
+            )
         elif role == ApiKeyRole.OPERATOR and not user.is_staff:
-            self.add_error("user", f"{user.get_username()} is not a staff user: operator keys belong to staff "
-                                   "users. Leave Principal empty to create a staff principal named after the key.")
+            self.add_error(
+                "user",
+                f"{user.get_username()} is not a staff user: operator keys belong to staff "
+                "users. Leave Principal empty to create a staff principal named after the key.",
+            )
         return data
 
 
@@ -133,15 +145,22 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             return
         try:
-            issued = identity.api_key_create(name=obj.name, role=obj.role, user=form.cleaned_data.get("user"),
-                                             actor=request.user)
+            issued = identity.api_key_create(
+                name=obj.name, role=obj.role, user=form.cleaned_data.get("user"), actor=request.user
+            )
         except ValidationFailed as exc:  # clean() already refused what the service refuses; belt and braces
             raise PermissionDenied(str(exc)) from exc
         obj.pk = issued.api_key.pk
         obj.user = issued.api_key.user
-        messages.warning(request, format_html(
-            "API key created for {} ({}). Copy it now, it is shown only once: <code id='new-api-key'>{}</code>",
-            issued.api_key.user.get_username(), issued.api_key.role, issued.plaintext))
+        messages.warning(
+            request,
+            format_html(
+                "API key created for {} ({}). Copy it now, it is shown only once: <code id='new-api-key'>{}</code>",
+                issued.api_key.user.get_username(),
+                issued.api_key.role,
+                issued.plaintext,
+            ),
+        )
 
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request, queryset):
@@ -216,14 +235,25 @@ class _ScopeAdmin(admin.ModelAdmin):
             noun = self.opts.verbose_name if len(objects) == 1 else self.opts.verbose_name_plural
             self.message_user(request, f"Deleted {len(objects)} {noun}.", messages.SUCCESS)
             return None
-        return TemplateResponse(request, self.delete_confirmation_template, {
-            **self.admin_site.each_context(request), "opts": self.opts, "title": f"Delete {self.kind}s",
-            "impacts": impacts, "blocked": blocked, "queryset": objects, "action": action,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME, "media": self.media,
-        })
+        return TemplateResponse(
+            request,
+            self.delete_confirmation_template,
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": f"Delete {self.kind}s",
+                "impacts": impacts,
+                "blocked": blocked,
+                "queryset": objects,
+                "action": action,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "media": self.media,
+            },
+        )
 
-    @admin.action(description="Delete selected %(verbose_name_plural)s (shows what each touches)",
-                  permissions=["delete"])
+    @admin.action(
+        description="Delete selected %(verbose_name_plural)s (shows what each touches)", permissions=["delete"]
+    )
     def delete_with_impact(self, request, queryset):
         return self._confirm_or_delete(request, list(queryset.order_by("pk")), action="delete_with_impact")
 
@@ -255,8 +285,12 @@ class PersonaAdmin(_ScopeAdmin):
 
     def _write(self, request, obj, form, change):
         data = form.cleaned_data
-        fields = {"display_name": data["display_name"], "version": data["version"], "soul": data.get("soul") or "",
-                  "capability_scope": data.get("capability_scope")}
+        fields = {
+            "display_name": data["display_name"],
+            "version": data["version"],
+            "soul": data.get("soul") or "",
+            "capability_scope": data.get("capability_scope"),
+        }
         if change:
             return sessions.persona_update(persona=obj, actor=request.user, **fields)
         return sessions.persona_create(persona_id=data["persona_id"], actor=request.user, **fields)
@@ -279,8 +313,9 @@ class ProjectAdmin(_ScopeAdmin):
     def _write(self, request, obj, form, change):
         if change:
             return sessions.project_update(project=obj, name=form.cleaned_data["name"], actor=request.user)
-        return sessions.project_create(project_id=form.cleaned_data["project_id"], name=form.cleaned_data["name"],
-                                       actor=request.user)
+        return sessions.project_create(
+            project_id=form.cleaned_data["project_id"], name=form.cleaned_data["name"], actor=request.user
+        )
 
     def _impact(self, obj):
         return sessions.project_delete_impact(obj)
@@ -297,8 +332,18 @@ class SessionAdmin(ReadOnlyAdmin):
     list_select_related = ["owner", "persona"]
     search_fields = ["id", "owner__username"]
     show_full_result_count = False
-    readonly_fields = ["public_id", "owner", "persona", "projects_list", "capability_scope_json", "effective_scope",
-                       "learning_scopes", "metadata_json", "created", "updated"]
+    readonly_fields = [
+        "public_id",
+        "owner",
+        "persona",
+        "projects_list",
+        "capability_scope_json",
+        "effective_scope",
+        "learning_scopes",
+        "metadata_json",
+        "created",
+        "updated",
+    ]
     fields = readonly_fields
     change_form_template = "admin/memory/session/change_form.html"
     created = ms_column("created_at_ms", "Created")
@@ -337,12 +382,18 @@ class SessionAdmin(ReadOnlyAdmin):
         extra_context = extra_context or {}
         if session is not None:
             page = Paginator(JournalEvent.objects.filter(session=session).order_by("-offset"), 50).get_page(
-                request.GET.get("journal_page"))
+                request.GET.get("journal_page")
+            )
             extra_context["journal_page"] = page
             extra_context["journal_rows"] = [
-                {"offset": e.offset, "timestamp_ms": e.timestamp_ms, "when": ms_date(e.timestamp_ms), "type": e.type,
-                 "run_id": public_ids.run_id(e.run_id) if e.run_id else "",
-                 "event": json.dumps(e.event, indent=1)[:4000]}
+                {
+                    "offset": e.offset,
+                    "timestamp_ms": e.timestamp_ms,
+                    "when": ms_date(e.timestamp_ms),
+                    "type": e.type,
+                    "run_id": public_ids.run_id(e.run_id) if e.run_id else "",
+                    "event": json.dumps(e.event, indent=1)[:4000],
+                }
                 for e in page
             ]
             extra_context["recent_runs"] = Run.objects.filter(session=session).order_by("-id")[:10]
@@ -367,8 +418,20 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     search_fields = ["id", "session__id"]
     show_full_result_count = False
-    readonly_fields = ["session", "kind", "status", "submitted", "started", "finished", "waiting_for",
-                       "request_json", "input_json", "outputs_json", "error", "prompt_ledger"]
+    readonly_fields = [
+        "session",
+        "kind",
+        "status",
+        "submitted",
+        "started",
+        "finished",
+        "waiting_for",
+        "request_json",
+        "input_json",
+        "outputs_json",
+        "error",
+        "prompt_ledger",
+    ]
     fields = readonly_fields
     submitted = ms_column("submitted_at_ms", "Submitted")
 
@@ -382,6 +445,7 @@ class RunAdmin(ReadOnlyAdmin):
         what = "approval" if obj.pending_approval_ids else "answer"
         asked = f": “{obj.pending_question}”" if obj.pending_question else ""
         return f"{what} {', '.join(ids)}{asked}"
+
     started = ms_column("started_at_ms", "Started")
     finished = ms_column("finished_at_ms", "Finished")
     request_json = json_column("request", "Request")
@@ -408,8 +472,17 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ["subject_type", "action"]
     search_fields = ["subject_id", "actor", "reason"]
     show_full_result_count = False
-    readonly_fields = ["at", "subject_type", "subject_id", "action", "transition", "who", "reason_text", "change",
-                       "data_json"]
+    readonly_fields = [
+        "at",
+        "subject_type",
+        "subject_id",
+        "action",
+        "transition",
+        "who",
+        "reason_text",
+        "change",
+        "data_json",
+    ]
     fields = readonly_fields
     at = ms_column("at_ms", "When")
     data_json = json_column("data", "Data")
@@ -446,14 +519,22 @@ class AuditEventAdmin(ReadOnlyAdmin):
         before, after = data["before"] or {}, data["after"] or {}
         if not isinstance(before, dict) or not isinstance(after, dict):
             return format_html("{} → {}", json.dumps(before), json.dumps(after))
-        rows = [(key, before.get(key, EMPTY), after.get(key, EMPTY))
-                for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+        rows = [
+            (key, before.get(key, EMPTY), after.get(key, EMPTY))
+            for key in sorted(set(before) | set(after))
+            if before.get(key) != after.get(key)
+        ]
         if not rows:
             return "no change"
-        return format_html('<table class="audit-change"><thead><tr><th>setting</th><th>before</th><th>after</th>'
-                           "</tr></thead><tbody>{}</tbody></table>",
-                           format_html_join("", "<tr><td>{}</td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
-                                            ((key, _short_json(old), _short_json(new)) for key, old, new in rows)))
+        return format_html(
+            '<table class="audit-change"><thead><tr><th>setting</th><th>before</th><th>after</th>'
+            "</tr></thead><tbody>{}</tbody></table>",
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
+                ((key, _short_json(old), _short_json(new)) for key, old, new in rows),
+            ),
+        )
 
 
 def _short_json(value) -> str:
@@ -468,9 +549,20 @@ class RunMemoryRecordAdmin(ReadOnlyAdmin):
     search_fields = ["session__id", "summary"]
     list_select_related = ["session"]
     show_full_result_count = False
-    readonly_fields = ["run", "session", "status", "semantic_capture", "recorded", "request_preview",
-                       "outcome_preview", "artifact_ids_json", "failure_markers_json", "summary", "scope_keys_json",
-                       "redaction_count"]
+    readonly_fields = [
+        "run",
+        "session",
+        "status",
+        "semantic_capture",
+        "recorded",
+        "request_preview",
+        "outcome_preview",
+        "artifact_ids_json",
+        "failure_markers_json",
+        "summary",
+        "scope_keys_json",
+        "redaction_count",
+    ]
     fields = readonly_fields
     recorded = ms_column("recorded_at_ms", "Recorded")
     artifact_ids_json = json_column("artifact_ids", "Artifact ids")

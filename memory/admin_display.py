@@ -20,16 +20,21 @@ def ms_date(value: int | None):
     if value is None:
         return EMPTY
     moment = datetime.fromtimestamp(value / 1000, UTC)
-    return format_html('<time datetime="{}" title="{} ms since the epoch">{}</time>', moment.isoformat(), value,
-                       moment.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    return format_html(
+        '<time datetime="{}" title="{} ms since the epoch">{}</time>',
+        moment.isoformat(),
+        value,
+        moment.strftime("%Y-%m-%d %H:%M:%S UTC"),
+    )
 
 
 def readable_json(value: Any) -> Any:
     """``value`` with every epoch-millisecond number under a ``*_ms`` key shown as a date (``"2025-05-01
     12:00:03 UTC (1746100803000 ms)"``), for display only: a person reads dates, not epoch numbers."""
     if isinstance(value, dict):
-        return {key: _readable_ms(item) if str(key).endswith("_ms") else readable_json(item)
-                for key, item in value.items()}
+        return {
+            key: _readable_ms(item) if str(key).endswith("_ms") else readable_json(item) for key, item in value.items()
+        }
     if isinstance(value, list):
         return [readable_json(item) for item in value]
     return value
@@ -82,8 +87,12 @@ MODE_LABELS = {
 }
 """The learning policy's modes as the console names them; the API keeps ``manual_only`` | ``shadow`` | ``enabled``."""
 
-ACTION_WORDS = {"ManualReview": "manual review", "PublishProvisional": "publish provisional",
-                "PublishActive": "publish active", "Reject": "reject"}
+ACTION_WORDS = {
+    "ManualReview": "manual review",
+    "PublishProvisional": "publish provisional",
+    "PublishActive": "publish active",
+    "Reject": "reject",
+}
 _ACTION = re.compile(r"\b(" + "|".join(ACTION_WORDS) + r")\b")
 AUTOMATIC_ACTOR = "daemon"
 """The actor of automatic steps (capture, automated review, maintenance) in audit rows and ``policy_actor``."""

@@ -25,12 +25,18 @@ class AgentGrantAdmin(admin.ModelAdmin):
         everything and bind anything; a grant would mean nothing for them)."""
         if db_field.name == "user":
             kwargs["queryset"] = (
-                get_user_model().objects.filter(is_staff=False, is_superuser=False,
-                                                api_keys__role=ApiKeyRole.AGENT)
-                .exclude(agent_grant__isnull=False).distinct().order_by("username"))
-            kwargs.setdefault("help_text", "Agents are the principals holding an agent API key (make key "
-                                           "NAME=... ROLE=agent); an agent that already has grants is edited "
-                                           "from the list instead.")
+                get_user_model()
+                .objects.filter(is_staff=False, is_superuser=False, api_keys__role=ApiKeyRole.AGENT)
+                .exclude(agent_grant__isnull=False)
+                .distinct()
+                .order_by("username")
+            )
+            kwargs.setdefault(
+                "help_text",
+                "Agents are the principals holding an agent API key (make key "
+                "NAME=... ROLE=agent); an agent that already has grants is edited "
+                "from the list instead.",
+            )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
@@ -52,6 +58,9 @@ class AgentGrantAdmin(admin.ModelAdmin):
             obj.save()
 
     def save_related(self, request, form, formsets, change):
-        grants.grants_set(agent=form.instance.user, actor=request.user,
-                          project_ids=[p.project_id for p in form.cleaned_data["projects"]],
-                          persona_ids=[p.persona_id for p in form.cleaned_data["personas"]])
+        grants.grants_set(
+            agent=form.instance.user,
+            actor=request.user,
+            project_ids=[p.project_id for p in form.cleaned_data["projects"]],
+            persona_ids=[p.persona_id for p in form.cleaned_data["personas"]],
+        )

@@ -31,5 +31,4 @@ def _forget_verified_keys_on_change() -> None:
 
     for name, signal in (("save", post_save), ("delete", post_delete)):
         signal.connect(key_changed, sender=ApiKey, weak=False, dispatch_uid=f"kheish-verified-key-{name}")
-        signal.connect(user_changed, sender=get_user_model(), weak=False,
-                       dispatch_uid=f"kheish-verified-user-{name}")
+        signal.connect(user_changed, sender=get_user_model(), weak=False, dispatch_uid=f"kheish-verified-user-{name}")

@@ -18,8 +18,17 @@ def actor_label(actor: Any) -> str:
     return getattr(actor, "get_username", lambda: str(actor))()
 
 
-def record_audit(*, subject_type: str, subject_id: str, action: str, actor: Any, from_state: str = "",
-                 to_state: str = "", reason: str = "", data: dict | None = None) -> AuditEvent:
+def record_audit(
+    *,
+    subject_type: str,
+    subject_id: str,
+    action: str,
+    actor: Any,
+    from_state: str = "",
+    to_state: str = "",
+    reason: str = "",
+    data: dict | None = None,
+) -> AuditEvent:
     return sql.create(
         AuditEvent,
         subject_type=subject_type,

@@ -12,8 +12,15 @@ class AppError(Exception):
     domain = "api"
     code = "bad_request"
 
-    def __init__(self, detail: str, *, field: str | None = None, domain: str | None = None,
-                 code: str | None = None, status: int | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        field: str | None = None,
+        domain: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.field = field

@@ -40,8 +40,10 @@ def grants_for(user: object) -> Grants:
     grant = AgentGrant.objects.filter(user=user).first()
     if grant is None:
         return Grants(project_ids=[], persona_ids=[])
-    return Grants(project_ids=sorted(grant.projects.values_list("project_id", flat=True)),
-                  persona_ids=sorted(grant.personas.values_list("persona_id", flat=True)))
+    return Grants(
+        project_ids=sorted(grant.projects.values_list("project_id", flat=True)),
+        persona_ids=sorted(grant.personas.values_list("persona_id", flat=True)),
+    )
 
 
 def granted_projects(user: object) -> QuerySet[Project]:
@@ -54,11 +56,13 @@ def granted_personas(user: object) -> QuerySet[Persona]:
 
 def _ids(value: object, field: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ValidationFailed(f"{field} must be a list of non-empty strings", field=field, domain="agents",
-                               code="invalid_grants")
+        raise ValidationFailed(
+            f"{field} must be a list of non-empty strings", field=field, domain="agents", code="invalid_grants"
+        )
     if len(value) > 1000:
-        raise ValidationFailed(f"{field} may hold at most 1000 items", field=field, domain="agents",
-                               code="invalid_grants")
+        raise ValidationFailed(
+            f"{field} may hold at most 1000 items", field=field, domain="agents", code="invalid_grants"
+        )
     return sorted({v.strip() for v in value})
 
 
@@ -70,39 +74,58 @@ def grants_set(*, agent: object, project_ids: list[str], persona_ids: list[str],
     projects = list(Project.objects.filter(project_id__in=wanted_projects))
     missing = sorted(set(wanted_projects) - {p.project_id for p in projects})
     if missing:
-        raise ValidationFailed(f"unknown project {missing[0]}", field="project_ids", domain="agents",
-                               code="invalid_grants")
+        raise ValidationFailed(
+            f"unknown project {missing[0]}", field="project_ids", domain="agents", code="invalid_grants"
+        )
     personas = list(Persona.objects.filter(persona_id__in=wanted_personas))
     missing = sorted(set(wanted_personas) - {p.persona_id for p in personas})
     if missing:
-        raise ValidationFailed(f"unknown persona {missing[0]}", field="persona_ids", domain="agents",
-                               code="invalid_grants")
+        raise ValidationFailed(
+            f"unknown persona {missing[0]}", field="persona_ids", domain="agents", code="invalid_grants"
+        )
     before = grants_for(agent)
     grant, _ = AgentGrant.objects.select_for_update().get_or_create(user=agent)
     grant.projects.set(projects)
     grant.personas.set(personas)
     AgentGrant.objects.filter(pk=grant.pk).update(updated_at_ms=now_ms())
     after = Grants(project_ids=wanted_projects, persona_ids=wanted_personas)
-    record_audit(subject_type="agent_grant", subject_id=agent.get_username(), action="set", actor=actor,
-                 data={"before": before.as_dict(), "after": after.as_dict()})
+    record_audit(
+        subject_type="agent_grant",
+        subject_id=agent.get_username(),
+        action="set",
+        actor=actor,
+        data={"before": before.as_dict(), "after": after.as_dict()},
+    )
     return after
 
 
-BINDING_HINT = ("an operator creates the {kind} if it does not exist yet (POST /v1/{kind}s) and grants it to this "
-                "agent (PUT /v1/agents/<agent>/grants or the admin's Agent grants page); see docs/agents.md, "
-                "\"Projects and grants\"")
+BINDING_HINT = (
+    "an operator creates the {kind} if it does not exist yet (POST /v1/{kind}s) and grants it to this "
+    "agent (PUT /v1/agents/<agent>/grants or the admin's Agent grants page); see docs/agents.md, "
+    '"Projects and grants"'
+)
 """The same words whether the id exists or not: an agent cannot tell an unknown id from an ungranted one."""
 
 
 def refuse_binding(kind: str, scope_id: str):
     """The one answer to an agent binding a persona or project it may not use, whether it exists or not."""
     field = "persona_id" if kind == "persona" else "project_ids"
-    raise Forbidden(f"{kind} {scope_id} is not granted to this agent: {BINDING_HINT.format(kind=kind)}", field=field,
-                    domain="sessions", code="binding_not_granted")
+    raise Forbidden(
+        f"{kind} {scope_id} is not granted to this agent: {BINDING_HINT.format(kind=kind)}",
+        field=field,
+        domain="sessions",
+        code="binding_not_granted",
+    )
 
 
-def check_binding(user: object, *, persona: Persona | None, projects: list[Project],
-                  unknown_persona_id: str | None = None, unknown_project_ids: list[str] = ()) -> None:
+def check_binding(
+    user: object,
+    *,
+    persona: Persona | None,
+    projects: list[Project],
+    unknown_persona_id: str | None = None,
+    unknown_project_ids: list[str] = (),
+) -> None:
     """403 naming the field when an agent binds a session to a persona or project it was not granted; ids that
     name nothing (``unknown_*``) are refused in the same words, so that an agent cannot tell them apart."""
     if unknown_persona_id is not None:

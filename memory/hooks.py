@@ -30,8 +30,12 @@ LEARNING_REVOKING = "learning_revoking"
 SEMANTIC_CAPTURE_ENABLED = "semantic_capture_enabled"
 SCOPE_DEPENDENTS = "scope_dependents"
 
-_hooks: dict[str, list[Callable[..., Any]]] = {TERMINAL_RUN: [], LEARNING_REVOKING: [], SEMANTIC_CAPTURE_ENABLED: [],
-                                               SCOPE_DEPENDENTS: []}
+_hooks: dict[str, list[Callable[..., Any]]] = {
+    TERMINAL_RUN: [],
+    LEARNING_REVOKING: [],
+    SEMANTIC_CAPTURE_ENABLED: [],
+    SCOPE_DEPENDENTS: [],
+}
 
 
 def _listeners_of(name: str) -> list[Callable[..., Any]]:

@@ -40,8 +40,9 @@ class IssuedKey:
 
 
 @transaction.atomic
-def api_key_create(*, name: str, role: str, user: AbstractBaseUser | None = None,
-                   actor: object = "system") -> IssuedKey:
+def api_key_create(
+    *, name: str, role: str, user: AbstractBaseUser | None = None, actor: object = "system"
+) -> IssuedKey:
     """Create a key (and its principal when no user is given). The plaintext is returned once."""
     name = (name or "").strip()
     if not name:
@@ -61,8 +62,14 @@ def api_key_create(*, name: str, role: str, user: AbstractBaseUser | None = None
     prefix = f"{KEY_PREFIX}_{secrets.token_hex(6)}"
     plaintext = f"{prefix}_{secrets.token_hex(24)}"
     key = ApiKey.objects.create(user=user, name=name, role=role, prefix=prefix, key_hash=hash_key(plaintext))
-    record_audit(subject_type="api_key", subject_id=prefix, action="create", actor=actor, to_state="active",
-                 data={"role": role, "user": user.get_username()})
+    record_audit(
+        subject_type="api_key",
+        subject_id=prefix,
+        action="create",
+        actor=actor,
+        to_state="active",
+        data={"role": role, "user": user.get_username()},
+    )
     return IssuedKey(api_key=key, plaintext=plaintext)
 
 
@@ -71,8 +78,14 @@ def api_key_revoke(*, api_key: ApiKey, actor: object) -> ApiKey:
     if api_key.revoked_at is None:
         ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         api_key.refresh_from_db()
-        record_audit(subject_type="api_key", subject_id=api_key.prefix, action="revoke", actor=actor,
-                     from_state="active", to_state="revoked")
+        record_audit(
+            subject_type="api_key",
+            subject_id=api_key.prefix,
+            action="revoke",
+            actor=actor,
+            from_state="active",
+            to_state="revoked",
+        )
     forget_verified(key_pk=api_key.pk)
     transaction.on_commit(lambda: forget_verified(key_pk=api_key.pk))  # a lookup racing the revoke
     return api_key

@@ -22,7 +22,7 @@ _APPEND_SQL = (
     f"WITH next AS (UPDATE {_SESSIONS} SET last_offset = last_offset + 1, updated_at_ms = %s "  # noqa: S608
     "WHERE id = %s RETURNING id, last_offset) "
     f'INSERT INTO {_EVENTS} (session_id, "offset", timestamp_ms, run_id, type, event) '
-    "SELECT next.id, next.last_offset, %s, %s, %s, %s::jsonb FROM next RETURNING id, \"offset\""
+    'SELECT next.id, next.last_offset, %s, %s, %s, %s::jsonb FROM next RETURNING id, "offset"'
 )
 _EVENT_FIELD = JournalEvent._meta.get_field("event")
 
@@ -43,11 +43,13 @@ def append_event(*, session_id: int, event: dict, run: Run | None = None) -> Jou
         cursor.execute(_APPEND_SQL, [ts, session_id, ts, run_id, event_type, payload])
         row = cursor.fetchone()
     if row is None:
-        raise NotFound(f"unknown session {public_ids.session_id(session_id)}", domain="sessions",
-                       code="session_not_found")
+        raise NotFound(
+            f"unknown session {public_ids.session_id(session_id)}", domain="sessions", code="session_not_found"
+        )
     pk, offset = row
-    appended = JournalEvent(id=pk, session_id=session_id, offset=offset, timestamp_ms=ts, run_id=run_id,
-                            type=event_type, event=event)
+    appended = JournalEvent(
+        id=pk, session_id=session_id, offset=offset, timestamp_ms=ts, run_id=run_id, type=event_type, event=event
+    )
     appended._state.adding = False
     appended._state.db = conn.alias
     return appended

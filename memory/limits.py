@@ -43,8 +43,7 @@ def check_metadata(value: object, *, field: str) -> None:
     size = json_bytes(value)
     if size > limit:
         raise ValidationFailed(
-            f"{field} is {size} bytes as JSON; at most {limit} bytes are stored per object "
-            "(KHEISH_MAX_METADATA_BYTES)",
+            f"{field} is {size} bytes as JSON; at most {limit} bytes are stored per object (KHEISH_MAX_METADATA_BYTES)",
             field=field,
             code="metadata_too_large",
         )

@@ -112,8 +112,10 @@ class Run(models.Model):
     pending_approval_ids = models.JSONField(default=list, blank=True)
     pending_question_ids = models.JSONField(default=list, blank=True)
     pending_question = models.TextField(
-        blank=True, default="",
-        help_text="What the agent asked with wait-for-approval / wait-for-user-question (cleared on resume).")
+        blank=True,
+        default="",
+        help_text="What the agent asked with wait-for-approval / wait-for-user-question (cleared on resume).",
+    )
     open_tool_calls = models.JSONField(default=dict, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
@@ -250,14 +252,14 @@ class RunMemoryRecord(models.Model):
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="memory_record")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="memory_records")
     scope_keys = models.JSONField(default=list)
-    semantic_capture = models.CharField(
-        max_length=16, choices=SemanticCapture.choices, default=SemanticCapture.PENDING
-    )
+    semantic_capture = models.CharField(max_length=16, choices=SemanticCapture.choices, default=SemanticCapture.PENDING)
     semantic_capture_attempts = models.PositiveIntegerField(
         default=0, help_text="Failed extraction attempts; the replay job retries the least-tried receipts first."
     )
     capture_queued_at_ms = models.BigIntegerField(
-        null=True, blank=True, editable=False,
+        null=True,
+        blank=True,
+        editable=False,
         help_text="When a capture task was last queued for this run (the replay's claim; it lapses after "
         "KHEISH_QUEUE_LEASE_S, and the task clears it when it ends).",
     )

@@ -51,7 +51,7 @@ def parse_id(value: object, prefix: str) -> int | None:
     non-ASCII digits, leading zeros, signs, whitespace, a non-string)."""
     if not isinstance(value, str) or not value.startswith(prefix + "-"):
         return None
-    digits = value[len(prefix) + 1:]
+    digits = value[len(prefix) + 1 :]
     if _NUMBER.fullmatch(digits) is None:
         return None
     return int(digits)

@@ -128,8 +128,13 @@ Feedback = Callable[[list[int]], np.ndarray]
 """Given the positions of the best candidates, the candidates' cosine similarity to the fed-back query."""
 
 
-def feedback_cosines(cosines: np.ndarray, centroid_cosines: np.ndarray, centroid_norm: float,
-                     top: Sequence[int], weight: float = FEEDBACK_WEIGHT) -> np.ndarray:
+def feedback_cosines(
+    cosines: np.ndarray,
+    centroid_cosines: np.ndarray,
+    centroid_norm: float,
+    top: Sequence[int],
+    weight: float = FEEDBACK_WEIGHT,
+) -> np.ndarray:
     """Rocchio feedback without the vectors: the cosine of every candidate to ``q + weight·c`` (``q`` the unit
     query, ``c`` the mean of the ``top`` candidates' unit vectors), from their cosines to ``q`` and to ``c``
     and ``|c|``: ``(e·q + weight·|c|·cos(e, c)) / |q + weight·c|``, where ``q·c`` is the mean of the top

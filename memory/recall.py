@@ -28,9 +28,7 @@ MIN_TERM_CHARS = 3
 # all a token search (" term " in piece) needs; the whole query is found with its words joined by " +".
 _FIELD_SEPARATOR = "\x00"
 _SPACED_SEPARATOR = " \x00 "
-_ASCII_WORD_BYTES = bytes(c if chr(c).isalnum() or c == 0 else 0x20 for c in range(128)) + bytes(
-    range(128, 256)
-)
+_ASCII_WORD_BYTES = bytes(c if chr(c).isalnum() or c == 0 else 0x20 for c in range(128)) + bytes(range(128, 256))
 # With at most this many query terms, terms are found by substring search instead of tokenising the field.
 _TERM_SEARCH_LIMIT = 8
 _FIELD_WEIGHTS = (SUMMARY_WEIGHT, REQUEST_WEIGHT, OUTCOME_WEIGHT, FAILURE_MARKERS_WEIGHT)
@@ -47,9 +45,7 @@ def _spaced_pieces(texts: Sequence[str]) -> list[str]:
     if joined.isascii():
         joined = joined.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii")
     else:
-        joined = (
-            joined.encode(errors="surrogatepass").translate(_ASCII_WORD_BYTES).decode(errors="surrogatepass")
-        )
+        joined = joined.encode(errors="surrogatepass").translate(_ASCII_WORD_BYTES).decode(errors="surrogatepass")
         for char in {char for char in set(joined) if not char.isascii() and not _is_word_char(char)}:
             joined = joined.replace(char, " ")
     pieces = joined.split(_FIELD_SEPARATOR)

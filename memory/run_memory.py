@@ -50,13 +50,22 @@ logger = logging.getLogger(__name__)
 M = "run_memory."
 RECENCY_PRIOR = 0.01
 """Hybrid ranking: fused-score bonus of the newest record (the oldest gets none)."""
-METRIC_NAMES = ("stored_total", "injected_total", "skipped_unreadable_total", "pruned_ttl_total",
-                "pruned_overflow_total", "pruned_orphan_total", "redacted_fields_total",
-                "ranked_candidates_total", "prompt_limit_omitted_total")
+METRIC_NAMES = (
+    "stored_total",
+    "injected_total",
+    "skipped_unreadable_total",
+    "pruned_ttl_total",
+    "pruned_overflow_total",
+    "pruned_orphan_total",
+    "redacted_fields_total",
+    "ranked_candidates_total",
+    "prompt_limit_omitted_total",
+)
 MAX_DIAGNOSTICS = 32
 
 
 # ---- policy ---------------------------------------------------------------------------------------------
+
 
 def current_policy() -> RunMemoryPolicy:
     data, _ = revisioned_policies.current_policy_dict(PolicyKind.RUN_MEMORY)
@@ -78,8 +87,12 @@ def parse_policy(data: object) -> RunMemoryPolicy:
         policy = RunMemoryPolicy.from_dict(data)
         policy.validate()
     except PolicyValidationError as exc:
-        raise ValidationFailed(exc.message, field=f"policy.{exc.field}" if exc.field else "policy",
-                               domain="runtime", code="invalid_run_memory_policy") from exc
+        raise ValidationFailed(
+            exc.message,
+            field=f"policy.{exc.field}" if exc.field else "policy",
+            domain="runtime",
+            code="invalid_run_memory_policy",
+        ) from exc
     return policy
 
 
@@ -88,21 +101,29 @@ def set_policy(*, data: object, expected_revision: int | None, actor: object) ->
     the policy and its enforcement commit together or not at all."""
     policy = parse_policy(data)
     with transaction.atomic():
-        row = revisioned_policies.save_policy(kind=PolicyKind.RUN_MEMORY, policy=policy.to_dict(),
-                                   expected_revision=expected_revision, actor=actor)
+        row = revisioned_policies.save_policy(
+            kind=PolicyKind.RUN_MEMORY, policy=policy.to_dict(), expected_revision=expected_revision, actor=actor
+        )
         report = enforce_policy(policy=policy, source="runtime_policy")
     return policy, row.revision, report
 
 
 # ---- recording ------------------------------------------------------------------------------------------
 
+
 def run_facts(run: Run) -> RunFacts:
     data = run.input or {}
     return RunFacts(
-        run_id=run.public_id, status=run.status, kind=run.kind,
-        input_content=data.get("content"), input_items=data.get("input_items") or [],
-        attachments=data.get("attachments") or [], text_preview=(run.request or {}).get("text_preview"),
-        outputs=run.outputs or [], error=run.error, finished_at_ms=run.finished_at_ms,
+        run_id=run.public_id,
+        status=run.status,
+        kind=run.kind,
+        input_content=data.get("content"),
+        input_items=data.get("input_items") or [],
+        attachments=data.get("attachments") or [],
+        text_preview=(run.request or {}).get("text_preview"),
+        outputs=run.outputs or [],
+        error=run.error,
+        finished_at_ms=run.finished_at_ms,
         updated_at_ms=run.updated_at_ms,
     )
 
@@ -114,16 +135,25 @@ def request_text(run: Run) -> str | None:
 
 def entry_of(record: RunMemoryRecord) -> RecoveredEntry:
     return RecoveredEntry(
-        run_id=public_ids.run_id(record.run_id), recorded_at_ms=record.recorded_at_ms, status=record.status,
-        request_preview=record.request_preview, outcome_preview=record.outcome_preview,
-        artifact_ids=list(record.artifact_ids), failure_markers=list(record.failure_markers),
+        run_id=public_ids.run_id(record.run_id),
+        recorded_at_ms=record.recorded_at_ms,
+        status=record.status,
+        request_preview=record.request_preview,
+        outcome_preview=record.outcome_preview,
+        artifact_ids=list(record.artifact_ids),
+        failure_markers=list(record.failure_markers),
         summary=record.summary,
     )
 
 
-def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
-                        semantic_capture_enabled: bool | None = None, scope_keys: list[str] | None = None,
-                        fresh: bool = False) -> RunMemoryRecord | None:
+def record_terminal_run(
+    run: Run,
+    *,
+    policy: RunMemoryPolicy | None = None,
+    semantic_capture_enabled: bool | None = None,
+    scope_keys: list[str] | None = None,
+    fresh: bool = False,
+) -> RunMemoryRecord | None:
     """Build, scrub, store and prune the record of a terminal run (in the caller's transaction).
 
     ``fresh`` is the terminal_run hook's case: the run turned terminal in this very transaction, so no record
@@ -154,11 +184,17 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
         capture = SemanticCapture.PENDING if enabled else SemanticCapture.SKIPPED
     entry = built.entry
     fields = {
-        "session_id": run.session_id, "scope_keys": scope_keys, "semantic_capture": capture,
-        "recorded_at_ms": entry.recorded_at_ms, "status": entry.status,
-        "request_preview": entry.request_preview, "outcome_preview": entry.outcome_preview,
-        "artifact_ids": entry.artifact_ids, "failure_markers": entry.failure_markers,
-        "summary": entry.summary, "redaction_count": built.redaction_count,
+        "session_id": run.session_id,
+        "scope_keys": scope_keys,
+        "semantic_capture": capture,
+        "recorded_at_ms": entry.recorded_at_ms,
+        "status": entry.status,
+        "request_preview": entry.request_preview,
+        "outcome_preview": entry.outcome_preview,
+        "artifact_ids": entry.artifact_ids,
+        "failure_markers": entry.failure_markers,
+        "summary": entry.summary,
+        "redaction_count": built.redaction_count,
         "embedding": embedding.embed(ranked_text(entry)),
     }
     # Retention is decided with the new record counted in: what the policy drops (TTL, overflow) is deleted,
@@ -166,12 +202,17 @@ def record_terminal_run(run: Run, *, policy: RunMemoryPolicy | None = None,
     pairs = [pair for pair in snapshot.pairs if pair[0] != run.pk]
     outcome = _partition(pairs + [(run.pk, entry.recorded_at_ms)], policy, now_ms())
     doomed = outcome.run_pks()
-    counters = {M + "stored_total": 1, M + "redacted_fields_total": built.redaction_count,
-                M + "pruned_ttl_total": len(outcome.ttl), M + "pruned_overflow_total": len(outcome.overflow)}
+    counters = {
+        M + "stored_total": 1,
+        M + "redacted_fields_total": built.redaction_count,
+        M + "pruned_ttl_total": len(outcome.ttl),
+        M + "pruned_overflow_total": len(outcome.overflow),
+    }
     if existing is None:
         record = None if run.pk in doomed else RunMemoryRecord(run_id=run.pk, **fields)
-        return store.write_new_record(delete_run_pks=sorted(doomed - {run.pk}), counters=counters, record=record,
-                                      scope_keys=scope_keys)
+        return store.write_new_record(
+            delete_run_pks=sorted(doomed - {run.pk}), counters=counters, record=record, scope_keys=scope_keys
+        )
     store.delete_records_of_runs(sorted(doomed))
     metrics.increment_many(counters)
     if run.pk in doomed:
@@ -208,9 +249,7 @@ def capture_claimable(at_ms: int | None = None):
     """Records no capture task is queued for: never claimed, or the claim has lapsed."""
     at_ms = now_ms() if at_ms is None else at_ms
     lapsed = at_ms - queue_lease_ms()
-    return RunMemoryRecord.objects.filter(
-        Q(capture_queued_at_ms__isnull=True) | Q(capture_queued_at_ms__lt=lapsed)
-    )
+    return RunMemoryRecord.objects.filter(Q(capture_queued_at_ms__isnull=True) | Q(capture_queued_at_ms__lt=lapsed))
 
 
 _RECORDS_TABLE = RunMemoryRecord._meta.db_table
@@ -240,9 +279,7 @@ def claim_captures(run_pks: list[int], *, at_ms: int | None = None) -> list[int]
 
 def release_capture(run_pk: int) -> None:
     """The capture task for ``run_pk`` has ended (or could not be queued): the next replay may queue it."""
-    RunMemoryRecord.objects.filter(run_id=run_pk, capture_queued_at_ms__isnull=False).update(
-        capture_queued_at_ms=None
-    )
+    RunMemoryRecord.objects.filter(run_id=run_pk, capture_queued_at_ms__isnull=False).update(capture_queued_at_ms=None)
 
 
 def _semantic_capture_on() -> bool:
@@ -259,6 +296,7 @@ def _delete_records(qs) -> int:
 
 # ---- pruning --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class PruneOutcome:
     ttl: list[str] = field(default_factory=list)
@@ -273,20 +311,23 @@ def _partition(pairs: list[tuple[int, int]], policy: RunMemoryPolicy, now: int) 
     return PruneOutcome(ttl=[r for r, _ in part.ttl], overflow=[r for r, _ in part.overflow])
 
 
-def prune_session(session_id: int, *, policy: RunMemoryPolicy, now: int | None = None,
-                  count_metrics: bool = True) -> PruneOutcome:
+def prune_session(
+    session_id: int, *, policy: RunMemoryPolicy, now: int | None = None, count_metrics: bool = True
+) -> PruneOutcome:
     outcome = _partition(store.record_pairs(session_id), policy, now_ms() if now is None else now)
     doomed = outcome.run_pks()
     if doomed:
         store.delete_records_of_runs(sorted(doomed))
         if count_metrics:
-            metrics.increment_many({M + "pruned_ttl_total": len(outcome.ttl),
-                                    M + "pruned_overflow_total": len(outcome.overflow)})
+            metrics.increment_many(
+                {M + "pruned_ttl_total": len(outcome.ttl), M + "pruned_overflow_total": len(outcome.overflow)}
+            )
     return outcome
 
 
-def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply: bool = True,
-                   now: int | None = None) -> dict:
+def enforce_policy(
+    *, policy: RunMemoryPolicy | None = None, source: str, apply: bool = True, now: int | None = None
+) -> dict:
     """Rebuild/prune every session's records under the policy; write the bounded maintenance report.
 
     Also finds orphans: records whose run is missing or not terminal, and records whose session does not
@@ -298,19 +339,25 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
 
     def diag(action: str, reason: str, run_id: str | None, message: str) -> None:
         if len(diagnostics) < MAX_DIAGNOSTICS:
-            diagnostics.append({"action": action, "reason": reason, "run_id": run_id, "path": None,
-                                "message": message})
+            diagnostics.append({"action": action, "reason": reason, "run_id": run_id, "path": None, "message": message})
 
     with transaction.atomic():
         orphans = RunMemoryRecord.objects.exclude(status__in=TERMINAL_STATUSES) | RunMemoryRecord.objects.exclude(
-            run__status__in=TERMINAL_STATUSES)
-        mismatched = [r.pk for r in RunMemoryRecord.objects.select_related("run").only("pk", "session_id",
-                                                                                       "run__session_id")
-                      if r.session_id != r.run.session_id]
+            run__status__in=TERMINAL_STATUSES
+        )
+        mismatched = [
+            r.pk
+            for r in RunMemoryRecord.objects.select_related("run").only("pk", "session_id", "run__session_id")
+            if r.session_id != r.run.session_id
+        ]
         orphan_ids = set(orphans.values_list("pk", flat=True)) | set(mismatched)
         for run_id in RunMemoryRecord.objects.filter(pk__in=orphan_ids).values_list("run_id", flat=True):
-            diag("delete_run_memory", "orphan_record", public_ids.run_id(run_id),
-                 "run-memory record without a matching terminal run deleted")
+            diag(
+                "delete_run_memory",
+                "orphan_record",
+                public_ids.run_id(run_id),
+                "run-memory record without a matching terminal run deleted",
+            )
         counts["orphan"] = len(orphan_ids)
         if apply and orphan_ids:
             RunMemoryRecord.objects.filter(pk__in=orphan_ids).delete()
@@ -318,8 +365,12 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
             if apply:
                 outcome = prune_session(session_id, policy=policy, now=now)
             else:
-                pairs = [(public_ids.run_id(r), ts) for r, ts in RunMemoryRecord.objects.filter(
-                    session_id=session_id).values_list("run_id", "recorded_at_ms")]
+                pairs = [
+                    (public_ids.run_id(r), ts)
+                    for r, ts in RunMemoryRecord.objects.filter(session_id=session_id).values_list(
+                        "run_id", "recorded_at_ms"
+                    )
+                ]
                 part = partition_for_retention(pairs, policy, now)
                 outcome = PruneOutcome([r for r, _ in part.ttl], [r for r, _ in part.overflow])
             counts["ttl"] += len(outcome.ttl)
@@ -332,11 +383,16 @@ def enforce_policy(*, policy: RunMemoryPolicy | None = None, source: str, apply:
         if apply and counts["orphan"]:
             metrics.increment(M + "pruned_orphan_total", counts["orphan"])
         report = {
-            "checked_at_ms": now, "source": source,
+            "checked_at_ms": now,
+            "source": source,
             "index_rebuilt": bool(counts["rescoped"]),
-            "pruned_ttl_count": counts["ttl"], "pruned_overflow_count": counts["overflow"],
-            "pruned_orphan_file_count": counts["orphan"], "scan_error_count": 0, "prune_error_count": 0,
-            "rescoped_record_count": counts["rescoped"], "applied": apply,
+            "pruned_ttl_count": counts["ttl"],
+            "pruned_overflow_count": counts["overflow"],
+            "pruned_orphan_file_count": counts["orphan"],
+            "scan_error_count": 0,
+            "prune_error_count": 0,
+            "rescoped_record_count": counts["rescoped"],
+            "applied": apply,
             "diagnostics": diagnostics,
         }
         if apply:
@@ -349,8 +405,12 @@ def _repair_scopes(*, apply: bool, diag) -> int:
     from memory.sessions import bound_scope_keys
 
     fixed = 0
-    sessions = Session.objects.filter(memory_records__isnull=False).distinct().select_related("persona") \
+    sessions = (
+        Session.objects.filter(memory_records__isnull=False)
+        .distinct()
+        .select_related("persona")
         .prefetch_related("projects")
+    )
     for session in sessions.iterator(chunk_size=200):
         keys = bound_scope_keys(session)  # records are indexed under the bindings; reads narrow them
         for record in RunMemoryRecord.objects.filter(session=session).prefetch_related("scopes"):
@@ -358,14 +418,21 @@ def _repair_scopes(*, apply: bool, diag) -> int:
             if record.scope_keys == keys and indexed == sorted(set(keys)):
                 continue
             fixed += 1
-            diag("replace_run_memory_index", "stale_scope_keys", public_ids.run_id(record.run_id),
-                 "run-memory scope keys rebuilt from the session")
+            diag(
+                "replace_run_memory_index",
+                "stale_scope_keys",
+                public_ids.run_id(record.run_id),
+                "run-memory scope keys rebuilt from the session",
+            )
             if apply:
                 RunMemoryRecord.objects.filter(pk=record.pk).update(scope_keys=keys)
                 RunMemoryScope.objects.filter(record=record).delete()
-                RunMemoryScope.objects.bulk_create([RunMemoryScope(record=record, scope_key=k,
-                                                                   recorded_at_ms=record.recorded_at_ms)
-                                                    for k in dict.fromkeys(keys)])
+                RunMemoryScope.objects.bulk_create(
+                    [
+                        RunMemoryScope(record=record, scope_key=k, recorded_at_ms=record.recorded_at_ms)
+                        for k in dict.fromkeys(keys)
+                    ]
+                )
     return fixed
 
 
@@ -393,8 +460,9 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
     if not policy.enabled:
         return result
     now = now_ms()
-    missing = Run.objects.filter(status__in=TERMINAL_STATUSES, memory_record__isnull=True,
-                                 finished_at_ms__gte=now - policy.retention_ms)
+    missing = Run.objects.filter(
+        status__in=TERMINAL_STATUSES, memory_record__isnull=True, finished_at_ms__gte=now - policy.retention_ms
+    )
     by_session: dict[int, list[tuple[int, int]]] = {}
     for session_id, pk, finished in missing.values_list("session_id", "pk", "finished_at_ms").iterator(2000):
         by_session.setdefault(session_id, []).append((pk, finished))
@@ -403,8 +471,11 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
         outcome = _partition(existing + pairs, policy, now)
         doomed = outcome.run_pks()
         kept = sorted({pk for pk, _ in pairs} - doomed)
-        rebuildable = [run for run in Run.objects.filter(pk__in=kept).order_by("id")
-                       if build_record(run_facts(run), redact_pii=policy.redact_pii) is not None]
+        rebuildable = [
+            run
+            for run in Run.objects.filter(pk__in=kept).order_by("id")
+            if build_record(run_facts(run), redact_pii=policy.redact_pii) is not None
+        ]
         if not rebuildable:  # nothing written here: what retention drops, enforce_policy prunes and reports
             continue
         if not apply:
@@ -430,6 +501,7 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
 
 # ---- reading: bundle, search ----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Bundle:
     entries: list[RecoveredEntry]
@@ -439,12 +511,12 @@ class Bundle:
 
 def ranked_text(entry: RecoveredEntry) -> str:
     """What the hybrid ranker reads of a record: its summary, previews and failure markers."""
-    return " ".join(filter(None, (entry.summary, entry.request_preview, entry.outcome_preview,
-                                  *entry.failure_markers)))
+    return " ".join(filter(None, (entry.summary, entry.request_preview, entry.outcome_preview, *entry.failure_markers)))
 
 
-def rank_hybrid(entries: list[RecoveredEntry], query: str | None,
-                vectors: list[list[float] | None] | None = None) -> list[RecoveredEntry]:
+def rank_hybrid(
+    entries: list[RecoveredEntry], query: str | None, vectors: list[list[float] | None] | None = None
+) -> list[RecoveredEntry]:
     """The shared hybrid ranker (``memory.ranking``) over the entries' ranked fields (with their stored
     embeddings when given; computed otherwise); irrelevant entries are dropped when there is a query; newest
     first without one (as §4.5 orders equal scores)."""
@@ -457,13 +529,18 @@ def rank_hybrid(entries: list[RecoveredEntry], query: str | None,
         ranked = ranking.rank_texts(query.strip(), texts, priors=recency)
     else:
         query_vector = embedding.embed_many([query.strip()])[0].astype(np.float64)
-        ranked = ranking.rank(query.strip(), texts, np.array(vectors, dtype=np.float64), query_vector,
-                              priors=recency)
+        ranked = ranking.rank(query.strip(), texts, np.array(vectors, dtype=np.float64), query_vector, priors=recency)
     return [entries[index] for index in ranked.order]
 
 
-def recovered_bundle(session: Session, query: str | None, *, usage: str = "preview",
-                     policy: RunMemoryPolicy | None = None, ranker: str = "lexical") -> Bundle:
+def recovered_bundle(
+    session: Session,
+    query: str | None,
+    *,
+    usage: str = "preview",
+    policy: RunMemoryPolicy | None = None,
+    ranker: str = "lexical",
+) -> Bundle:
     """Rank the current session's records against the pending input (§4.5, or the hybrid ranker when
     ``ranker`` is ``hybrid``: irrelevant records are then left out); read-time expiry prunes."""
     policy = policy or current_policy()
@@ -471,8 +548,10 @@ def recovered_bundle(session: Session, query: str | None, *, usage: str = "previ
         return Bundle([], False, 0)
     now = now_ms()
     records = sql.select_instances(  # hand-written: this runs for every new run
-        RunMemoryRecord, 'WHERE "session_id" = %s ORDER BY "recorded_at_ms" DESC, "run_id" DESC LIMIT %s',
-        [session.pk, policy.max_tracked_per_session + 8])
+        RunMemoryRecord,
+        'WHERE "session_id" = %s ORDER BY "recorded_at_ms" DESC, "run_id" DESC LIMIT %s',
+        [session.pk, policy.max_tracked_per_session + 8],
+    )
     expired = [r for r in records if now - r.recorded_at_ms > policy.retention_ms]
     if expired:
         with transaction.atomic():
@@ -492,8 +571,9 @@ def recovered_bundle(session: Session, query: str | None, *, usage: str = "previ
     return Bundle(taken, len(valid) > len(taken), len(valid))
 
 
-def search_records(session: Session, scope_keys: list[str], *, policy: RunMemoryPolicy | None = None) -> \
-        list[RunMemoryRecord]:
+def search_records(
+    session: Session, scope_keys: list[str], *, policy: RunMemoryPolicy | None = None
+) -> list[RunMemoryRecord]:
     """Records visible to memory-search (``search_visibility``, issue 19.3): the session's own; with
     ``learning_scopes`` also those indexed under one of the session's effective persona/project keys
     (``scope_keys``, already narrowed to its owner's grants) whose own session's owner is still granted that key
@@ -517,12 +597,17 @@ def search_records(session: Session, scope_keys: list[str], *, policy: RunMemory
     return [r for r in records if r.pk not in expired]
 
 
-
 EXCERPT_CHARS = 180
 
 
-def search_hits(*, session: Session, scope_keys: list[str], query: str | None, ranker: str = "lexical",
-                policy: RunMemoryPolicy | None = None) -> list[dict]:
+def search_hits(
+    *,
+    session: Session,
+    scope_keys: list[str],
+    query: str | None,
+    ranker: str = "lexical",
+    policy: RunMemoryPolicy | None = None,
+) -> list[dict]:
     """memory-search hits for recovered runs (§4.21): the records ``search_records`` lets the session see.
     ``lexical``: +100 per field (summary, request_preview, outcome_preview, failure_markers) that contains the
     whole query, +10 per whitespace term it contains, plus the §4.5 score; zero scores are dropped. ``hybrid``:
@@ -530,8 +615,9 @@ def search_hits(*, session: Session, scope_keys: list[str], query: str | None, r
     ``prompt_eligible`` says whether the record would enter the session's next prompt."""
     policy = policy or current_policy()
     normalized = (query or "").strip().lower() or None
-    eligible = {e.run_id for e in recovered_bundle(session, query, usage="preview", policy=policy,
-                                                   ranker=ranker).entries}
+    eligible = {
+        e.run_id for e in recovered_bundle(session, query, usage="preview", policy=policy, ranker=ranker).entries
+    }
     records = search_records(session, scope_keys, policy=policy)
     if ranker == "hybrid":
         return _hybrid_hits(records, normalized, eligible)
@@ -541,9 +627,12 @@ def search_hits(*, session: Session, scope_keys: list[str], query: str | None, r
         score = 0
         matched = []
         if normalized:
-            fields = {"summary": entry.summary, "request_preview": entry.request_preview or "",
-                      "outcome_preview": entry.outcome_preview or "",
-                      "failure_markers": " ".join(entry.failure_markers)}
+            fields = {
+                "summary": entry.summary,
+                "request_preview": entry.request_preview or "",
+                "outcome_preview": entry.outcome_preview or "",
+                "failure_markers": " ".join(entry.failure_markers),
+            }
             terms = normalized.split()
             for name, value in fields.items():
                 low = value.lower()
@@ -558,15 +647,18 @@ def search_hits(*, session: Session, scope_keys: list[str], query: str | None, r
     return hits
 
 
-def _hit(entry: RecoveredEntry, record: RunMemoryRecord, score: int, eligible: set[str],
-         matched: list[str]) -> dict:
+def _hit(entry: RecoveredEntry, record: RunMemoryRecord, score: int, eligible: set[str], matched: list[str]) -> dict:
     summary = entry.summary
     return {
-        "kind": "recovered_run", "source_id": entry.run_id, "title": f"Recovered run {entry.run_id}",
+        "kind": "recovered_run",
+        "source_id": entry.run_id,
+        "title": f"Recovered run {entry.run_id}",
         "excerpt": summary if len(summary) <= EXCERPT_CHARS else summary[:EXCERPT_CHARS] + "…",
-        "score": score, "timestamp_ms": entry.recorded_at_ms,
+        "score": score,
+        "timestamp_ms": entry.recorded_at_ms,
         "scope": f"session:{public_ids.session_id(record.session_id)}",
-        "prompt_eligible": entry.run_id in eligible, "matched_fields": matched,
+        "prompt_eligible": entry.run_id in eligible,
+        "matched_fields": matched,
     }
 
 
@@ -578,29 +670,43 @@ def _hybrid_hits(records: list[RunMemoryRecord], query: str | None, eligible: se
     ranked = rank_hybrid([entry for _, entry in pairs], query, [record.embedding for record, _ in pairs])
     by_run = {entry.run_id: record for record, entry in pairs}
     return [
-        _hit(entry, by_run[entry.run_id], round(ranking.SEARCH_SCORE_SCALE * (1 - position / max(1, len(ranked)))),
-             eligible, ["summary"])
+        _hit(
+            entry,
+            by_run[entry.run_id],
+            round(ranking.SEARCH_SCORE_SCALE * (1 - position / max(1, len(ranked)))),
+            eligible,
+            ["summary"],
+        )
         for position, entry in enumerate(ranked)
     ]
+
 
 def _shared_scope(scope_keys: list[str]):
     """The outer record's scope rows that are one of these persona/project keys and that the record's own
     session owner is granted now (or is an operator)."""
     shared = [key for key in scope_keys if key.startswith(("persona:", "project:"))]
     owner = OuterRef("record__session__owner")
-    granted_personas = Persona.objects.filter(agent_grants__user=owner).annotate(
-        key=Concat(Value("persona:"), "persona_id", output_field=CharField())).values("key")
-    granted_projects = Project.objects.filter(agent_grants__user=owner).annotate(
-        key=Concat(Value("project:"), "project_id", output_field=CharField())).values("key")
+    granted_personas = (
+        Persona.objects.filter(agent_grants__user=owner)
+        .annotate(key=Concat(Value("persona:"), "persona_id", output_field=CharField()))
+        .values("key")
+    )
+    granted_projects = (
+        Project.objects.filter(agent_grants__user=owner)
+        .annotate(key=Concat(Value("project:"), "project_id", output_field=CharField()))
+        .values("key")
+    )
     return RunMemoryScope.objects.filter(
         Q(record=OuterRef("pk")),
         Q(scope_key__in=shared),
-        Q(record__session__owner__is_staff=True) | Q(scope_key__in=granted_personas)
+        Q(record__session__owner__is_staff=True)
+        | Q(scope_key__in=granted_personas)
         | Q(scope_key__in=granted_projects),
     )
 
 
 # ---- status ---------------------------------------------------------------------------------------------
+
 
 def latest_report() -> dict | None:
     row = MaintenanceReport.objects.order_by("-id").first()
@@ -611,8 +717,11 @@ def status_view() -> dict:
     policy = current_policy()
     now = now_ms()
     per_session = RunMemoryRecord.objects.values("session_id").annotate(n=Count("id"))
-    stale = RunMemoryRecord.objects.filter(recorded_at_ms__lt=now - policy.retention_ms).count() \
-        if policy.enabled else RunMemoryRecord.objects.count()
+    stale = (
+        RunMemoryRecord.objects.filter(recorded_at_ms__lt=now - policy.retention_ms).count()
+        if policy.enabled
+        else RunMemoryRecord.objects.count()
+    )
     counters = metrics.read(M + name for name in METRIC_NAMES)
     return {
         "policy": policy.to_dict(),
@@ -630,18 +739,38 @@ def health_warnings(status: dict) -> list[dict]:
     warnings = []
     report = status.get("maintenance") or {}
     if report.get("scan_error_count") or report.get("prune_error_count"):
-        warnings.append({"code": "run_memory_maintenance_failed", "level": "warning",
-                         "message": "run-memory maintenance reported scan or prune errors"})
+        warnings.append(
+            {
+                "code": "run_memory_maintenance_failed",
+                "level": "warning",
+                "message": "run-memory maintenance reported scan or prune errors",
+            }
+        )
     if status["stale_indexed_record_count"]:
-        warnings.append({"code": "run_memory_stale_indexed_records", "level": "warning",
-                         "message": f"{status['stale_indexed_record_count']} run-memory records are past "
-                                    "retention and still indexed"})
+        warnings.append(
+            {
+                "code": "run_memory_stale_indexed_records",
+                "level": "warning",
+                "message": f"{status['stale_indexed_record_count']} run-memory records are past "
+                "retention and still indexed",
+            }
+        )
     if status["metrics"]["skipped_unreadable_total"]:
-        warnings.append({"code": "run_memory_unreadable_records", "level": "warning",
-                         "message": f"{status['metrics']['skipped_unreadable_total']} unreadable run-memory "
-                                    "records were skipped"})
+        warnings.append(
+            {
+                "code": "run_memory_unreadable_records",
+                "level": "warning",
+                "message": f"{status['metrics']['skipped_unreadable_total']} unreadable run-memory "
+                "records were skipped",
+            }
+        )
     repaired = sum(report.get(k, 0) for k in ("pruned_orphan_file_count", "rescoped_record_count"))
     if repaired and not (report.get("scan_error_count") or report.get("prune_error_count")):
-        warnings.append({"code": "run_memory_maintenance_repaired", "level": "info",
-                         "message": f"run-memory maintenance repaired {repaired} records"})
+        warnings.append(
+            {
+                "code": "run_memory_maintenance_repaired",
+                "level": "info",
+                "message": f"run-memory maintenance repaired {repaired} records",
+            }
+        )
     return warnings

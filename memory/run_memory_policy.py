@@ -29,8 +29,11 @@ MAX_TRACKED_PER_SESSION_LIMIT = 10_000
 MAX_PROMPT_ENTRIES_LIMIT = 1_000
 
 _BOOL_FIELDS = ("enabled", "redact_pii")
-_INT_FIELDS = {"retention_ms": MAX_RETENTION_MS, "max_tracked_per_session": MAX_TRACKED_PER_SESSION_LIMIT,
-               "max_prompt_entries": MAX_PROMPT_ENTRIES_LIMIT}
+_INT_FIELDS = {
+    "retention_ms": MAX_RETENTION_MS,
+    "max_tracked_per_session": MAX_TRACKED_PER_SESSION_LIMIT,
+    "max_prompt_entries": MAX_PROMPT_ENTRIES_LIMIT,
+}
 
 
 class PolicyValidationError(ValueError):
@@ -96,9 +99,7 @@ class RunMemoryPolicy:
         for name, maximum in _INT_FIELDS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-                raise PolicyValidationError(
-                    name, f"run memory {name} must be an integer between 0 and {maximum}"
-                )
+                raise PolicyValidationError(name, f"run memory {name} must be an integer between 0 and {maximum}")
         if not isinstance(self.search_visibility, str) or self.search_visibility not in SEARCH_VISIBILITIES:
             raise PolicyValidationError(
                 "search_visibility",

@@ -389,9 +389,7 @@ class Partition(NamedTuple):
     overflow: list[tuple[str, int]]
 
 
-def partition_for_retention(
-    entries: Iterable[tuple[str, int]], policy: RunMemoryPolicy, now_ms: int
-) -> Partition:
+def partition_for_retention(entries: Iterable[tuple[str, int]], policy: RunMemoryPolicy, now_ms: int) -> Partition:
     """Spec §4.4: newest first; expired → ``ttl``; beyond ``max_tracked_per_session`` kept → ``overflow``."""
     kept: list[tuple[str, int]] = []
     ttl: list[tuple[str, int]] = []
@@ -405,5 +403,3 @@ def partition_for_retention(
         else:
             kept.append(pair)
     return Partition(kept=kept, ttl=ttl, overflow=overflow)
-
-

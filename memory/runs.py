@@ -23,8 +23,9 @@ from memory.run_records import truncate_preview
 S = RunStatus
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.CANCELLED}),
-    S.RUNNING: frozenset({S.WAITING_FOR_APPROVAL, S.WAITING_FOR_USER_QUESTION, S.COMPLETED, S.FAILED,
-                          S.INTERRUPTED, S.CANCELLED}),
+    S.RUNNING: frozenset(
+        {S.WAITING_FOR_APPROVAL, S.WAITING_FOR_USER_QUESTION, S.COMPLETED, S.FAILED, S.INTERRUPTED, S.CANCELLED}
+    ),
     S.WAITING_FOR_APPROVAL: frozenset({S.RUNNING, S.FAILED, S.INTERRUPTED, S.CANCELLED}),
     S.WAITING_FOR_USER_QUESTION: frozenset({S.RUNNING, S.COMPLETED, S.FAILED, S.INTERRUPTED, S.CANCELLED}),
     S.COMPLETED: frozenset(),
@@ -135,9 +136,15 @@ def _principal_name(actor: object) -> str:
 
 
 @_in_transaction
-def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT,
-             idempotency_key: str | None = None, model: dict | None = None,
-             actor: object = None) -> tuple[Run, bool]:
+def run_open(
+    *,
+    session: Session,
+    run_input: RunInput,
+    kind: str = RunKind.INPUT,
+    idempotency_key: str | None = None,
+    model: dict | None = None,
+    actor: object = None,
+) -> tuple[Run, bool]:
     """Queue a run for the session. Returns (run, created); a repeated idempotency key returns the first run."""
     if kind not in RunKind.values:
         raise ValidationFailed(f"kind must be one of: {', '.join(RunKind.values)}", field="kind")
@@ -152,12 +159,17 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
             if existing.request_fingerprint != fingerprint:
                 raise Conflict(
                     "idempotency key was already used for a different request",
-                    field="idempotency_key", domain="runs", code="idempotency_key_reused",
+                    field="idempotency_key",
+                    domain="runs",
+                    code="idempotency_key_reused",
                 )
             return existing, False
     if busy is not None:
-        raise Conflict(f"session {session.public_id} already has run {public_ids.run_id(busy)} in flight",
-                       domain="sessions", code="session_busy")
+        raise Conflict(
+            f"session {session.public_id} already has run {public_ids.run_id(busy)} in flight",
+            domain="sessions",
+            code="session_busy",
+        )
     ts = now_ms()
     # RunRequestSummary (spec §1.2): the reference fills in fixed defaults (plugin "daemon", actor "api-user");
     # here every run is opened through the /v1 API by a known principal, so the summary says so (issue 25.3).
@@ -169,19 +181,31 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
     }
     if model and model.get("name"):
         request["model"] = model["name"]
-    run = sql.insert_unless_conflict(Run(
-        session=session, kind=kind, status=RunStatus.QUEUED, submitted_at_ms=ts, updated_at_ms=ts,
-        request=request, input=canonical_input(run_input), idempotency_key=idempotency_key,
-        request_fingerprint=fingerprint, model=model or None,
-    ))
+    run = sql.insert_unless_conflict(
+        Run(
+            session=session,
+            kind=kind,
+            status=RunStatus.QUEUED,
+            submitted_at_ms=ts,
+            updated_at_ms=ts,
+            request=request,
+            input=canonical_input(run_input),
+            idempotency_key=idempotency_key,
+            request_fingerprint=fingerprint,
+            model=model or None,
+        )
+    )
     if run is None:  # a unique constraint (one run in flight a session, one run an idempotency key) holds
-        raise Conflict(f"session {session.public_id} already has a run in flight",
-                       domain="sessions", code="session_busy")
+        raise Conflict(
+            f"session {session.public_id} already has a run in flight", domain="sessions", code="session_busy"
+        )
     append_event(session_id=session.pk, run=run, event={"type": "input_received", "input": run.input})
-    append_event(session_id=session.pk, run=run,
-                 event={"type": "run_lifecycle", "run_event": {"type": "accepted"}, "to_status": run.status})
-    record_audit(subject_type="run", subject_id=run.public_id, action="open", actor=actor,
-                 to_state=RunStatus.QUEUED)
+    append_event(
+        session_id=session.pk,
+        run=run,
+        event={"type": "run_lifecycle", "run_event": {"type": "accepted"}, "to_status": run.status},
+    )
+    record_audit(subject_type="run", subject_id=run.public_id, action="open", actor=actor, to_state=RunStatus.QUEUED)
     return run, True
 
 
@@ -190,8 +214,15 @@ def run_open(*, session: Session, run_input: RunInput, kind: str = RunKind.INPUT
 
 
 @_in_transaction
-def run_transition(*, run: Run, to_status: str, actor: object = None, run_event: dict | None = None,
-                   changes: dict | None = None, reason: str = "") -> Run:
+def run_transition(
+    *,
+    run: Run,
+    to_status: str,
+    actor: object = None,
+    run_event: dict | None = None,
+    changes: dict | None = None,
+    reason: str = "",
+) -> Run:
     """Move a run to `to_status` if the status machine allows it from its current status (CAS update)."""
     current = _locked(run)
     from_status = current.status
@@ -200,8 +231,11 @@ def run_transition(*, run: Run, to_status: str, actor: object = None, run_event:
         # with the run as it is, writing no journal event and moving no timestamp.
         return current
     if not transition_allowed(from_status, to_status):
-        raise Conflict(f"run {current.public_id} cannot transition from {from_status} to {to_status}",
-                       domain="runs", code="invalid_transition")
+        raise Conflict(
+            f"run {current.public_id} cannot transition from {from_status} to {to_status}",
+            domain="runs",
+            code="invalid_transition",
+        )
     ts = now_ms()
     fields = {"status": to_status, "updated_at_ms": ts, **(changes or {})}
     if to_status == RunStatus.RUNNING and current.started_at_ms is None:
@@ -213,16 +247,24 @@ def run_transition(*, run: Run, to_status: str, actor: object = None, run_event:
         fields["pending_question"] = ""
     updated = sql.update(Run, current.pk, where={"status": from_status}, **fields)
     if updated != 1:
-        raise Conflict(f"run {current.public_id} changed concurrently; retry", domain="runs",
-                       code="invalid_transition")
+        raise Conflict(f"run {current.public_id} changed concurrently; retry", domain="runs", code="invalid_transition")
     for name, value in fields.items():  # the row now holds exactly these values; no need to read it back
         setattr(current, name, value)
     lifecycle = dict(run_event or {"type": to_status})
-    append_event(session_id=current.session_id, run=current,
-                 event={"type": "run_lifecycle", "run_event": lifecycle, "from_status": from_status,
-                        "to_status": to_status})
-    record_audit(subject_type="run", subject_id=current.public_id, action="transition", actor=actor,
-                 from_state=from_status, to_state=to_status, reason=reason)
+    append_event(
+        session_id=current.session_id,
+        run=current,
+        event={"type": "run_lifecycle", "run_event": lifecycle, "from_status": from_status, "to_status": to_status},
+    )
+    record_audit(
+        subject_type="run",
+        subject_id=current.public_id,
+        action="transition",
+        actor=actor,
+        from_state=from_status,
+        to_state=to_status,
+        reason=reason,
+    )
     if to_status in TERMINAL_STATUSES and from_status != to_status:
         hooks.fire(hooks.TERMINAL_RUN, current)
     return current
@@ -242,8 +284,11 @@ def _locked(run: Run) -> Run:
 def _require_active(run: Run, action: str) -> Run:
     current = _locked(run)
     if current.status in TERMINAL_STATUSES:
-        raise Conflict(f"run {current.public_id} is {current.status}; {action} needs a run in flight",
-                       domain="runs", code="invalid_transition")
+        raise Conflict(
+            f"run {current.public_id} is {current.status}; {action} needs a run in flight",
+            domain="runs",
+            code="invalid_transition",
+        )
     return current
 
 
@@ -273,30 +318,44 @@ paged whole at ``GET /v1/runs/{id}/outputs`` (issue 14.10)."""
 def run_record_output(*, run: Run, content: str, artifacts: list | None = None, actor: object = None) -> Run:
     current = _require_active(run, "recording an output")
     if current.status != RunStatus.RUNNING:
-        raise Conflict(f"run {current.public_id} is {current.status}; outputs need a running run",
-                       domain="runs", code="invalid_transition")
-    output = {"session_id": public_ids.session_id(current.session_id), "run_id": current.public_id, "content": content,
-              "parts": [], "artifacts": list(artifacts or []), "source_kind": "assistant"}
+        raise Conflict(
+            f"run {current.public_id} is {current.status}; outputs need a running run",
+            domain="runs",
+            code="invalid_transition",
+        )
+    output = {
+        "session_id": public_ids.session_id(current.session_id),
+        "run_id": current.public_id,
+        "content": content,
+        "parts": [],
+        "artifacts": list(artifacts or []),
+        "source_kind": "assistant",
+    }
     current.outputs = [*current.outputs, output][-MAX_INLINE_OUTPUTS:]  # all of them are in the journal
     current.updated_at_ms = now_ms()
     sql.update(Run, current.pk, outputs=current.outputs, updated_at_ms=current.updated_at_ms)
-    append_event(session_id=current.session_id, run=current,
-                 event={"type": "message_appended",
-                        "message": {"role": "assistant", "content": content,
-                                    "artifacts": list(artifacts or [])}})
+    append_event(
+        session_id=current.session_id,
+        run=current,
+        event={
+            "type": "message_appended",
+            "message": {"role": "assistant", "content": content, "artifacts": list(artifacts or [])},
+        },
+    )
     return current
 
 
 @_in_transaction
-def run_tool_call_started(*, run: Run, call_id: str, name: str, tool_input: object = None,
-                          actor: object = None) -> Run:
+def run_tool_call_started(*, run: Run, call_id: str, name: str, tool_input: object = None, actor: object = None) -> Run:
     current = _require_active(run, "starting a tool call")
     if current.status != RunStatus.RUNNING:
-        raise Conflict(f"run {current.public_id} is {current.status}; tool calls need a running run",
-                       domain="runs", code="invalid_transition")
+        raise Conflict(
+            f"run {current.public_id} is {current.status}; tool calls need a running run",
+            domain="runs",
+            code="invalid_transition",
+        )
     if call_id in current.open_tool_calls:
-        raise Conflict(f"tool call {call_id} is already open", field="call_id", domain="runs",
-                       code="tool_call_open")
+        raise Conflict(f"tool call {call_id} is already open", field="call_id", domain="runs", code="tool_call_open")
     call = {"call_id": call_id, "name": name, "input": tool_input}
     current.open_tool_calls = {**current.open_tool_calls, call_id: call}
     current.updated_at_ms = now_ms()
@@ -306,12 +365,17 @@ def run_tool_call_started(*, run: Run, call_id: str, name: str, tool_input: obje
 
 
 @_in_transaction
-def run_tool_call_finished(*, run: Run, call_id: str, output: object = None, is_error: bool = False,
-                           actor: object = None) -> Run:
+def run_tool_call_finished(
+    *, run: Run, call_id: str, output: object = None, is_error: bool = False, actor: object = None
+) -> Run:
     current = _require_active(run, "finishing a tool call")
     if call_id not in current.open_tool_calls:
-        raise Conflict(f"tool call {call_id} is not open on run {current.public_id}", field="call_id",
-                       domain="runs", code="tool_call_not_open")
+        raise Conflict(
+            f"tool call {call_id} is not open on run {current.public_id}",
+            field="call_id",
+            domain="runs",
+            code="tool_call_not_open",
+        )
     open_calls = dict(current.open_tool_calls)
     call = open_calls.pop(call_id)
     result = {"call_id": call_id, "name": call.get("name"), "output": output, "is_error": bool(is_error)}
@@ -323,26 +387,35 @@ def run_tool_call_finished(*, run: Run, call_id: str, output: object = None, is_
 
 
 @_in_transaction
-def run_wait_for_approval(*, run: Run, request_ids: list[str], question: str = "",
-                          actor: object = None) -> Run:
+def run_wait_for_approval(*, run: Run, request_ids: list[str], question: str = "", actor: object = None) -> Run:
     """running → waiting_for_approval; ``question`` (what the approver is asked) is kept on the run and in the
     journal event, and shown in ``pending_approvals`` until the run resumes."""
     event = {"type": "waiting_for_approval", "request_ids": request_ids}
     if question:
         event["question"] = question
-    return run_transition(run=run, to_status=RunStatus.WAITING_FOR_APPROVAL, actor=actor, run_event=event,
-                          changes={"pending_approval_ids": request_ids, "pending_question": question})
+    return run_transition(
+        run=run,
+        to_status=RunStatus.WAITING_FOR_APPROVAL,
+        actor=actor,
+        run_event=event,
+        changes={"pending_approval_ids": request_ids, "pending_question": question},
+    )
 
 
 @_in_transaction
-def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: str = "",
-                               actor: object = None) -> Run:
-    updated = run_transition(run=run, to_status=RunStatus.WAITING_FOR_USER_QUESTION, actor=actor,
-                             run_event={"type": "waiting_for_user_question", "request_ids": request_ids},
-                             changes={"pending_question_ids": request_ids, "pending_question": question})
-    append_event(session_id=updated.session_id, run=updated,
-                 event={"type": "user_question_requested",
-                        "request": {"request_ids": request_ids, "question": question}})
+def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: str = "", actor: object = None) -> Run:
+    updated = run_transition(
+        run=run,
+        to_status=RunStatus.WAITING_FOR_USER_QUESTION,
+        actor=actor,
+        run_event={"type": "waiting_for_user_question", "request_ids": request_ids},
+        changes={"pending_question_ids": request_ids, "pending_question": question},
+    )
+    append_event(
+        session_id=updated.session_id,
+        run=updated,
+        event={"type": "user_question_requested", "request": {"request_ids": request_ids, "question": question}},
+    )
     return updated
 
 
@@ -350,19 +423,27 @@ def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: st
 def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None) -> Run:
     current = _locked(run)
     if current.status not in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.WAITING_FOR_USER_QUESTION):
-        raise Conflict(f"run {current.public_id} cannot transition from {current.status} to running",
-                       domain="runs", code="invalid_transition")
+        raise Conflict(
+            f"run {current.public_id} cannot transition from {current.status} to running",
+            domain="runs",
+            code="invalid_transition",
+        )
     was_question = current.status == RunStatus.WAITING_FOR_USER_QUESTION
     pending = current.pending_question_ids if was_question else current.pending_approval_ids
     event_type = "user_question_resolved" if was_question else "approval_resolved"
-    updated = run_transition(run=current, to_status=RunStatus.RUNNING, actor=actor,
-                             run_event={"type": event_type, "request_ids": pending},
-                             changes={"pending_approval_ids": [], "pending_question_ids": [],
-                                      "pending_question": ""})
+    updated = run_transition(
+        run=current,
+        to_status=RunStatus.RUNNING,
+        actor=actor,
+        run_event={"type": event_type, "request_ids": pending},
+        changes={"pending_approval_ids": [], "pending_question_ids": [], "pending_question": ""},
+    )
     if was_question:
-        append_event(session_id=updated.session_id, run=updated,
-                     event={"type": "user_question_resolved",
-                            "resolution": {"request_ids": pending, **(resolution or {})}})
+        append_event(
+            session_id=updated.session_id,
+            run=updated,
+            event={"type": "user_question_resolved", "resolution": {"request_ids": pending, **(resolution or {})}},
+        )
     return updated
 
 
@@ -372,8 +453,11 @@ def run_complete(*, run: Run, output: str | None = None, actor: object = None) -
     if run.status == RunStatus.COMPLETED:  # a repeated complete: unchanged, unless it brings a new output
         last = run.outputs[-1].get("content") if run.outputs else None
         if output is not None and output != last:
-            raise Conflict(f"run {run.public_id} is completed; recording an output needs a run in flight",
-                           domain="runs", code="invalid_transition")
+            raise Conflict(
+                f"run {run.public_id} is completed; recording an output needs a run in flight",
+                domain="runs",
+                code="invalid_transition",
+            )
         return run
     if output is not None and run.status not in TERMINAL_STATUSES:  # on a terminal run: the 409 below
         run = run_record_output(run=run, content=output, actor=actor)
@@ -382,8 +466,13 @@ def run_complete(*, run: Run, output: str | None = None, actor: object = None) -
 
 @_in_transaction
 def run_fail(*, run: Run, error: str, actor: object = None) -> Run:
-    return run_transition(run=run, to_status=RunStatus.FAILED, actor=actor,
-                          run_event={"type": "failed", "error": error}, changes={"error": error})
+    return run_transition(
+        run=run,
+        to_status=RunStatus.FAILED,
+        actor=actor,
+        run_event={"type": "failed", "error": error},
+        changes={"error": error},
+    )
 
 
 @_in_transaction

@@ -32,8 +32,9 @@ def get_visible_session(session_id: str, user: object, *, operator: bool | None 
     """The session ``session_id`` as ``sessions_visible_to(user, operator=operator)`` with
     ``with_read_annotations`` would return it (persona, owner, project ids, active run), in one hand-written
     statement (``memory.sql.visible_session``); 404 when it does not exist or is not visible."""
-    pk = public_ids.parse_or_404(session_id, public_ids.SESSION, domain="sessions", code="session_not_found",
-                                 noun="session")
+    pk = public_ids.parse_or_404(
+        session_id, public_ids.SESSION, domain="sessions", code="session_not_found", noun="session"
+    )
     everyone = operator if operator is not None else is_operator(user)
     session = sql.visible_session(pk, owner_pk=None if everyone else user.pk)
     if session is None:
@@ -42,8 +43,9 @@ def get_visible_session(session_id: str, user: object, *, operator: bool | None 
 
 
 def get_session(session_id: str, *, queryset: QuerySet[Session] | None = None) -> Session:
-    pk = public_ids.parse_or_404(session_id, public_ids.SESSION, domain="sessions", code="session_not_found",
-                                 noun="session")
+    pk = public_ids.parse_or_404(
+        session_id, public_ids.SESSION, domain="sessions", code="session_not_found", noun="session"
+    )
     qs = queryset if queryset is not None else Session.objects.select_related("persona", "owner")
     session = qs.filter(pk=pk).first()
     if session is None:
@@ -51,12 +53,16 @@ def get_session(session_id: str, *, queryset: QuerySet[Session] | None = None) -
     return session
 
 
-PROJECT_HINT = ("an operator creates it first (POST /v1/projects {{\"project_id\": \"{id}\", \"name\": \"...\"}}) and "
-                "grants it to this agent (PUT /v1/agents/<agent>/grants {{\"project_ids\": [\"{id}\"], ...}} or the "
-                "admin's Agent grants page); see docs/agents.md, \"Projects and grants\"")
-PERSONA_HINT = ("an operator creates it first (POST /v1/personas {{\"persona_id\": \"{id}\", \"display_name\": "
-                "\"...\"}}) and grants it to this agent (PUT /v1/agents/<agent>/grants {{\"persona_ids\": [\"{id}\"], "
-                "...}} or the admin's Agent grants page)")
+PROJECT_HINT = (
+    'an operator creates it first (POST /v1/projects {{"project_id": "{id}", "name": "..."}}) and '
+    'grants it to this agent (PUT /v1/agents/<agent>/grants {{"project_ids": ["{id}"], ...}} or the '
+    'admin\'s Agent grants page); see docs/agents.md, "Projects and grants"'
+)
+PERSONA_HINT = (
+    'an operator creates it first (POST /v1/personas {{"persona_id": "{id}", "display_name": '
+    '"..."}}) and grants it to this agent (PUT /v1/agents/<agent>/grants {{"persona_ids": ["{id}"], '
+    "...}} or the admin's Agent grants page)"
+)
 
 
 def _string_list(value: object, field: str, *, allow_none: bool = True) -> list[str] | None:
@@ -70,9 +76,15 @@ def _string_list(value: object, field: str, *, allow_none: bool = True) -> list[
 
 
 @transaction.atomic
-def session_create(*, owner: object, persona_id: str | None = None, project_ids: list[str] | None = None,
-                   capability_scope: list[str] | None = None, metadata: dict | None = None,
-                   operator: bool | None = None) -> Session:
+def session_create(
+    *,
+    owner: object,
+    persona_id: str | None = None,
+    project_ids: list[str] | None = None,
+    capability_scope: list[str] | None = None,
+    metadata: dict | None = None,
+    operator: bool | None = None,
+) -> Session:
     """An agent may bind only the personas and projects an operator granted it (memory.grants); operators any.
     To an agent an unknown persona or project is refused exactly as an existing ungranted one (403
     ``binding_not_granted``, issue 19.6), so that ids cannot be enumerated; an operator gets 400 "unknown …"."""
@@ -86,15 +98,21 @@ def session_create(*, owner: object, persona_id: str | None = None, project_ids:
     projects = list(Project.objects.filter(project_id__in=wanted)) if wanted else []
     missing = sorted(set(wanted) - {p.project_id for p in projects})
     if not as_operator:  # unknown and ungranted alike: one 403
-        grants.check_binding(owner, persona=persona, projects=projects,
-                             unknown_persona_id=persona_id if persona is None else None,
-                             unknown_project_ids=missing)
+        grants.check_binding(
+            owner,
+            persona=persona,
+            projects=projects,
+            unknown_persona_id=persona_id if persona is None else None,
+            unknown_project_ids=missing,
+        )
     if persona_id is not None and persona is None:
-        raise ValidationFailed(f"unknown persona {persona_id}: {PERSONA_HINT.format(id=persona_id)}",
-                               field="persona_id")
+        raise ValidationFailed(
+            f"unknown persona {persona_id}: {PERSONA_HINT.format(id=persona_id)}", field="persona_id"
+        )
     if missing:
-        raise ValidationFailed(f"unknown project {missing[0]}: {PROJECT_HINT.format(id=missing[0])}",
-                               field="project_ids")
+        raise ValidationFailed(
+            f"unknown project {missing[0]}: {PROJECT_HINT.format(id=missing[0])}", field="project_ids"
+        )
     session = Session.objects.create(
         owner=owner,
         persona=persona,
@@ -104,8 +122,7 @@ def session_create(*, owner: object, persona_id: str | None = None, project_ids:
     )
     if projects:
         session.projects.set(projects)
-    record_audit(subject_type="session", subject_id=session.public_id, action="create", actor=owner,
-                 to_state="open")
+    record_audit(subject_type="session", subject_id=session.public_id, action="create", actor=owner, to_state="open")
     return session
 
 
@@ -113,8 +130,7 @@ def with_read_annotations(queryset: QuerySet[Session]) -> QuerySet[Session]:
     """``queryset`` with each session's sorted project ids (``project_id_list``) and newest active run's pk
     (``active_run_pk``) computed in the same statement (two correlated subqueries) instead of two prefetches."""
     projects = Project.objects.filter(sessions=OuterRef("pk")).order_by("project_id").values("project_id")
-    active = (Run.objects.filter(session=OuterRef("pk"), status__in=ACTIVE_STATUSES).order_by("-id")
-              .values("id")[:1])
+    active = Run.objects.filter(session=OuterRef("pk"), status__in=ACTIVE_STATUSES).order_by("-id").values("id")[:1]
     return queryset.annotate(project_id_list=ArraySubquery(projects), active_run_pk=Subquery(active))
 
 
@@ -165,17 +181,24 @@ def learning_scope_keys_many(sessions: list[Session]) -> dict[int, list[str]]:
         owners = {s.owner_id for s in limited}
         personas = [key.split(":", 1)[1] for key in wanted if key.startswith("persona:")]
         projects = [key.split(":", 1)[1] for key in wanted if key.startswith("project:")]
-        by_persona = AgentGrant.objects.filter(user_id__in=owners, personas__persona_id__in=personas).annotate(
-            key=Concat(Value("persona:"), "personas__persona_id", output_field=CharField())).values_list("user_id",
-                                                                                                        "key")
-        by_project = AgentGrant.objects.filter(user_id__in=owners, projects__project_id__in=projects).annotate(
-            key=Concat(Value("project:"), "projects__project_id", output_field=CharField())).values_list("user_id",
-                                                                                                        "key")
+        by_persona = (
+            AgentGrant.objects.filter(user_id__in=owners, personas__persona_id__in=personas)
+            .annotate(key=Concat(Value("persona:"), "personas__persona_id", output_field=CharField()))
+            .values_list("user_id", "key")
+        )
+        by_project = (
+            AgentGrant.objects.filter(user_id__in=owners, projects__project_id__in=projects)
+            .annotate(key=Concat(Value("project:"), "projects__project_id", output_field=CharField()))
+            .values_list("user_id", "key")
+        )
         granted = set(by_persona.union(by_project, all=True))
     staff = {s.pk for s in sessions if s.owner.is_staff}
     return {
-        s.pk: bound[s.pk] if s.pk in staff else [
-            key for key in bound[s.pk] if not key.startswith(("persona:", "project:")) or (s.owner_id, key) in granted]
+        s.pk: bound[s.pk]
+        if s.pk in staff
+        else [
+            key for key in bound[s.pk] if not key.startswith(("persona:", "project:")) or (s.owner_id, key) in granted
+        ]
         for s in sessions
     }
 
@@ -211,8 +234,11 @@ def caller_scopes(user: object) -> CallerScopes:
     if not getattr(user, "is_staff", False):
         personas = personas.filter(agent_grants__user=user)
         projects = projects.filter(agent_grants__user=user)
-    return CallerScopes(session_pks=owned.values("pk"), persona_ids=personas.values("persona_id"),
-                        project_ids=projects.values("project_id"))
+    return CallerScopes(
+        session_pks=owned.values("pk"),
+        persona_ids=personas.values("persona_id"),
+        project_ids=projects.values("project_id"),
+    )
 
 
 def scope_keys_from_parts(session_id: int, parts: list[tuple[str, str]]) -> list[str]:
@@ -259,24 +285,33 @@ _SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
 
 def _slug(value: object, field: str, noun: str) -> str:
     if not isinstance(value, str) or not _SLUG.match(value) or len(value) > 120:
-        raise ValidationFailed(f"{field} must be a slug (letters, digits, - and _; at most 120 characters)",
-                               field=field, domain=noun + "s", code=f"invalid_{noun}")
+        raise ValidationFailed(
+            f"{field} must be a slug (letters, digits, - and _; at most 120 characters)",
+            field=field,
+            domain=noun + "s",
+            code=f"invalid_{noun}",
+        )
     return value
 
 
 def _text(value: object, field: str, noun: str, *, max_length: int, blank: bool = False) -> str:
     if not isinstance(value, str) or (not blank and not value.strip()) or len(value) > max_length:
-        rule = f"a string of at most {max_length} characters" if blank else \
-            f"a non-empty string of at most {max_length} characters"
+        rule = (
+            f"a string of at most {max_length} characters"
+            if blank
+            else f"a non-empty string of at most {max_length} characters"
+        )
         raise ValidationFailed(f"{field} must be {rule}", field=field, domain=noun + "s", code=f"invalid_{noun}")
     return value
 
 
 def _persona_fields(*, display_name: object, version: object, soul: object, capability_scope: object) -> dict:
-    return {"display_name": _text(display_name, "display_name", "persona", max_length=200),
-            "version": _text(version, "version", "persona", max_length=40),
-            "soul": _text(soul, "soul", "persona", max_length=20000, blank=True),
-            "capability_scope": _string_list(capability_scope, "capability_scope")}
+    return {
+        "display_name": _text(display_name, "display_name", "persona", max_length=200),
+        "version": _text(version, "version", "persona", max_length=40),
+        "soul": _text(soul, "soul", "persona", max_length=20000, blank=True),
+        "capability_scope": _string_list(capability_scope, "capability_scope"),
+    }
 
 
 def _changes(obj: object, fields: dict) -> dict:
@@ -290,14 +325,21 @@ def _changes(obj: object, fields: dict) -> dict:
 
 
 @transaction.atomic
-def persona_create(*, persona_id: str, display_name: str, version: str = "1", soul: str = "",
-                   capability_scope: list[str] | None = None, actor: object) -> Persona:
+def persona_create(
+    *,
+    persona_id: str,
+    display_name: str,
+    version: str = "1",
+    soul: str = "",
+    capability_scope: list[str] | None = None,
+    actor: object,
+) -> Persona:
     persona_id = _slug(persona_id, "persona_id", "persona")
-    fields = _persona_fields(display_name=display_name, version=version, soul=soul,
-                             capability_scope=capability_scope)
+    fields = _persona_fields(display_name=display_name, version=version, soul=soul, capability_scope=capability_scope)
     if Persona.objects.filter(persona_id=persona_id).exists():
-        raise Conflict(f"persona {persona_id} already exists", field="persona_id", domain="personas",
-                       code="persona_exists")
+        raise Conflict(
+            f"persona {persona_id} already exists", field="persona_id", domain="personas", code="persona_exists"
+        )
     persona = Persona.objects.create(persona_id=persona_id, **fields)
     record_audit(subject_type="persona", subject_id=persona_id, action="create", actor=actor)
     return persona
@@ -310,19 +352,20 @@ def _audited_update(obj, fields: dict, *, subject_type: str, subject_id: str, ac
     changed = _changes(locked, fields)
     if changed:
         model.objects.filter(pk=locked.pk).update(**fields)
-        record_audit(subject_type=subject_type, subject_id=subject_id, action="update", actor=actor,
-                     data={"changed": changed})
+        record_audit(
+            subject_type=subject_type, subject_id=subject_id, action="update", actor=actor, data={"changed": changed}
+        )
     locked.refresh_from_db()
     return locked
 
 
 @transaction.atomic
-def persona_update(*, persona: Persona, display_name: str, version: str, soul: str,
-                   capability_scope: list[str] | None, actor: object) -> Persona:
+def persona_update(
+    *, persona: Persona, display_name: str, version: str, soul: str, capability_scope: list[str] | None, actor: object
+) -> Persona:
     """Change a persona's name, version, soul or capability scope (its id never changes); audited with what
     changed, before and after. Sessions bound to it see the new capability scope at once."""
-    fields = _persona_fields(display_name=display_name, version=version, soul=soul,
-                             capability_scope=capability_scope)
+    fields = _persona_fields(display_name=display_name, version=version, soul=soul, capability_scope=capability_scope)
     return _audited_update(persona, fields, subject_type="persona", subject_id=persona.persona_id, actor=actor)
 
 
@@ -331,8 +374,9 @@ def project_create(*, project_id: str, name: str, actor: object) -> Project:
     project_id = _slug(project_id, "project_id", "project")
     name = _text(name, "name", "project", max_length=200)
     if Project.objects.filter(project_id=project_id).exists():
-        raise Conflict(f"project {project_id} already exists", field="project_id", domain="projects",
-                       code="project_exists")
+        raise Conflict(
+            f"project {project_id} already exists", field="project_id", domain="projects", code="project_exists"
+        )
     project = Project.objects.create(project_id=project_id, name=name)
     record_audit(subject_type="project", subject_id=project_id, action="create", actor=actor)
     return project
@@ -368,15 +412,18 @@ class DeleteImpact:
 def _impact(kind: str, obj: Persona | Project) -> DeleteImpact:
     scope_id = obj.persona_id if kind == "persona" else obj.project_id
     bound = Session.objects.filter(persona=obj) if kind == "persona" else Session.objects.filter(projects=obj)
-    granted = AgentGrant.objects.filter(personas=obj) if kind == "persona" else AgentGrant.objects.filter(
-        projects=obj)
+    granted = AgentGrant.objects.filter(personas=obj) if kind == "persona" else AgentGrant.objects.filter(projects=obj)
     scoped: dict[str, int] = {}
     for answer in hooks.fire(hooks.SCOPE_DEPENDENTS, f"{kind}:{scope_id}"):
         scoped.update(answer or {})
-    return DeleteImpact(kind=kind, scope_id=scope_id, label=str(obj),
-                        session_ids=[public_ids.session_id(pk)
-                                     for pk in bound.order_by("pk").values_list("pk", flat=True)],
-                        agent_ids=sorted(granted.values_list("user__username", flat=True)), scoped=scoped)
+    return DeleteImpact(
+        kind=kind,
+        scope_id=scope_id,
+        label=str(obj),
+        session_ids=[public_ids.session_id(pk) for pk in bound.order_by("pk").values_list("pk", flat=True)],
+        agent_ids=sorted(granted.values_list("user__username", flat=True)),
+        scoped=scoped,
+    )
 
 
 def persona_delete_impact(persona: Persona) -> DeleteImpact:
@@ -393,9 +440,14 @@ def _revoke_grants(kind: str, obj: Persona | Project, actor: object) -> None:
         before = grants.grants_for(grant.user)
         getattr(grant, related).remove(obj)
         AgentGrant.objects.filter(pk=grant.pk).update(updated_at_ms=now_ms())
-        record_audit(subject_type="agent_grant", subject_id=grant.user.get_username(), action=f"revoke_{kind}",
-                     actor=actor, reason=f"{kind} {getattr(obj, kind + '_id')} deleted",
-                     data={"before": before.as_dict(), "after": grants.grants_for(grant.user).as_dict()})
+        record_audit(
+            subject_type="agent_grant",
+            subject_id=grant.user.get_username(),
+            action=f"revoke_{kind}",
+            actor=actor,
+            reason=f"{kind} {getattr(obj, kind + '_id')} deleted",
+            data={"before": before.as_dict(), "after": grants.grants_for(grant.user).as_dict()},
+        )
 
 
 @transaction.atomic
@@ -405,12 +457,17 @@ def persona_delete(*, persona: Persona, actor: object) -> DeleteImpact:
     locked = Persona.objects.select_for_update().get(pk=persona.pk)
     impact = persona_delete_impact(locked)
     if impact.blocked:
-        raise Conflict(f"persona {locked.persona_id} is bound by {len(impact.session_ids)} session(s); a session's "
-                       "persona cannot be removed (that would widen its capability scope)", field="persona_id",
-                       domain="personas", code="persona_in_use")
+        raise Conflict(
+            f"persona {locked.persona_id} is bound by {len(impact.session_ids)} session(s); a session's "
+            "persona cannot be removed (that would widen its capability scope)",
+            field="persona_id",
+            domain="personas",
+            code="persona_in_use",
+        )
     _revoke_grants("persona", locked, actor)
-    record_audit(subject_type="persona", subject_id=locked.persona_id, action="delete", actor=actor,
-                 data=impact.as_dict())
+    record_audit(
+        subject_type="persona", subject_id=locked.persona_id, action="delete", actor=actor, data=impact.as_dict()
+    )
     locked.delete()
     return impact
 
@@ -423,15 +480,26 @@ def project_delete(*, project: Project, actor: object, unbind_sessions: bool = F
     locked = Project.objects.select_for_update().get(pk=project.pk)
     impact = project_delete_impact(locked)
     if impact.session_ids and not unbind_sessions:
-        raise Conflict(f"project {locked.project_id} is bound by {len(impact.session_ids)} session(s); confirm "
-                       "to unbind them", field="project_id", domain="projects", code="project_in_use")
+        raise Conflict(
+            f"project {locked.project_id} is bound by {len(impact.session_ids)} session(s); confirm to unbind them",
+            field="project_id",
+            domain="projects",
+            code="project_in_use",
+        )
     for session in Session.objects.select_for_update().filter(projects=locked).order_by("pk"):
         session.projects.remove(locked)
         Session.objects.filter(pk=session.pk).update(updated_at_ms=now_ms())
-        record_audit(subject_type="session", subject_id=session.public_id, action="unbind_project", actor=actor,
-                     reason=f"project {locked.project_id} deleted", data={"project_id": locked.project_id})
+        record_audit(
+            subject_type="session",
+            subject_id=session.public_id,
+            action="unbind_project",
+            actor=actor,
+            reason=f"project {locked.project_id} deleted",
+            data={"project_id": locked.project_id},
+        )
     _revoke_grants("project", locked, actor)
-    record_audit(subject_type="project", subject_id=locked.project_id, action="delete", actor=actor,
-                 data=impact.as_dict())
+    record_audit(
+        subject_type="project", subject_id=locked.project_id, action="delete", actor=actor, data=impact.as_dict()
+    )
     locked.delete()
     return impact

@@ -83,8 +83,9 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
     condition_fields = [meta.get_field(name) for name in conditions]
     sql = _update_sql(model, tuple(f.column for f in fields), tuple(f.column for f in condition_fields))
     params = [f.get_db_prep_save(v, connection=conn) for f, v in zip(fields, values.values(), strict=True)]
-    params += [f.get_db_prep_value(v, connection=conn) for f, v in zip(condition_fields, conditions.values(),
-                                                                        strict=True)]
+    params += [
+        f.get_db_prep_value(v, connection=conn) for f, v in zip(condition_fields, conditions.values(), strict=True)
+    ]
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
@@ -107,8 +108,12 @@ def _copy_plan(model: type[models.Model]) -> list[tuple[models.Field, str]]:
             continue
         if isinstance(field, ArrayField) and isinstance(field.base_field, models.FloatField):
             plan.append((field, "floats"))
-        elif isinstance(field, _PLAIN_FIELDS) and not isinstance(field, models.JSONField) and not getattr(
-                field, "auto_now", False) and not getattr(field, "auto_now_add", False):
+        elif (
+            isinstance(field, _PLAIN_FIELDS)
+            and not isinstance(field, models.JSONField)
+            and not getattr(field, "auto_now", False)
+            and not getattr(field, "auto_now_add", False)
+        ):
             plan.append((field, "plain"))
         else:
             plan.append((field, "prepared"))
@@ -141,8 +146,10 @@ def copy_instances(model: type[M], instances: list[M]) -> list[M]:
     meta = model._meta
     plan = _copy_plan(model)
     with conn.cursor() as cursor:
-        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                       [meta.db_table, meta.pk.column, len(instances)])
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [meta.db_table, meta.pk.column, len(instances)],
+        )
         keys = [row[0] for row in cursor.fetchall()]
         columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
         with conn.wrap_database_errors, cursor.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
@@ -166,8 +173,14 @@ def _select_plan(model: type[models.Model], fields: tuple[str, ...] | None, alia
     return [field.attname for field in chosen], f'SELECT {columns} FROM "{meta.db_table}" ', plan  # noqa: S608
 
 
-def select(model: type[models.Model], tail: str, params: list[Any], *, fields: tuple[str, ...] | None = None,
-           alias: str = "default") -> list[tuple]:
+def select(
+    model: type[models.Model],
+    tail: str,
+    params: list[Any],
+    *,
+    fields: tuple[str, ...] | None = None,
+    alias: str = "default",
+) -> list[tuple]:
     """``SELECT <columns> FROM <table> <tail>`` as tuples of Python values (each column through the converters
     the ORM applies: JSON decoded, and so on). ``fields`` by name (every concrete field by default); ``tail``
     is hand-written SQL - quoted column names, ``%s`` parameters - for the WHERE / ORDER BY / LIMIT of a hot
@@ -230,10 +243,12 @@ def prepared_cursor(alias: str = "default"):
 
 @lru_cache(maxsize=4)
 def _key_sql(user_model: type[models.Model]) -> str:
-    return (f"SELECT {_columns(ApiKey, 'k')}, {_columns(user_model, 'u')}, "  # noqa: S608
-            "k.last_used_at IS NULL OR k.last_used_at < %s "
-            f'FROM "{ApiKey._meta.db_table}" k JOIN "{user_model._meta.db_table}" u ON u.id = k.user_id '
-            "WHERE k.prefix = %s AND k.revoked_at IS NULL")
+    return (
+        f"SELECT {_columns(ApiKey, 'k')}, {_columns(user_model, 'u')}, "  # noqa: S608
+        "k.last_used_at IS NULL OR k.last_used_at < %s "
+        f'FROM "{ApiKey._meta.db_table}" k JOIN "{user_model._meta.db_table}" u ON u.id = k.user_id '
+        "WHERE k.prefix = %s AND k.revoked_at IS NULL"
+    )
 
 
 def active_key_with_user(prefix: str, *, stale_before: datetime) -> tuple[ApiKey, bool] | None:
@@ -255,10 +270,12 @@ def active_key_with_user(prefix: str, *, stale_before: datetime) -> tuple[ApiKey
 
 @lru_cache(maxsize=4)
 def _locked_run_sql(user_model: type[models.Model], by_owner: bool) -> str:
-    return (f"SELECT {_columns(Run, 'r')}, {_columns(Session, 's')}, {_columns(user_model, 'u')} "  # noqa: S608
-            f'FROM "{Run._meta.db_table}" r JOIN "{Session._meta.db_table}" s ON s.id = r.session_id '
-            f'JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
-            f"WHERE r.id = %s {'AND s.owner_id = %s ' if by_owner else ''}FOR UPDATE OF r")
+    return (
+        f"SELECT {_columns(Run, 'r')}, {_columns(Session, 's')}, {_columns(user_model, 'u')} "  # noqa: S608
+        f'FROM "{Run._meta.db_table}" r JOIN "{Session._meta.db_table}" s ON s.id = r.session_id '
+        f'JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
+        f"WHERE r.id = %s {'AND s.owner_id = %s ' if by_owner else ''}FOR UPDATE OF r"
+    )
 
 
 def locked_run(pk: int, *, owner_pk: int | None = None) -> Run | None:
@@ -275,8 +292,8 @@ def locked_run(pk: int, *, owner_pk: int | None = None) -> Run | None:
         return None
     runs, sessions = len(Run._meta.concrete_fields), len(Session._meta.concrete_fields)
     run = _instance(Run, row[:runs], conn.alias)
-    run.session = _instance(Session, row[runs:runs + sessions], conn.alias)
-    run.session.owner = _instance(user_model, row[runs + sessions:], conn.alias)
+    run.session = _instance(Session, row[runs : runs + sessions], conn.alias)
+    run.session.owner = _instance(user_model, row[runs + sessions :], conn.alias)
     return run
 
 
@@ -313,15 +330,17 @@ def insert_unless_conflict(instance: M) -> M | None:
 def _visible_session_sql(user_model: type[models.Model], by_owner: bool) -> str:
     links = Session.projects.through._meta.db_table
     statuses = ", ".join(f"'{status}'" for status in sorted(ACTIVE_STATUSES))  # constants of the model
-    return (f"SELECT {_columns(Session, 's')}, {_columns(user_model, 'u')}, "  # noqa: S608
-            f"p.id IS NOT NULL, {_columns(Persona, 'p')}, "
-            f'ARRAY(SELECT pr.project_id FROM "{links}" l JOIN "{Project._meta.db_table}" pr '
-            "ON pr.id = l.project_id WHERE l.session_id = s.id ORDER BY pr.project_id), "
-            f'(SELECT r.id FROM "{Run._meta.db_table}" r WHERE r.session_id = s.id AND r.status IN ({statuses}) '
-            "ORDER BY r.id DESC LIMIT 1) "
-            f'FROM "{Session._meta.db_table}" s JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
-            f'LEFT JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id '
-            f"WHERE s.id = %s{' AND s.owner_id = %s' if by_owner else ''}")
+    return (
+        f"SELECT {_columns(Session, 's')}, {_columns(user_model, 'u')}, "  # noqa: S608
+        f"p.id IS NOT NULL, {_columns(Persona, 'p')}, "
+        f'ARRAY(SELECT pr.project_id FROM "{links}" l JOIN "{Project._meta.db_table}" pr '
+        "ON pr.id = l.project_id WHERE l.session_id = s.id ORDER BY pr.project_id), "
+        f'(SELECT r.id FROM "{Run._meta.db_table}" r WHERE r.session_id = s.id AND r.status IN ({statuses}) '
+        "ORDER BY r.id DESC LIMIT 1) "
+        f'FROM "{Session._meta.db_table}" s JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
+        f'LEFT JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id '
+        f"WHERE s.id = %s{' AND s.owner_id = %s' if by_owner else ''}"
+    )
 
 
 def visible_session(pk: int, *, owner_pk: int | None = None) -> Session | None:
@@ -340,17 +359,19 @@ def visible_session(pk: int, *, owner_pk: int | None = None) -> Session | None:
     sessions, users = len(Session._meta.concrete_fields), len(user_model._meta.concrete_fields)
     personas = len(Persona._meta.concrete_fields)
     session = _instance(Session, row[:sessions], conn.alias)
-    session.owner = _instance(user_model, row[sessions:sessions + users], conn.alias)
+    session.owner = _instance(user_model, row[sessions : sessions + users], conn.alias)
     has_persona = row[sessions + users]
     start = sessions + users + 1
-    session.persona = _instance(Persona, row[start:start + personas], conn.alias) if has_persona else None
+    session.persona = _instance(Persona, row[start : start + personas], conn.alias) if has_persona else None
     session.project_id_list = list(row[start + personas] or [])
     session.active_run_pk = row[start + personas + 1]
     return session
 
 
-_CURRENT_POLICY_SQL = (f'SELECT revision, policy FROM "{PolicyRevision._meta.db_table}" '  # noqa: S608
-                       "WHERE kind = %s ORDER BY revision DESC LIMIT 1")
+_CURRENT_POLICY_SQL = (
+    f'SELECT revision, policy FROM "{PolicyRevision._meta.db_table}" '  # noqa: S608
+    "WHERE kind = %s ORDER BY revision DESC LIMIT 1"
+)
 
 
 _ALL_POLICIES_SQL = (  # params: [kinds]
@@ -392,8 +413,10 @@ def current_policy(kind: str) -> tuple[int, dict] | None:
         if _POLICY_READS.read is None:
             with conn.cursor() as cursor:
                 cursor.execute(_ALL_POLICIES_SQL, [list(PolicyKind.values)])
-                _POLICY_READS.read = {name: (revision, field.from_db_value(policy, None, conn))
-                                      for name, revision, policy in cursor.fetchall()}
+                _POLICY_READS.read = {
+                    name: (revision, field.from_db_value(policy, None, conn))
+                    for name, revision, policy in cursor.fetchall()
+                }
         found = _POLICY_READS.read.get(kind)
         return None if found is None else (found[0], copy.deepcopy(found[1]))
     with conn.cursor() as cursor:
@@ -406,9 +429,9 @@ def current_policy(kind: str) -> tuple[int, dict] | None:
 
 _PROJECT_LINKS = Session.projects.through._meta.db_table
 SCOPE_PARTS_SQL = (  # params: [session_id, session_id]
-    f'SELECT \'persona\' AS part, p.persona_id AS value FROM "{Session._meta.db_table}" s '  # noqa: S608
+    f"SELECT 'persona' AS part, p.persona_id AS value FROM \"{Session._meta.db_table}\" s "  # noqa: S608
     f'JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id WHERE s.id = %s UNION ALL '
-    f'SELECT \'project\' AS part, pr.project_id AS value FROM "{_PROJECT_LINKS}" l '
+    f"SELECT 'project' AS part, pr.project_id AS value FROM \"{_PROJECT_LINKS}\" l "
     f'JOIN "{Project._meta.db_table}" pr ON pr.id = l.project_id WHERE l.session_id = %s'
 )
 """The rows (part, value) that a session's learning scope keys are made of: its persona and its projects -
@@ -429,5 +452,7 @@ def counters_add_statement(amounts: dict[str, int]) -> tuple[str, list]:
     cases = " ".join(["WHEN %s THEN %s"] * len(names))
     marks = ", ".join(["%s"] * len(names))
     params = [item for name in names for item in (name, amounts[name])] + names
-    return (f'UPDATE "{Counter._meta.db_table}" SET value = value + CASE name {cases} ELSE 0 END '  # noqa: S608
-            f"WHERE name IN ({marks})"), params
+    return (
+        f'UPDATE "{Counter._meta.db_table}" SET value = value + CASE name {cases} ELSE 0 END '  # noqa: S608
+        f"WHERE name IN ({marks})"
+    ), params

@@ -69,8 +69,9 @@ class SemanticCapture(models.TextChoices):
     SKIPPED = "skipped"
 
 
-def listing(values: Iterable[str], notes: Mapping[str, str] | None = None, *, sep: str = " | ",
-            last: str | None = None) -> str:
+def listing(
+    values: Iterable[str], notes: Mapping[str, str] | None = None, *, sep: str = " | ", last: str | None = None
+) -> str:
     """``a | b (note) | c``, or with ``sep=", ", last=" or "`` ``a, b or c``: the values of a vocabulary as the
     schema text and the console say them."""
     words = [f"{value} ({notes[value]})" if notes and value in notes else str(value) for value in values]

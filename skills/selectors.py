@@ -123,10 +123,16 @@ def without_foreign_ids(views: list[dict], user: object) -> list[dict]:
             mentioned |= _mentioned_ids({k: event.get(k) for k in ("run_id", "session_id", "reason")})
     run_pks = [pk for kind, pk in mentioned if kind == "run"]
     session_pks = [pk for kind, pk in mentioned if kind == "session"]
-    owned = {("run", pk) for pk in Run.objects.filter(pk__in=run_pks, session__owner=user)
-             .values_list("pk", flat=True)} if run_pks else set()
-    owned |= {("session", pk) for pk in Session.objects.filter(pk__in=session_pks, owner=user)
-              .values_list("pk", flat=True)} if session_pks else set()
+    owned = (
+        {("run", pk) for pk in Run.objects.filter(pk__in=run_pks, session__owner=user).values_list("pk", flat=True)}
+        if run_pks
+        else set()
+    )
+    owned |= (
+        {("session", pk) for pk in Session.objects.filter(pk__in=session_pks, owner=user).values_list("pk", flat=True)}
+        if session_pks
+        else set()
+    )
 
     def own(value: object) -> bool:
         return _mentioned_ids(value) <= owned
@@ -135,19 +141,21 @@ def without_foreign_ids(views: list[dict], user: object) -> list[dict]:
     for view in views:
         events = []
         for event in view.get("lifecycle_events") or []:
-            events.append({k: v for k, v in event.items()
-                           if k not in ("run_id", "session_id", "reason") or own(v)})
-        shown.append({
-            **view,
-            "evidence_refs": [ref for ref in view.get("evidence_refs") or [] if own(ref)],
-            "verifier_run_ids": [run_id for run_id in view.get("verifier_run_ids") or [] if own(run_id)],
-            "lifecycle_events": events,
-        })
+            events.append({k: v for k, v in event.items() if k not in ("run_id", "session_id", "reason") or own(v)})
+        shown.append(
+            {
+                **view,
+                "evidence_refs": [ref for ref in view.get("evidence_refs") or [] if own(ref)],
+                "verifier_run_ids": [run_id for run_id in view.get("verifier_run_ids") or [] if own(run_id)],
+                "lifecycle_events": events,
+            }
+        )
     return shown
 
 
-def learning_skills(*, source_learning_id: str | None = None, status: str | None = None,
-                    visible_learnings: QuerySet | None = None) -> QuerySet[LearningSkill]:
+def learning_skills(
+    *, source_learning_id: str | None = None, status: str | None = None, visible_learnings: QuerySet | None = None
+) -> QuerySet[LearningSkill]:
     """``GET /v1/learning-skills?source_learning_id&status``; with ``visible_learnings`` (an agent's) only the
     records promoted from those learnings."""
     qs = LearningSkill.objects.prefetch_related(
@@ -231,7 +239,7 @@ def _promoted_entry(row: dict, *, with_instructions: bool = False) -> dict:
         "when_to_use": row["when_to_use"],
         "version": row["version"],
         "source": SOURCE_PROMOTED,
-        "source_learning_id": public_ids.learning_id(row['source_learning_id']),
+        "source_learning_id": public_ids.learning_id(row["source_learning_id"]),
         "scope": f"{scope.get('kind', '')}:{str(scope.get('id', '')).strip()}",
         "skill_path": row["skill_path"],
         "skill_root": row["skill_root"],
@@ -389,9 +397,12 @@ def named_in_query(hits: list[dict], normalized_query: str) -> list[dict]:
     match first, then longer names before shorter ones, then by name."""
 
     def named(name: str) -> bool:
-        return name == normalized_query or re.search(
-            rf"(?<![\w-]){re.escape(name)}(?![\w-])", normalized_query) is not None
+        return (
+            name == normalized_query
+            or re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", normalized_query) is not None
+        )
 
     chosen = [hit for hit in hits if named(hit["source_id"].lower())]
-    return sorted(chosen, key=lambda h: (h["source_id"].lower() != normalized_query, -len(h["source_id"]),
-                                         h["source_id"]))
+    return sorted(
+        chosen, key=lambda h: (h["source_id"].lower() != normalized_query, -len(h["source_id"]), h["source_id"])
+    )

@@ -307,8 +307,9 @@ class LearningCandidateFactory(_ScopedRecordFactory):
         daemon = factory.Trait(
             origin="daemon",
             source_run=factory.SubFactory(TerminalRunFactory),
-            source=factory.LazyAttribute(lambda row: {"run_id": row.source_run.public_id,
-                                                      "session_id": row.source_run.session.public_id}),
+            source=factory.LazyAttribute(
+                lambda row: {"run_id": row.source_run.public_id, "session_id": row.source_run.session.public_id}
+            ),
         )
 
     origin = "api"
@@ -324,11 +325,16 @@ class LearningFactory(_ScopedRecordFactory):
 
     class Params:
         provisional = factory.Trait(status="provisional", publish_tier="provisional")
-        revoked = factory.Trait(status="revoked", revoked_at_ms=factory.SelfAttribute("published_at_ms"),
-                                revoked_reason="tests")
+        revoked = factory.Trait(
+            status="revoked", revoked_at_ms=factory.SelfAttribute("published_at_ms"), revoked_reason="tests"
+        )
         automatic = factory.Trait(policy_decision="automatic", policy_actor="daemon", verification_status="verified")
-        procedure = factory.Trait(kind="procedure", content=factory.Sequence(
-            lambda n: f"To release build {n}: run the checklist, tag the build, then publish the notes."))
+        procedure = factory.Trait(
+            kind="procedure",
+            content=factory.Sequence(
+                lambda n: f"To release build {n}: run the checklist, tag the build, then publish the notes."
+            ),
+        )
 
     status = "active"
     publish_tier = "active"

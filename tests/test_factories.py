@@ -42,9 +42,13 @@ def test_every_model_has_a_factory():
 @pytest.mark.parametrize(
     "factory_class",
     sorted(
-        {cls for _, cls in inspect.getmembers(factories, inspect.isclass)
-         if issubclass(cls, factories.DjangoModelFactory) and cls.__module__ == factories.__name__
-         and not cls.__name__.startswith("_")},
+        {
+            cls
+            for _, cls in inspect.getmembers(factories, inspect.isclass)
+            if issubclass(cls, factories.DjangoModelFactory)
+            and cls.__module__ == factories.__name__
+            and not cls.__name__.startswith("_")
+        },
         key=lambda cls: cls.__name__,
     ),
     ids=lambda cls: cls.__name__,

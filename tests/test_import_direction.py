@@ -191,14 +191,22 @@ def private_hook_uses(root: Path, apps: tuple[str, ...] = PLANES) -> list[str]:
             if path == root / "memory" / "hooks.py":
                 continue
             tree = ast.parse(path.read_text())
-            assigned = {id(t) for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
+            assigned = {
+                id(t)
+                for n in ast.walk(tree)
+                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            }
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.module == "memory.hooks":
-                    found += [f"{path.relative_to(root)}:{node.lineno} memory.hooks.{alias.name}"
-                              for alias in node.names if alias.name.startswith("_")]
-                on_hooks = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                    and node.value.id == "hooks"
+                    found += [
+                        f"{path.relative_to(root)}:{node.lineno} memory.hooks.{alias.name}"
+                        for alias in node.names
+                        if alias.name.startswith("_")
+                    ]
+                on_hooks = (
+                    isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "hooks"
+                )
                 if on_hooks and (node.attr.startswith("_") or id(node) in assigned):
                     found.append(f"{path.relative_to(root)}:{node.lineno} hooks.{node.attr}")
     return found
@@ -210,18 +218,21 @@ def _report(lines: list[str]) -> str:
 
 # ---- the rules on this repository -------------------------------------------------------------------------
 
+
 def test_no_plane_imports_a_higher_one():
     imports, _ = collect(ROOT)
     upward = upward_imports(imports)
     assert not upward, "upward imports (a lower plane must fire a memory.hooks hook instead):" + _report(
-        [imp.where() for imp in upward])
+        [imp.where() for imp in upward]
+    )
 
 
 def test_no_import_cycle_hidden_by_function_level_imports():
     imports, modules = collect(ROOT)
     cycles = import_cycles(imports, modules)
     assert not cycles, "import cycles (function-level imports only hide them):" + "".join(
-        _report([imp.where() for imp in cycle]) for cycle in cycles)
+        _report([imp.where() for imp in cycle]) for cycle in cycles
+    )
 
 
 def test_hooks_are_used_only_through_their_public_api():
@@ -230,6 +241,7 @@ def test_hooks_are_used_only_through_their_public_api():
 
 
 # ---- the checks can fail ------------------------------------------------------------------------------------
+
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
@@ -243,43 +255,61 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_upward_imports_are_found_at_every_level(tmp_path):
-    root = _tree(tmp_path, {
-        "memory/admin.py": "def card():\n    from kheish import composition\n",
-        "memory/a.py": "import learnings.models\n",
-        "learnings/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from skills.models import S\n",
-        "learnings/c.py": "from importlib import import_module\nf = import_module('skills.selectors')\n",
-        "skills/d.py": "from memory import hooks\nfrom learnings.models import Learning\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "memory/admin.py": "def card():\n    from kheish import composition\n",
+            "memory/a.py": "import learnings.models\n",
+            "learnings/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from skills.models import S\n",
+            "learnings/c.py": "from importlib import import_module\nf = import_module('skills.selectors')\n",
+            "skills/d.py": "from memory import hooks\nfrom learnings.models import Learning\n",
+        },
+    )
     imports, _ = collect(root)
     found = {(imp.module, imp.target, imp.function) for imp in upward_imports(imports)}
-    assert found == {("memory.admin", "kheish.composition", "card"), ("memory.a", "learnings.models", None),
-                     ("learnings.b", "skills.models.S", None), ("learnings.c", "skills.selectors", None)}
+    assert found == {
+        ("memory.admin", "kheish.composition", "card"),
+        ("memory.a", "learnings.models", None),
+        ("learnings.b", "skills.models.S", None),
+        ("learnings.c", "skills.selectors", None),
+    }
 
 
 def test_function_level_imports_that_close_a_cycle_are_found(tmp_path):
-    root = _tree(tmp_path, {
-        "learnings/services.py": "def publish():\n    from learnings import tasks\n",
-        "learnings/tasks.py": "def review():\n    from learnings.services import publish\n",
-        "learnings/apps.py": "class C:\n    def ready(self):\n        from learnings import tasks\n",
-        "memory/recall.py": "def scrub():\n    from memory.redaction import scrub\n",
-        "memory/redaction.py": "import re\n",
-        "memory/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memory.y import Y\n",
-        "memory/y.py": "from memory.x import X\n",
-        "skills/s.py": "from . import s\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "learnings/services.py": "def publish():\n    from learnings import tasks\n",
+            "learnings/tasks.py": "def review():\n    from learnings.services import publish\n",
+            "learnings/apps.py": "class C:\n    def ready(self):\n        from learnings import tasks\n",
+            "memory/recall.py": "def scrub():\n    from memory.redaction import scrub\n",
+            "memory/redaction.py": "import re\n",
+            "memory/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memory.y import Y\n",
+            "memory/y.py": "from memory.x import X\n",
+            "skills/s.py": "from . import s\n",
+        },
+    )
     imports, modules = collect(root)
     cycles = sorted(sorted((imp.module, imp.target) for imp in cycle) for cycle in import_cycles(imports, modules))
-    assert cycles == [[("learnings.services", "learnings.tasks"), ("learnings.tasks", "learnings.services.publish")],
-                      [("skills.s", "skills.s")]]
+    assert cycles == [
+        [("learnings.services", "learnings.tasks"), ("learnings.tasks", "learnings.services.publish")],
+        [("skills.s", "skills.s")],
+    ]
 
 
 def test_private_hook_uses_are_found(tmp_path):
-    root = _tree(tmp_path, {
-        "memory/hooks.py": "_hooks = {}\n",
-        "learnings/apps.py": "from memory import hooks\nhooks.probe = lambda: True\nhooks.register('x', f)\n",
-        "learnings/services.py": "from memory import hooks\nif 'x' in hooks._hooks:\n    hooks.fire('x')\n",
-        "skills/apps.py": "from memory.hooks import _hooks, register\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "memory/hooks.py": "_hooks = {}\n",
+            "learnings/apps.py": "from memory import hooks\nhooks.probe = lambda: True\nhooks.register('x', f)\n",
+            "learnings/services.py": "from memory import hooks\nif 'x' in hooks._hooks:\n    hooks.fire('x')\n",
+            "skills/apps.py": "from memory.hooks import _hooks, register\n",
+        },
+    )
     (root / "kheish").mkdir()
-    assert private_hook_uses(root) == ["learnings/apps.py:2 hooks.probe", "learnings/services.py:2 hooks._hooks",
-                                       "skills/apps.py:1 memory.hooks._hooks"]
+    assert private_hook_uses(root) == [
+        "learnings/apps.py:2 hooks.probe",
+        "learnings/services.py:2 hooks._hooks",
+        "skills/apps.py:1 memory.hooks._hooks",
+    ]

@@ -26,23 +26,30 @@ class AgentGrantsViewSet(viewsets.ViewSet):
 
     permission_classes = [IsOperator]
 
-    @described("An agent's grants",
-               "The personas and projects the agent (its username, the agent_id of its runs) may bind its sessions "
-               "to. 404 when no such agent exists.",
-               caller=OPERATOR, responses=AgentGrantsSerializer, operation_id="agents_grants_retrieve")
+    @described(
+        "An agent's grants",
+        "The personas and projects the agent (its username, the agent_id of its runs) may bind its sessions "
+        "to. 404 when no such agent exists.",
+        caller=OPERATOR,
+        responses=AgentGrantsSerializer,
+        operation_id="agents_grants_retrieve",
+    )
     def read(self, request, agent_id: str):
         return Response(grants.grants_for(grants.get_agent(agent_id)).as_dict())
 
-    @described("Replace an agent's grants",
-               "Replaces the agent's persona and project grants whole (an empty list revokes all of that kind); "
-               "sessions opened afterwards may bind only granted ids. 400 for an unknown persona or project id, "
-               "404 when no such agent exists.",
-               caller=OPERATOR, request=AgentGrantsSerializer, responses=AgentGrantsSerializer,
-               operation_id="agents_grants_update")
+    @described(
+        "Replace an agent's grants",
+        "Replaces the agent's persona and project grants whole (an empty list revokes all of that kind); "
+        "sessions opened afterwards may bind only granted ids. 400 for an unknown persona or project id, "
+        "404 when no such agent exists.",
+        caller=OPERATOR,
+        request=AgentGrantsSerializer,
+        responses=AgentGrantsSerializer,
+        operation_id="agents_grants_update",
+    )
     def replace(self, request, agent_id: str):
         agent = grants.get_agent(agent_id)
         data = AgentGrantsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = grants.grants_set(agent=agent, actor=request.user, **data.validated_data)
         return Response(result.as_dict())
-

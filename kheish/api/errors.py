@@ -20,16 +20,28 @@ from memory.errors import AppError
 logger = logging.getLogger("kheish.api")
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
-TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-          406: "Not Acceptable", 409: "Conflict", 413: "Payload Too Large", 415: "Unsupported Media Type",
-          429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    406: "Not Acceptable",
+    409: "Conflict",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 # How long a client is told to wait when the database is unreachable (the embedded server is restarted by its
 # supervisor within seconds; a managed server fails over in tens of seconds).
 DATABASE_RETRY_AFTER_S = 5
 
 
-def problem(status: int, *, domain: str, code: str, detail: str, field: str | None = None,
-            extra: dict | None = None) -> dict:
+def problem(
+    status: int, *, domain: str, code: str, detail: str, field: str | None = None, extra: dict | None = None
+) -> dict:
     body = {
         "type": f"https://kheish.dev/problems/{domain}/{code}",
         "title": TITLES.get(status, "Error"),
@@ -72,9 +84,13 @@ def database_unavailable(exc: BaseException | None) -> bool:
 
 
 def _database_unavailable_body() -> dict:
-    return problem(503, domain="api", code="database_unavailable",
-                   detail=f"the database is unavailable; retry in {DATABASE_RETRY_AFTER_S} s",
-                   extra={"retry_after": DATABASE_RETRY_AFTER_S})
+    return problem(
+        503,
+        domain="api",
+        code="database_unavailable",
+        detail=f"the database is unavailable; retry in {DATABASE_RETRY_AFTER_S} s",
+        extra={"retry_after": DATABASE_RETRY_AFTER_S},
+    )
 
 
 def server_error(request) -> HttpResponse:
@@ -83,10 +99,14 @@ def server_error(request) -> HttpResponse:
     Django's 500 page."""
     exc = sys.exc_info()[1]
     if database_unavailable(exc):
-        logger.warning("database unavailable: %s %s: %s: %s", request.method, request.path, type(exc).__name__,
-                       str(exc).strip()[:300])
-        response = HttpResponse(json.dumps(_database_unavailable_body()), status=503,
-                                content_type=PROBLEM_CONTENT_TYPE)
+        logger.warning(
+            "database unavailable: %s %s: %s: %s",
+            request.method,
+            request.path,
+            type(exc).__name__,
+            str(exc).strip()[:300],
+        )
+        response = HttpResponse(json.dumps(_database_unavailable_body()), status=503, content_type=PROBLEM_CONTENT_TYPE)
         response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
         return response
     return defaults.server_error(request)
@@ -107,11 +127,18 @@ def problem_exception_handler(exc, context):
     if isinstance(exc, exceptions.ValidationError):
         field, message = _first_error(exc.detail)
         detail = f"{field}: {message}" if field else message
-        return problem_response(400, domain="api", code="validation_failed", detail=detail, field=field or None,
-                                extra={"errors": exc.detail})
+        return problem_response(
+            400,
+            domain="api",
+            code="validation_failed",
+            detail=detail,
+            field=field or None,
+            extra={"errors": exc.detail},
+        )
     if isinstance(exc, exceptions.ParseError):
-        return problem_response(400, domain="api", code="malformed_json", detail=f"request body: {exc.detail}",
-                                field="body")
+        return problem_response(
+            400, domain="api", code="malformed_json", detail=f"request body: {exc.detail}", field="body"
+        )
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         response = problem_response(401, domain="auth", code="unauthenticated", detail=str(exc.detail))
         response["WWW-Authenticate"] = 'Bearer realm="kheish"'
@@ -122,8 +149,13 @@ def problem_exception_handler(exc, context):
         wait = max(1, math.ceil(exc.wait)) if exc.wait is not None else 1
         code = getattr(exc, "problem_code", None)
         detail = str(exc.detail) if code else f"Request rate limit reached. Retry in {wait} s."
-        response = problem_response(429, domain=getattr(exc, "problem_domain", "api"), code=code or "throttled",
-                                    detail=detail, extra={"retry_after": wait})
+        response = problem_response(
+            429,
+            domain=getattr(exc, "problem_domain", "api"),
+            code=code or "throttled",
+            detail=detail,
+            extra={"retry_after": wait},
+        )
         response["Retry-After"] = str(wait)
         return response
     if isinstance(exc, exceptions.APIException):

@@ -70,21 +70,43 @@ _NAMED_SCOPE_KINDS = [kind for kind in ScopeKind.values if kind not in (ScopeKin
 
 SCOPE_SCHEMA = {
     "description": "A learning scope: a session (its id, session-N), a persona or project (its id), or the workspace "
-                   "(id default, blank or null). Ids are trimmed.",
+    "(id default, blank or null). Ids are trimmed.",
     "type": "object",
     "properties": {"kind": {"type": "string"}, "id": {"type": "string", "nullable": True}},
     "required": ["kind"],
     "oneOf": [
-        {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
-            "kind": {"type": "string", "pattern": f"^{ScopeKind.SESSION}$"},
-            "id": {"type": "string", "pattern": "^\\s*" + public_ids.pattern(public_ids.SESSION)[1:-1] + "\\s*$"}}},
-        {"type": "object", "additionalProperties": False, "required": ["kind", "id"], "properties": {
-            "kind": {"type": "string", "pattern": "^(" + "|".join(_NAMED_SCOPE_KINDS) + ")$"},
-            "id": {"type": "string", "maxLength": 200, "pattern": "\\S"}}},
-        {"type": "object", "additionalProperties": False, "required": ["kind"], "properties": {
-            "kind": {"type": "string", "pattern": f"^{ScopeKind.WORKSPACE}$"},
-            "id": {"type": "string", "nullable": True, "maxLength": 200,
-                   "pattern": f"^\\s*({DEFAULT_WORKSPACE_SCOPE_ID})?\\s*$"}}},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["kind", "id"],
+            "properties": {
+                "kind": {"type": "string", "pattern": f"^{ScopeKind.SESSION}$"},
+                "id": {"type": "string", "pattern": "^\\s*" + public_ids.pattern(public_ids.SESSION)[1:-1] + "\\s*$"},
+            },
+        },
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["kind", "id"],
+            "properties": {
+                "kind": {"type": "string", "pattern": "^(" + "|".join(_NAMED_SCOPE_KINDS) + ")$"},
+                "id": {"type": "string", "maxLength": 200, "pattern": "\\S"},
+            },
+        },
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["kind"],
+            "properties": {
+                "kind": {"type": "string", "pattern": f"^{ScopeKind.WORKSPACE}$"},
+                "id": {
+                    "type": "string",
+                    "nullable": True,
+                    "maxLength": 200,
+                    "pattern": f"^\\s*({DEFAULT_WORKSPACE_SCOPE_ID})?\\s*$",
+                },
+            },
+        },
     ],
 }
 """What the scope rules accept (§2.3 and issue 19.9), stated in the schema (issue 22.5). Each branch names its
@@ -139,8 +161,9 @@ class LearningCandidateViewSerializer(serializers.Serializer):
     evidence_refs = LearningEvidenceRefSerializer(many=True)
     created_at_ms = serializers.IntegerField()
     expires_at_ms = serializers.IntegerField(allow_null=True)
-    stated_at_ms = serializers.IntegerField(help_text="When the statement was made (epoch ms); its creation time "
-                                            "when none was given.")
+    stated_at_ms = serializers.IntegerField(
+        help_text="When the statement was made (epoch ms); its creation time when none was given."
+    )
     state = serializers.CharField()
     automation_review = serializers.JSONField(allow_null=True)
     published_learning_id = serializers.CharField(allow_null=True)
@@ -148,7 +171,8 @@ class LearningCandidateViewSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Operators only (null for agents): what the memory-poisoning screen found when the candidate was "
         "written, {version, flagged, categories, findings: [{category, rule, excerpt}]}. A flagged candidate is "
-        "never published by automation.")
+        "never published by automation.",
+    )
 
     def to_representation(self, instance):
         view = selectors.candidate_view(instance)
@@ -172,8 +196,9 @@ class LearningViewSerializer(serializers.Serializer):
     created_at_ms = serializers.IntegerField()
     published_at_ms = serializers.IntegerField()
     expires_at_ms = serializers.IntegerField(allow_null=True)
-    stated_at_ms = serializers.IntegerField(help_text="When the statement was made (epoch ms); its publication "
-                                            "time when none was given.")
+    stated_at_ms = serializers.IntegerField(
+        help_text="When the statement was made (epoch ms); its publication time when none was given."
+    )
     status = serializers.CharField()
     publish_tier = serializers.CharField()
     policy_decision = serializers.CharField(allow_null=True)
@@ -188,15 +213,30 @@ class LearningViewSerializer(serializers.Serializer):
         return selectors.learning_view(instance)
 
 
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS, "pattern": "\\S",
-                      "description": f"at most {MAX_CONTENT_CHARS} characters once trimmed, not blank"})
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_CONTENT_CHARS,
+        "pattern": "\\S",
+        "description": f"at most {MAX_CONTENT_CHARS} characters once trimmed, not blank",
+    }
+)
 class ContentField(StrictCharField):
     """Learning content: the service trims it and keeps the 1,600-character rule with its literal message; the
     schema says so (issue 22.5)."""
 
 
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_CHARS, "pattern": "\\S",
-                      "nullable": True, "description": "null keeps the current content"})
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_CONTENT_CHARS,
+        "pattern": "\\S",
+        "nullable": True,
+        "description": "null keeps the current content",
+    }
+)
 class NullableContentField(ContentField):
     pass
 
@@ -226,10 +266,16 @@ class NullableConfidenceField(ConfidenceField):
     """0..100 or null (keep the current value)."""
 
 
-@extend_schema_field({"allOf": [{"$ref": "#/components/schemas/LearningKindEnum"},
-                                 {"not": {"type": "string", "enum": list(CAPTURED_ONLY_KINDS)}}],
-                      "description": listing(PROPOSABLE_KINDS, sep=", ", last=" or ")
-                      + f" ({listing(CAPTURED_ONLY_KINDS, sep=', ', last=' and ')} written by capture only)"})
+@extend_schema_field(
+    {
+        "allOf": [
+            {"$ref": "#/components/schemas/LearningKindEnum"},
+            {"not": {"type": "string", "enum": list(CAPTURED_ONLY_KINDS)}},
+        ],
+        "description": listing(PROPOSABLE_KINDS, sep=", ", last=" or ")
+        + f" ({listing(CAPTURED_ONLY_KINDS, sep=', ', last=' and ')} written by capture only)",
+    }
+)
 class ProposableKindField(LearningKindField):
     """The kinds an API caller may propose; run_summary is refused by the service with its literal message."""
 
@@ -259,9 +305,14 @@ class CreateLearningCandidateSerializer(StrictSerializer):
     evidence_refs = EvidenceRefsField(required=False, default=list, allow_null=True)
     expires_at_ms = _expiry_field()
     stated_at_ms = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=2**62,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=2**62,
         help_text="Optional: when the statement was made (epoch ms), e.g. the date of the conversation turn it "
-                  "comes from; a question naming a time prefers what was stated then. Not in the future.")
+        "comes from; a question naming a time prefers what was stated then. Not in the future.",
+    )
 
 
 class PublishLearningCandidateSerializer(StrictSerializer):
@@ -292,15 +343,28 @@ class CreateLearningSerializer(CreateLearningCandidateSerializer):
     """``POST /v1/learnings``: a candidate's fields and what publishing it takes, in one body."""
 
     stated_at_ms = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=0, max_value=2**62,
-        help_text="Optional: when the statement was made (epoch ms); null reads as the publication time.")
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=2**62,
+        help_text="Optional: when the statement was made (epoch ms); null reads as the publication time.",
+    )
     publish_tier = serializers.ChoiceField(
-        choices=PublishTier.choices, required=False, default=PublishTier.ACTIVE,
+        choices=PublishTier.choices,
+        required=False,
+        default=PublishTier.ACTIVE,
         help_text="The tier it is published at: "
-                  + listing(sorted(PublishTier.values, key=_active_first), TIER_NOTES, sep=" or ") + ".")
+        + listing(sorted(PublishTier.values, key=_active_first), TIER_NOTES, sep=" or ")
+        + ".",
+    )
     supersedes = StrictCharField(
-        required=False, allow_null=True, default=None, max_length=100,
-        help_text="Optional: the learning id (learning-N) this one replaces; required when it conflicts with one.")
+        required=False,
+        allow_null=True,
+        default=None,
+        max_length=100,
+        help_text="Optional: the learning id (learning-N) this one replaces; required when it conflicts with one.",
+    )
 
 
 class RejectCandidateSerializer(StrictSerializer):
@@ -355,8 +419,9 @@ class RevokeMatchingLearningsSerializer(StrictSerializer):
     policy_actor = _filter_text(150)
     matched_rule_name = _filter_text()
     reason = _filter_text(2000)
-    all = StrictBooleanField(required=False, default=False,
-                                   help_text="required (true) to revoke with no filter: every matching learning")
+    all = StrictBooleanField(
+        required=False, default=False, help_text="required (true) to revoke with no filter: every matching learning"
+    )
 
 
 class SupersedeLearningSerializer(StrictSerializer):
@@ -386,9 +451,22 @@ def _scope(data: dict | None) -> LearningScope | None:
 def _candidate_fields(body: dict) -> dict:
     """A validated ``CreateLearningCandidateSerializer`` body as the candidate services' keyword arguments (the
     propose and the create-and-publish paths take the same candidate fields)."""
-    return {"scope": _scope(body["scope"]), **{name: body[name] for name in (
-        "kind", "content", "sensitivity", "confidence", "source", "evidence_refs", "expires_at_ms",
-        "stated_at_ms")}}
+    return {
+        "scope": _scope(body["scope"]),
+        **{
+            name: body[name]
+            for name in (
+                "kind",
+                "content",
+                "sensitivity",
+                "confidence",
+                "source",
+                "evidence_refs",
+                "expires_at_ms",
+                "stated_at_ms",
+            )
+        },
+    }
 
 
 # ---- views ------------------------------------------------------------------------------------------------
@@ -411,20 +489,33 @@ class _LearningPlaneViewSet(viewsets.GenericViewSet):
         return self.get_paginated_response(serializer_class(page, many=True, context={"request": self.request}).data)
 
 
-_FILTER_ENUMS = {"scope_kind": ScopeKind.values, "kind": LearningKind.values, "state": CandidateState.values,
-                 "origin": CandidateOrigin.values, "status": LearningStatus.values,
-                 "policy_decision": PolicyDecision.values}
+_FILTER_ENUMS = {
+    "scope_kind": ScopeKind.values,
+    "kind": LearningKind.values,
+    "state": CandidateState.values,
+    "origin": CandidateOrigin.values,
+    "status": LearningStatus.values,
+    "policy_decision": PolicyDecision.values,
+}
 
 
 def _filter_parameters(names: tuple[str, ...]) -> list[OpenApiParameter]:
     """The list filters as query parameters, enums typed as enums (issue 14.15)."""
-    return [OpenApiParameter(name, str, enum=[*_FILTER_ENUMS[name], ""] if name in _FILTER_ENUMS else None,
-                             description="blank: no filter") for name in names]
+    return [
+        OpenApiParameter(
+            name,
+            str,
+            enum=[*_FILTER_ENUMS[name], ""] if name in _FILTER_ENUMS else None,
+            description="blank: no filter",
+        )
+        for name in names
+    ]
 
 
 _CANDIDATE_FILTERS = _filter_parameters(("query", "scope_kind", "scope_id", "kind", "state", "origin"))
-_LEARNING_FILTERS = _filter_parameters(("query", "scope_kind", "scope_id", "kind", "status", "policy_decision",
-                                        "policy_actor", "matched_rule_name"))
+_LEARNING_FILTERS = _filter_parameters(
+    ("query", "scope_kind", "scope_id", "kind", "status", "policy_decision", "policy_actor", "matched_rule_name")
+)
 
 
 class LearningCandidateViewSet(_LearningPlaneViewSet):
@@ -436,45 +527,59 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
     def get_queryset(self):
         return LearningCandidate.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
 
-    @described("List learning candidates",
-               "Proposed learnings, newest first, filtered by query (text), scope, kind, state and origin. An "
-               "agent sees only the candidates it proposed or that were captured from its runs, in scopes it "
-               "can still see; an operator sees all (the review queue is state=pending). A scope_kind other than "
-               "workspace needs scope_id (400 otherwise); blank filters are no filter. Paged (limit, offset).",
-               parameters=_CANDIDATE_FILTERS, responses=LearningCandidateViewSerializer(many=True))
+    @described(
+        "List learning candidates",
+        "Proposed learnings, newest first, filtered by query (text), scope, kind, state and origin. An "
+        "agent sees only the candidates it proposed or that were captured from its runs, in scopes it "
+        "can still see; an operator sees all (the review queue is state=pending). A scope_kind other than "
+        "workspace needs scope_id (400 otherwise); blank filters are no filter. Paged (limit, offset).",
+        parameters=_CANDIDATE_FILTERS,
+        responses=LearningCandidateViewSerializer(many=True),
+    )
     def list(self, request):
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
 
-    @described("Propose a learning",
-               f"Proposes a learning (a {listing(PROPOSABLE_KINDS, sep=', ', last=' or ')}) for a scope; the "
-               "learning policy "
-               "then publishes it, holds it for operator review, or rejects it (see state and "
-               "automation_review). Answers 200 with the candidate. 400 for invalid content (over 1,600 "
-               "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one the "
-               "calling agent can see (its sessions, or a persona or project it is bound to and granted), 403 "
-               "provenance_forbidden when source or evidence_refs name another "
-               "agent's runs or sessions.",
-               request=CreateLearningCandidateSerializer, responses={200: LearningCandidateViewSerializer})
+    @described(
+        "Propose a learning",
+        f"Proposes a learning (a {listing(PROPOSABLE_KINDS, sep=', ', last=' or ')}) for a scope; the "
+        "learning policy "
+        "then publishes it, holds it for operator review, or rejects it (see state and "
+        "automation_review). Answers 200 with the candidate. 400 for invalid content (over 1,600 "
+        "characters, a secret, an invalid scope); 403 scope_forbidden when the scope is not one the "
+        "calling agent can see (its sessions, or a persona or project it is bound to and granted), 403 "
+        "provenance_forbidden when source or evidence_refs name another "
+        "agent's runs or sessions.",
+        request=CreateLearningCandidateSerializer,
+        responses={200: LearningCandidateViewSerializer},
+    )
     def create(self, request):
         data = CreateLearningCandidateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
         candidate = services.candidate_create(
-            actor=request.user, operator=caller_is_operator(request), **_candidate_fields(body))
+            actor=request.user, operator=caller_is_operator(request), **_candidate_fields(body)
+        )
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
-    @described("Get a learning candidate", "One candidate, with its review state and, once published, the "
-               "learning it became. 404 when the calling agent did not propose it.")
+    @described(
+        "Get a learning candidate",
+        "One candidate, with its review state and, once published, the "
+        "learning it became. 404 when the calling agent did not propose it.",
+    )
     def retrieve(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
-    @described("Publish a candidate",
-               f"Publishes a pending candidate as a learning (publish_tier {listing(PublishTier.values, sep=' or ')}; "
-               "the status follows the tier), optionally editing "
-               "its scope, kind, sensitivity, content, confidence or expiry, or superseding an existing learning. "
-               "Answers the new learning. 404 for an unknown candidate; 409 when it was rejected or already published.",
-               caller=OPERATOR, request=PublishLearningCandidateSerializer, responses=LearningViewSerializer)
+    @described(
+        "Publish a candidate",
+        f"Publishes a pending candidate as a learning (publish_tier {listing(PublishTier.values, sep=' or ')}; "
+        "the status follows the tier), optionally editing "
+        "its scope, kind, sensitivity, content, confidence or expiry, or superseding an existing learning. "
+        "Answers the new learning. 404 for an unknown candidate; 409 when it was rejected or already published.",
+        caller=OPERATOR,
+        request=PublishLearningCandidateSerializer,
+        responses=LearningViewSerializer,
+    )
     @action(detail=True, methods=["post"], filterset_class=None)
     def publish(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id)
@@ -498,10 +603,15 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         )
         return Response(LearningViewSerializer(learning).data)
 
-    @described("Reject a candidate", "Rejects a pending or escalated candidate; it never reaches a prompt. "
-               "Body: {}. Rejecting a rejected candidate answers it unchanged. 404 for an unknown candidate; 409 "
-               "when it was already published.",
-               caller=OPERATOR, request=RejectCandidateSerializer, responses=LearningCandidateViewSerializer)
+    @described(
+        "Reject a candidate",
+        "Rejects a pending or escalated candidate; it never reaches a prompt. "
+        "Body: {}. Rejecting a rejected candidate answers it unchanged. 404 for an unknown candidate; 409 "
+        "when it was already published.",
+        caller=OPERATOR,
+        request=RejectCandidateSerializer,
+        responses=LearningCandidateViewSerializer,
+    )
     @action(detail=True, methods=["post"], filterset_class=None)
     def reject(self, request, candidate_id: str):
         candidate = selectors.get_candidate(candidate_id)
@@ -519,15 +629,18 @@ class LearningViewSet(_LearningPlaneViewSet):
     def get_queryset(self):
         return Learning.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
 
-    @described("Create and publish a learning",
-               "An operator's fact in one request: creates the candidate (every validation of POST "
-               "/v1/learning-candidates: content rules, the secret guard, the scope) and publishes it manually in "
-               "the same transaction (the checks of POST /v1/learning-candidates/{id}/publish: an equivalent live "
-               "learning is reused, a same-subject conflict is 409 learning_conflict unless it supersedes). "
-               "Optional stated_at_ms: when the statement was made. Answers 201 with the learning (200 when an "
-               "equivalent one was reused); the candidate and its audit rows are kept as on the two-step path.",
-               caller=OPERATOR, request=CreateLearningSerializer, responses={201: LearningViewSerializer,
-                                                                            200: LearningViewSerializer})
+    @described(
+        "Create and publish a learning",
+        "An operator's fact in one request: creates the candidate (every validation of POST "
+        "/v1/learning-candidates: content rules, the secret guard, the scope) and publishes it manually in "
+        "the same transaction (the checks of POST /v1/learning-candidates/{id}/publish: an equivalent live "
+        "learning is reused, a same-subject conflict is 409 learning_conflict unless it supersedes). "
+        "Optional stated_at_ms: when the statement was made. Answers 201 with the learning (200 when an "
+        "equivalent one was reused); the candidate and its audit rows are kept as on the two-step path.",
+        caller=OPERATOR,
+        request=CreateLearningSerializer,
+        responses={201: LearningViewSerializer, 200: LearningViewSerializer},
+    )
     def create(self, request):
         data = CreateLearningSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -541,25 +654,36 @@ class LearningViewSet(_LearningPlaneViewSet):
         status = 201 if learning.source_candidate_id == candidate.pk else 200  # 200: an equivalent reused
         return Response(LearningViewSerializer(learning).data, status=status)
 
-    @described("List learnings",
-               "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "
-               "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions that "
-               "it is still granted; an operator sees all. A scope_kind other than workspace needs scope_id (400 "
-               "otherwise); blank filters are no filter. Paged (limit, offset).",
-               parameters=_LEARNING_FILTERS, responses=LearningViewSerializer(many=True))
+    @described(
+        "List learnings",
+        "Published learnings, newest first, filtered by query (text), scope, kind, status, policy decision, "
+        "policy actor and matched rule. An agent sees the learnings of the scopes of its own sessions that "
+        "it is still granted; an operator sees all. A scope_kind other than workspace needs scope_id (400 "
+        "otherwise); blank filters are no filter. Paged (limit, offset).",
+        parameters=_LEARNING_FILTERS,
+        responses=LearningViewSerializer(many=True),
+    )
     def list(self, request):
         return self._page(self.get_queryset(), LearningViewSerializer)
 
-    @described("Get a learning", f"One learning, with its status ({listing(LearningStatus.values, sep=', ')}), "
-               "provenance and policy decision. 404 when it is not in a scope of the calling agent's sessions.")
+    @described(
+        "Get a learning",
+        f"One learning, with its status ({listing(LearningStatus.values, sep=', ')}), "
+        "provenance and policy decision. 404 when it is not in a scope of the calling agent's sessions.",
+    )
     def retrieve(self, request, learning_id: str):
         learning = selectors.get_learning(learning_id, queryset=self.get_queryset())
         return Response(LearningViewSerializer(learning).data)
 
-    @described("Revoke a learning", "Revokes a learning (with an optional reason): it leaves every prompt at "
-               "once, and a skill promoted from it is revoked first. Revoking a revoked learning answers it "
-               "unchanged. 404 for an unknown learning.",
-               caller=OPERATOR, request=RevokeLearningSerializer, responses=LearningViewSerializer)
+    @described(
+        "Revoke a learning",
+        "Revokes a learning (with an optional reason): it leaves every prompt at "
+        "once, and a skill promoted from it is revoked first. Revoking a revoked learning answers it "
+        "unchanged. 404 for an unknown learning.",
+        caller=OPERATOR,
+        request=RevokeLearningSerializer,
+        responses=LearningViewSerializer,
+    )
     @action(detail=True, methods=["post"], filterset_class=None)
     def revoke(self, request, learning_id: str):
         learning = selectors.get_learning(learning_id)
@@ -568,14 +692,16 @@ class LearningViewSet(_LearningPlaneViewSet):
         learning = services.learning_revoke(learning=learning, actor=request.user, reason=data.validated_data["reason"])
         return Response(LearningViewSerializer(learning).data)
 
-    @described("Revoke matching learnings",
-               "Revokes every learning the filters match (the filters of GET /v1/learnings) and answers the "
-               "revoked learnings as an array. At least one filter, or all: true, is required (400 "
-               "filter_required), so an empty body never revokes everything.",
-               caller=OPERATOR, request=RevokeMatchingLearningsSerializer,
-               responses=LearningViewSerializer(many=True))
-    @action(detail=False, methods=["post"], url_path="revoke-matching", filterset_class=None,
-            pagination_class=None)
+    @described(
+        "Revoke matching learnings",
+        "Revokes every learning the filters match (the filters of GET /v1/learnings) and answers the "
+        "revoked learnings as an array. At least one filter, or all: true, is required (400 "
+        "filter_required), so an empty body never revokes everything.",
+        caller=OPERATOR,
+        request=RevokeMatchingLearningsSerializer,
+        responses=LearningViewSerializer(many=True),
+    )
+    @action(detail=False, methods=["post"], url_path="revoke-matching", filterset_class=None, pagination_class=None)
     def revoke_matching(self, request):
         data = RevokeMatchingLearningsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -583,17 +709,25 @@ class LearningViewSet(_LearningPlaneViewSet):
         reason = body.pop("reason", None)
         revoke_all = body.pop("all")
         if not any(str(v).strip() for v in body.values()) and not revoke_all:
-            raise ValidationFailed("revoke-matching needs at least one filter, or \"all\": true to revoke every "
-                                   "learning", field="all", domain="learnings", code="filter_required")
+            raise ValidationFailed(
+                'revoke-matching needs at least one filter, or "all": true to revoke every learning',
+                field="all",
+                domain="learnings",
+                code="filter_required",
+            )
         matching = selectors.filter_learnings(body)
         revoked = services.learnings_revoke_matching(queryset=matching, actor=request.user, reason=reason)
         return Response(LearningViewSerializer(revoked, many=True).data)
 
-    @described("Supersede a learning",
-               "Replaces a learning with a new one (new content; scope, kind, sensitivity, confidence and expiry "
-               "kept unless given): the old one becomes superseded and points to the replacement, which is "
-               "answered. 404 for an unknown learning; 409 when it is revoked or already superseded.",
-               caller=OPERATOR, request=SupersedeLearningSerializer, responses=LearningViewSerializer)
+    @described(
+        "Supersede a learning",
+        "Replaces a learning with a new one (new content; scope, kind, sensitivity, confidence and expiry "
+        "kept unless given): the old one becomes superseded and points to the replacement, which is "
+        "answered. 404 for an unknown learning; 409 when it is revoked or already superseded.",
+        caller=OPERATOR,
+        request=SupersedeLearningSerializer,
+        responses=LearningViewSerializer,
+    )
     @action(detail=True, methods=["post"], filterset_class=None)
     def supersede(self, request, learning_id: str):
         learning = selectors.get_learning(learning_id)
@@ -634,7 +768,7 @@ class LearningPolicyViewSet(viewsets.ViewSet):
                 "publication": serializers.JSONField(),
                 "judge": serializers.JSONField(),
             },
-        )
+        ),
     )
     def read(self, request):
         return Response(policy_in_force.current_policy().to_dict())
@@ -648,10 +782,14 @@ class LearningPolicyViewSet(viewsets.ViewSet):
             "SetLearningPolicy",
             fields={
                 "policy": serializers.DictField(
-                    help_text="the whole learning policy (read it with GET, change it, send it back)"),
+                    help_text="the whole learning policy (read it with GET, change it, send it back)"
+                ),
                 "expected_revision": serializers.IntegerField(
-                    required=False, allow_null=True, min_value=0,
-                    help_text="the revision you read; 409 when someone changed the policy since"),
+                    required=False,
+                    allow_null=True,
+                    min_value=0,
+                    help_text="the revision you read; 409 when someone changed the policy since",
+                ),
             },
         ),
         responses=POLICY_RESPONSE,

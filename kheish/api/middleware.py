@@ -25,25 +25,35 @@ def _problem_response(status: int, **kwargs) -> HttpResponse:
 
 
 def _too_large(limit: int) -> HttpResponse:
-    return _problem_response(413, domain="api", code="body_too_large",
-                             detail=f"request body exceeds the {limit} byte limit", field="body")
+    return _problem_response(
+        413, domain="api", code="body_too_large", detail=f"request body exceeds the {limit} byte limit", field="body"
+    )
 
 
 def _malformed_chunked(exc: Exception) -> HttpResponse:
     """The server could not de-chunk the body: a chunk size that is not hex, a chunk longer or shorter than it
     says, no terminating chunk. The rest of the connection cannot be framed either, so it is closed."""
     reason = type(exc).__name__
-    response = _problem_response(400, domain="api", code="malformed_chunked_body", field="body",
-                                 detail=f"request body: malformed Transfer-Encoding: chunked framing ({reason})")
+    response = _problem_response(
+        400,
+        domain="api",
+        code="malformed_chunked_body",
+        field="body",
+        detail=f"request body: malformed Transfer-Encoding: chunked framing ({reason})",
+    )
     response["Connection"] = "close"
     return response
 
 
 def _read_chunked(request, limit: int) -> HttpResponse | None:
     if not request.META.get("wsgi.input_terminated"):
-        return _problem_response(411, domain="api", code="length_required", field="body",
-                                 detail="chunked request bodies are not supported by this server; send "
-                                        "Content-Length")
+        return _problem_response(
+            411,
+            domain="api",
+            code="length_required",
+            field="body",
+            detail="chunked request bodies are not supported by this server; send Content-Length",
+        )
     stream = request.META["wsgi.input"]
     parts: list[bytes] = []
     size = 0
@@ -77,13 +87,19 @@ class BodySizeLimitMiddleware:
 
     def _check(self, request) -> HttpResponse | None:
         if "\x00" in request.path:
-            return _problem_response(400, domain="api", code="invalid_path", field="path",
-                                     detail="the request path contains a NUL character")
+            return _problem_response(
+                400, domain="api", code="invalid_path", field="path", detail="the request path contains a NUL character"
+            )
         for key, values in request.GET.lists():
             if "\x00" in key or any("\x00" in value for value in values):
                 name = key.replace("\x00", "\\u0000")
-                return _problem_response(400, domain="api", code="validation_failed", field=name,
-                                         detail=f"{name}: query parameter contains a NUL character")
+                return _problem_response(
+                    400,
+                    domain="api",
+                    code="validation_failed",
+                    field=name,
+                    detail=f"{name}: query parameter contains a NUL character",
+                )
         limit = settings.KHEISH_MAX_BODY_BYTES
         if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
             return _read_chunked(request, limit)

@@ -67,8 +67,10 @@ def query_parameter(name: str = "query") -> OpenApiParameter:
 
 def page_parameters() -> list[OpenApiParameter]:
     """``limit`` and ``offset`` as documented for list views whose page schema is ``paginated(...)``."""
-    return [int_parameter("limit", minimum=1, description=LIMIT_HELP),
-            int_parameter("offset", minimum=0, maximum=MAX_OFFSET, description=OFFSET_HELP)]
+    return [
+        int_parameter("limit", minimum=1, description=LIMIT_HELP),
+        int_parameter("offset", minimum=0, maximum=MAX_OFFSET, description=OFFSET_HELP),
+    ]
 
 
 class LimitOffsetPagination(pagination.LimitOffsetPagination):
@@ -81,8 +83,7 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
 
     def get_limit(self, request):
         """Strict (issue 22.5): a limit that is not an integer ≥ 1 is 400 (DRF would serve the default)."""
-        limit = int_query_value(request, self.limit_query_param, default=self.default_limit, minimum=1,
-                                maximum=10**18)
+        limit = int_query_value(request, self.limit_query_param, default=self.default_limit, minimum=1, maximum=10**18)
         return min(limit, self.max_limit)
 
     def get_offset(self, request):
@@ -90,10 +91,20 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
 
     def get_schema_operation_parameters(self, view):
         return [
-            {"name": self.limit_query_param, "required": False, "in": "query", "description": LIMIT_HELP,
-             "schema": {"type": "integer", "minimum": 1}},
-            {"name": self.offset_query_param, "required": False, "in": "query", "description": OFFSET_HELP,
-             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}},
+            {
+                "name": self.limit_query_param,
+                "required": False,
+                "in": "query",
+                "description": LIMIT_HELP,
+                "schema": {"type": "integer", "minimum": 1},
+            },
+            {
+                "name": self.offset_query_param,
+                "required": False,
+                "in": "query",
+                "description": OFFSET_HELP,
+                "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
+            },
         ]
 
     def get_paginated_response(self, data):
@@ -129,11 +140,14 @@ def paginated(serializer_class):
     documented as they are served). Marked ``many=False`` so that drf-spectacular does not wrap the page, which
     is already the whole answer, in a second page for a ViewSet's ``list``."""
     name = serializer_class.__name__.removesuffix("Serializer")
-    page = inline_serializer(f"Paginated{name}List", fields={
-        "count": serializers.IntegerField(),
-        "next": serializers.URLField(allow_null=True),
-        "previous": serializers.URLField(allow_null=True),
-        "results": serializer_class(many=True),
-    })
+    page = inline_serializer(
+        f"Paginated{name}List",
+        fields={
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializer_class(many=True),
+        },
+    )
     extend_schema_serializer(many=False)(type(page))
     return page

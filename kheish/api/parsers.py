@@ -56,24 +56,32 @@ def check_json_value(value: object, *, root: str = "", max_depth: int = MAX_JSON
     while stack:
         node, path, depth = stack.pop()
         if depth > max_depth:
-            raise ValidationFailed(f"{path or 'body'}: JSON nested deeper than {max_depth} levels",
-                                   field=path or "body", code="json_too_deep")
+            raise ValidationFailed(
+                f"{path or 'body'}: JSON nested deeper than {max_depth} levels",
+                field=path or "body",
+                code="json_too_deep",
+            )
         if isinstance(node, str):
             problem = _bad_string(node)
             if problem:
-                raise ValidationFailed(f"{path or 'body'}: string {problem}", field=path or "body",
-                                       code="invalid_json_value")
+                raise ValidationFailed(
+                    f"{path or 'body'}: string {problem}", field=path or "body", code="invalid_json_value"
+                )
         elif isinstance(node, float):
             if not math.isfinite(node):
-                raise ValidationFailed(f"{path or 'body'}: number is not finite", field=path or "body",
-                                       code="invalid_json_value")
+                raise ValidationFailed(
+                    f"{path or 'body'}: number is not finite", field=path or "body", code="invalid_json_value"
+                )
         elif isinstance(node, dict):
             for key, child in node.items():
                 problem = _bad_string(key)
                 if problem:
                     shown = _printable(key)
-                    raise ValidationFailed(f"{_path(path, shown)}: field name {problem}",
-                                           field=_path(path, shown), code="invalid_json_value")
+                    raise ValidationFailed(
+                        f"{_path(path, shown)}: field name {problem}",
+                        field=_path(path, shown),
+                        code="invalid_json_value",
+                    )
                 stack.append((child, _path(path, key), depth + 1))
         elif isinstance(node, list):
             stack.extend((child, _path(path, index), depth + 1) for index, child in enumerate(node))
@@ -89,18 +97,26 @@ class SafeJSONParser(JSONParser):
         try:
             text = codecs.getreader(encoding)(stream).read()
         except LookupError as exc:  # a charset Python does not know
-            raise ValidationFailed(f"request body: unknown charset {str(encoding)[:40]!r} in Content-Type "
-                                   "(send UTF-8 JSON)", field="body", code="malformed_json") from exc
+            raise ValidationFailed(
+                f"request body: unknown charset {str(encoding)[:40]!r} in Content-Type (send UTF-8 JSON)",
+                field="body",
+                code="malformed_json",
+            ) from exc
         except UnicodeError as exc:  # not decodable as declared (also UTF-16 without a byte-order mark)
-            raise ValidationFailed(f"request body is not valid {str(encoding)[:40]} (the charset its Content-Type "
-                                   "names; send UTF-8 JSON)", field="body", code="malformed_json") from exc
+            raise ValidationFailed(
+                f"request body is not valid {str(encoding)[:40]} (the charset its Content-Type names; send UTF-8 JSON)",
+                field="body",
+                code="malformed_json",
+            ) from exc
         try:
             data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
         except RecursionError as exc:
-            raise ValidationFailed(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels", field="body",
-                                   code="json_too_deep") from exc
+            raise ValidationFailed(
+                f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels", field="body", code="json_too_deep"
+            ) from exc
         except ValueError as exc:
-            raise ValidationFailed(f"request body: JSON parse error - {exc}", field="body",
-                                   code="malformed_json") from exc
+            raise ValidationFailed(
+                f"request body: JSON parse error - {exc}", field="body", code="malformed_json"
+            ) from exc
         check_json_value(data)
         return data

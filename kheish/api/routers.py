@@ -45,4 +45,3 @@ class V1Router(SimpleRouter):
 def nested(parent: str, kwarg: str, rest: str) -> str:
     """The prefix of a collection under one parent object: ``nested("sessions", "session_id", "runs")``."""
     return f"{parent}/(?P<{kwarg}>{SEGMENT})/{rest}"
-

@@ -81,11 +81,14 @@ class RunViewSerializer(serializers.Serializer):
     pending_approvals = serializers.SerializerMethodField()
     pending_question_ids = serializers.JSONField()
     pending_questions = serializers.SerializerMethodField()
-    outputs = serializers.SerializerMethodField(help_text=f"the newest outputs (at most {OUTPUTS_IN_VIEW}, "
-                                                          f"{OUTPUTS_VIEW_CHARS} characters of content); all "
-                                                          "of them at /v1/runs/{id}/outputs")
-    outputs_truncated = serializers.SerializerMethodField(help_text="some outputs are left out or cut: page "
-                                                                    "them at /v1/runs/{id}/outputs")
+    outputs = serializers.SerializerMethodField(
+        help_text=f"the newest outputs (at most {OUTPUTS_IN_VIEW}, "
+        f"{OUTPUTS_VIEW_CHARS} characters of content); all "
+        "of them at /v1/runs/{id}/outputs"
+    )
+    outputs_truncated = serializers.SerializerMethodField(
+        help_text="some outputs are left out or cut: page them at /v1/runs/{id}/outputs"
+    )
     deliveries = serializers.SerializerMethodField()
     error = StrictCharField(allow_null=True)
     prompt = RunPromptSerializer(allow_null=True)
@@ -172,8 +175,9 @@ class RunOutputsPageSerializer(serializers.Serializer):
     next = serializers.URLField(allow_null=True, help_text="the next page (null on the last page)")
     previous = serializers.URLField(allow_null=True, help_text="the previous page (null on the first page)")
     results = RunOutputSerializer(many=True)
-    next_cursor = serializers.IntegerField(allow_null=True, help_text="kept for older clients: pass it as cursor "
-                                                                      "for the next page (null on the last page)")
+    next_cursor = serializers.IntegerField(
+        allow_null=True, help_text="kept for older clients: pass it as cursor for the next page (null on the last page)"
+    )
 
 
 def _metadata(value: object) -> object:
@@ -190,8 +194,12 @@ class RunInputSerializer(StrictSerializer):
 
     content = StrictCharField(max_length=200_000, trim_whitespace=False)
     attachments = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=100)
-    metadata = serializers.JSONField(required=False, default=dict, allow_null=True,
-                                     help_text="any JSON (null: none); at most KHEISH_MAX_METADATA_BYTES as JSON")
+    metadata = serializers.JSONField(
+        required=False,
+        default=dict,
+        allow_null=True,
+        help_text="any JSON (null: none); at most KHEISH_MAX_METADATA_BYTES as JSON",
+    )
 
 
 class ModelHintSerializer(StrictSerializer):
@@ -219,8 +227,7 @@ class RunOpenSerializer(StrictSerializer):
 
     input = RunInputSerializer()
     kind = serializers.ChoiceField(choices=RunKind.choices, required=False, default=RunKind.INPUT)
-    idempotency_key = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
-                                            max_length=200)
+    idempotency_key = StrictCharField(required=False, allow_blank=True, trim_whitespace=False, max_length=200)
     model = ModelHintSerializer(required=False)
 
 
@@ -309,24 +316,28 @@ class FailSerializer(StrictSerializer):
 
 IDEMPOTENCY_KEY_MAX = 200
 IDEMPOTENCY_KEY_HEADER = OpenApiParameter(
-    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
     description="Makes the open safe to retry: the same key with the same body answers the run the first request "
-                "opened (202, no second run); with a different body it is 409 runs/idempotency_key_reused. Same "
-                "meaning as the body's idempotency_key (send one or the other, or both equal; at most 200 "
-                "characters, not blank). Keys are per session.")
+    "opened (202, no second run); with a different body it is 409 runs/idempotency_key_reused. Same "
+    "meaning as the body's idempotency_key (send one or the other, or both equal; at most 200 "
+    "characters, not blank). Keys are per session.",
+)
 
 
 def resolve_idempotency_key(request, body_key: str | None) -> str | None:
     header = request.headers.get("Idempotency-Key")
     if header is not None and body_key is not None and header != body_key:
-        raise ValidationFailed("Idempotency-Key header and idempotency_key body field differ",
-                               field="idempotency_key")
+        raise ValidationFailed("Idempotency-Key header and idempotency_key body field differ", field="idempotency_key")
     key = body_key if body_key is not None else header
     if key is not None and not key.strip():
         raise ValidationFailed("idempotency key cannot be empty", field="idempotency_key")
     if key is not None and len(key) > IDEMPOTENCY_KEY_MAX:
-        raise ValidationFailed(f"idempotency key may hold at most {IDEMPOTENCY_KEY_MAX} characters",
-                               field="idempotency_key")
+        raise ValidationFailed(
+            f"idempotency key may hold at most {IDEMPOTENCY_KEY_MAX} characters", field="idempotency_key"
+        )
     return key
 
 
@@ -335,13 +346,16 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
 
     serializer_class = RunViewSerializer
 
-    @described("Open a run",
-               "Submits an input to the session and opens a run (status queued); the answer carries the packed "
-               "memory the model should receive (prompt.sections: learned_context, recovered_memory). Repeating "
-               "it with the same Idempotency-Key (header or idempotency_key) answers the same run. 404 when the "
-               "session is not the calling agent's; 409 when the session already has an active run.",
-               request=RunOpenSerializer, responses={202: RunViewSerializer},
-               parameters=[IDEMPOTENCY_KEY_HEADER])
+    @described(
+        "Open a run",
+        "Submits an input to the session and opens a run (status queued); the answer carries the packed "
+        "memory the model should receive (prompt.sections: learned_context, recovered_memory). Repeating "
+        "it with the same Idempotency-Key (header or idempotency_key) answers the same run. 404 when the "
+        "session is not the calling agent's; 409 when the session already has an active run.",
+        request=RunOpenSerializer,
+        responses={202: RunViewSerializer},
+        parameters=[IDEMPOTENCY_KEY_HEADER],
+    )
     def create(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         data = RunOpenSerializer(data=request.data)
@@ -350,10 +364,15 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         key = resolve_idempotency_key(request, body.get("idempotency_key"))
         run = composition.open_run(
             session=session,
-            run_input=run_service.RunInput(content=body["input"]["content"],
-                                           attachments=body["input"].get("attachments", []),
-                                           metadata=_metadata(body["input"].get("metadata"))),
-            kind=body["kind"], idempotency_key=key, model=body.get("model"), actor=request.user,
+            run_input=run_service.RunInput(
+                content=body["input"]["content"],
+                attachments=body["input"].get("attachments", []),
+                metadata=_metadata(body["input"].get("metadata")),
+            ),
+            kind=body["kind"],
+            idempotency_key=key,
+            model=body.get("model"),
+            actor=request.user,
         )
         return Response(run_view(run), status=status.HTTP_202_ACCEPTED)
 
@@ -374,20 +393,46 @@ class RunFilter(filters.FilterSet):
 
 ACTIONS = {
     "start": (EmptySerializer, lambda run, d, actor: run_service.run_start(run=run, actor=actor)),
-    "output": (OutputSerializer, lambda run, d, actor: run_service.run_record_output(
-        run=run, content=d["content"], artifacts=d["artifacts"], actor=actor)),
-    "tool-call-started": (ToolCallStartedSerializer, lambda run, d, actor: run_service.run_tool_call_started(
-        run=run, call_id=d["call_id"], name=d["name"], tool_input=d["input"], actor=actor)),
-    "tool-call-finished": (ToolCallFinishedSerializer, lambda run, d, actor: run_service.run_tool_call_finished(
-        run=run, call_id=d["call_id"], output=d["output"], is_error=d["is_error"], actor=actor)),
-    "wait-for-approval": (WaitSerializer, lambda run, d, actor: run_service.run_wait_for_approval(
-        run=run, request_ids=d["request_ids"], question=d["question"], actor=actor)),
-    "wait-for-user-question": (WaitSerializer, lambda run, d, actor: run_service.run_wait_for_user_question(
-        run=run, request_ids=d["request_ids"], question=d["question"], actor=actor)),
-    "resume": (ResumeSerializer, lambda run, d, actor: run_service.run_resume(
-        run=run, resolution=d["resolution"], actor=actor)),
-    "complete": (CompleteSerializer, lambda run, d, actor: run_service.run_complete(
-        run=run, output=(d.get("output") or {}).get("content"), actor=actor)),
+    "output": (
+        OutputSerializer,
+        lambda run, d, actor: run_service.run_record_output(
+            run=run, content=d["content"], artifacts=d["artifacts"], actor=actor
+        ),
+    ),
+    "tool-call-started": (
+        ToolCallStartedSerializer,
+        lambda run, d, actor: run_service.run_tool_call_started(
+            run=run, call_id=d["call_id"], name=d["name"], tool_input=d["input"], actor=actor
+        ),
+    ),
+    "tool-call-finished": (
+        ToolCallFinishedSerializer,
+        lambda run, d, actor: run_service.run_tool_call_finished(
+            run=run, call_id=d["call_id"], output=d["output"], is_error=d["is_error"], actor=actor
+        ),
+    ),
+    "wait-for-approval": (
+        WaitSerializer,
+        lambda run, d, actor: run_service.run_wait_for_approval(
+            run=run, request_ids=d["request_ids"], question=d["question"], actor=actor
+        ),
+    ),
+    "wait-for-user-question": (
+        WaitSerializer,
+        lambda run, d, actor: run_service.run_wait_for_user_question(
+            run=run, request_ids=d["request_ids"], question=d["question"], actor=actor
+        ),
+    ),
+    "resume": (
+        ResumeSerializer,
+        lambda run, d, actor: run_service.run_resume(run=run, resolution=d["resolution"], actor=actor),
+    ),
+    "complete": (
+        CompleteSerializer,
+        lambda run, d, actor: run_service.run_complete(
+            run=run, output=(d.get("output") or {}).get("content"), actor=actor
+        ),
+    ),
     "fail": (FailSerializer, lambda run, d, actor: run_service.run_fail(run=run, error=d["error"], actor=actor)),
     "interrupt": (EmptySerializer, lambda run, d, actor: run_service.run_interrupt(run=run, actor=actor)),
     "cancel": (EmptySerializer, lambda run, d, actor: run_service.run_cancel(run=run, actor=actor)),
@@ -400,12 +445,12 @@ ACTION_DOCS = {
     "tool-call-started": "Record that a tool call started on a running run. Body: {call_id, name, input?}.",
     "tool-call-finished": "Record a tool call's result; the call must be open. Body: {call_id, output?, is_error?}.",
     "wait-for-approval": "Pause a running run for approvals (running → waiting_for_approval). "
-                         "Body: {request_ids, question?}; the question is kept in pending_approvals.",
+    "Body: {request_ids, question?}; the question is kept in pending_approvals.",
     "wait-for-user-question": "Pause a running run for a user's answer (→ waiting_for_user_question). "
-                              "Body: {request_ids, question?}; the question is kept in pending_questions.",
+    "Body: {request_ids, question?}; the question is kept in pending_questions.",
     "resume": "Resume a waiting run (→ running). Body: {resolution?}.",
     "complete": "Complete the run (terminal), optionally with a final output. Body: {output?: {content}}. "
-                "Repeating it on a completed run answers the run unchanged.",
+    "Repeating it on a completed run answers the run unchanged.",
     "fail": "Fail the run (terminal). Body: {error}. Repeating it on a failed run answers the run unchanged.",
     "interrupt": "Interrupt the run (terminal). Body: {}.",
     "cancel": "Cancel the run (terminal). Body: {}.",
@@ -429,11 +474,14 @@ def _action_view(name: str):
     view.__doc__ = ACTION_DOCS[name]
     # extend_schema outside @action: @action replaces the function's kwargs, where the schema override lives
     as_action = action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
-    return described(ACTION_DOCS[name].split(".")[0],
-                     f"{ACTION_DOCS[name]} Answers the updated run. 404 when the run is not the calling agent's; "
-                     "409 when the run's status does not allow the action (the problem names both statuses).",
-                     request=serializer_class, responses=RunViewSerializer,
-                     operation_id=f"runs_{name.replace('-', '_')}")(as_action)
+    return described(
+        ACTION_DOCS[name].split(".")[0],
+        f"{ACTION_DOCS[name]} Answers the updated run. 404 when the run is not the calling agent's; "
+        "409 when the run's status does not allow the action (the problem names both statuses).",
+        request=serializer_class,
+        responses=RunViewSerializer,
+        operation_id=f"runs_{name.replace('-', '_')}",
+    )(as_action)
 
 
 class RunViewSet(viewsets.GenericViewSet):
@@ -451,30 +499,48 @@ class RunViewSet(viewsets.GenericViewSet):
     def get_visible_run(self, run_id: str) -> Run:
         return run_service.get_run(run_id, queryset=self.get_queryset())
 
-    @described("List runs", "The caller's runs (an operator: every agent's), filtered by session_id, status and "
-               "kind. Paged (limit, offset).")
+    @described(
+        "List runs",
+        "The caller's runs (an operator: every agent's), filtered by session_id, status and "
+        "kind. Paged (limit, offset).",
+    )
     def list(self, request):
         qs = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(qs)
         return self.get_paginated_response([run_view(run) for run in page])
 
-    @described("Get a run", "One run: its status, pending approvals and questions, the newest outputs and the "
-               "memory it was given (prompt). 404 when it is not the calling agent's.")
+    @described(
+        "Get a run",
+        "One run: its status, pending approvals and questions, the newest outputs and the "
+        "memory it was given (prompt). 404 when it is not the calling agent's.",
+    )
     def retrieve(self, request, run_id: str):
         return Response(run_view(self.get_visible_run(run_id)))
 
-    @described("Outputs of a run",
-               "Every assistant output of the run, whole, oldest first (the run view carries only the newest). "
-               "Paged like every list: {count, next, previous, results} with limit / offset (follow next). "
-               "The older cursor form still works: cursor = the previous page's next_cursor (null on the last "
-               "page). 400 for an offset, cursor or limit out of range; 404 when the run is not the calling "
-               "agent's.",
-               responses=RunOutputsPageSerializer, parameters=[
-        int_parameter("limit", minimum=1, maximum=OUTPUTS_PAGE_MAX,
-                      description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)"),
-        int_parameter("offset", minimum=0, maximum=10_000_000, description="how many outputs to skip (default 0)"),
-        int_parameter("cursor", minimum=0, maximum=2**62,
-                      description="instead of offset: the next_cursor of the previous page")])
+    @described(
+        "Outputs of a run",
+        "Every assistant output of the run, whole, oldest first (the run view carries only the newest). "
+        "Paged like every list: {count, next, previous, results} with limit / offset (follow next). "
+        "The older cursor form still works: cursor = the previous page's next_cursor (null on the last "
+        "page). 400 for an offset, cursor or limit out of range; 404 when the run is not the calling "
+        "agent's.",
+        responses=RunOutputsPageSerializer,
+        parameters=[
+            int_parameter(
+                "limit",
+                minimum=1,
+                maximum=OUTPUTS_PAGE_MAX,
+                description=f"outputs per page, 1..{OUTPUTS_PAGE_MAX} (default 10)",
+            ),
+            int_parameter("offset", minimum=0, maximum=10_000_000, description="how many outputs to skip (default 0)"),
+            int_parameter(
+                "cursor",
+                minimum=0,
+                maximum=2**62,
+                description="instead of offset: the next_cursor of the previous page",
+            ),
+        ],
+    )
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def outputs(self, request, run_id: str):
         """Every output of the run, whole, oldest first, from the journal (issues 14.10, 25.4)."""
@@ -484,17 +550,25 @@ class RunViewSet(viewsets.GenericViewSet):
         limit = parse_int_param(request, "limit", default=10, minimum=1, maximum=OUTPUTS_PAGE_MAX)
         if cursor is not None and offset:
             raise ValidationFailed("send cursor or offset, not both", field="cursor")
-        outputs = JournalEvent.objects.filter(run=run, type=EventType.MESSAGE_APPENDED,
-                                              event__message__role="assistant").order_by("offset")
+        outputs = JournalEvent.objects.filter(
+            run=run, type=EventType.MESSAGE_APPENDED, event__message__role="assistant"
+        ).order_by("offset")
         if cursor is not None:
-            rows = list(outputs.filter(offset__gt=cursor)[:limit + 1])
+            rows = list(outputs.filter(offset__gt=cursor)[: limit + 1])
         else:
-            rows = list(outputs[offset:offset + limit + 1])
+            rows = list(outputs[offset : offset + limit + 1])
         page = rows[:limit]
         more = len(rows) > limit
-        results = [{"offset": e.offset, "run_id": run.public_id, "session_id": public_ids.session_id(run.session_id),
-                    "content": e.event["message"].get("content", ""),
-                    "artifacts": e.event["message"].get("artifacts", [])} for e in page]
+        results = [
+            {
+                "offset": e.offset,
+                "run_id": run.public_id,
+                "session_id": public_ids.session_id(run.session_id),
+                "content": e.event["message"].get("content", ""),
+                "artifacts": e.event["message"].get("artifacts", []),
+            }
+            for e in page
+        ]
         url = request.build_absolute_uri(request.path)
         if cursor is not None:
             next_url = f"{url}?cursor={page[-1].offset}&limit={limit}" if more else None
@@ -502,12 +576,22 @@ class RunViewSet(viewsets.GenericViewSet):
         else:
             next_url = f"{url}?offset={offset + limit}&limit={limit}" if more else None
             previous_url = f"{url}?offset={max(offset - limit, 0)}&limit={limit}" if offset else None
-        return Response({"count": outputs.count(), "next": next_url, "previous": previous_url, "results": results,
-                         "next_cursor": page[-1].offset if more else None})
+        return Response(
+            {
+                "count": outputs.count(),
+                "next": next_url,
+                "previous": previous_url,
+                "results": results,
+                "next_cursor": page[-1].offset if more else None,
+            }
+        )
 
-    @described("Journal events of a run", "The journal events the run wrote (input, outputs, tool calls, status "
-               "changes), oldest first. Paged (limit, offset). 404 when the run is not the calling agent's.",
-               responses=LogEntrySerializer(many=True))
+    @described(
+        "Journal events of a run",
+        "The journal events the run wrote (input, outputs, tool calls, status "
+        "changes), oldest first. Paged (limit, offset). 404 when the run is not the calling agent's.",
+        responses=LogEntrySerializer(many=True),
+    )
     @action(detail=True, methods=["get"], filterset_class=None)
     def events(self, request, run_id: str):
         run = self.get_visible_run(run_id)

@@ -23,8 +23,12 @@ CALLERS = {
 
 def described(summary: str, description: str, *, caller: str = AGENT, **kwargs):
     """``extend_schema`` for one operation: what it does for an agent developer, who may call it, its errors."""
-    return extend_schema(summary=summary, description=f"{description}\n\n{CALLERS[caller]}",
-                         extensions={"x-kheish-caller": caller}, **kwargs)
+    return extend_schema(
+        summary=summary,
+        description=f"{description}\n\n{CALLERS[caller]}",
+        extensions={"x-kheish-caller": caller},
+        **kwargs,
+    )
 
 
 PROBLEM_SCHEMA = {
@@ -47,10 +51,10 @@ ERROR_TEXT = {
     400: "Invalid input: a malformed body, an unknown or invalid field, or a bad query parameter.",
     401: "No valid API key (Authorization: Bearer <key>).",
     403: "The caller may not do this: an operator-only operation, or a scope, grant or provenance that is not "
-         "the caller's.",
+    "the caller's.",
     404: "No such object visible to the caller (other agents' objects are 404 too).",
     409: "Conflict with the object's current state: an invalid status transition, a duplicate, or a stale "
-         "expected_revision.",
+    "expected_revision.",
     413: "The request body exceeds the size limit (KHEISH_MAX_BODY_BYTES).",
     415: "The request body is not application/json.",
     429: "Too many requests: slow down and retry after the Retry-After header's seconds.",
@@ -73,8 +77,10 @@ def error_statuses(method: str, operation: dict) -> list[int]:
     unsafe operations; 404 too when the body names another object by id (BODY_REFERENCES); 409 for
     state-changing ones; 413 and 415 with a request body."""
     statuses = [400, 401, 429]
-    if (any(p.get("in") == "path" for p in operation.get("parameters", []))
-            or operation.get("operationId") in BODY_REFERENCES):
+    if (
+        any(p.get("in") == "path" for p in operation.get("parameters", []))
+        or operation.get("operationId") in BODY_REFERENCES
+    ):
         statuses.append(404)
     if operation.get("x-kheish-caller") == OPERATOR or method in UNSAFE:
         statuses.append(403)
@@ -96,10 +102,13 @@ def problem_responses(result, generator, request, public):
                 continue
             responses = operation.setdefault("responses", {})
             for status in error_statuses(method, operation):
-                responses.setdefault(str(status), {
-                    "description": f"{TITLES.get(status, 'Error')}: {ERROR_TEXT[status]}",
-                    "content": {PROBLEM_CONTENT_TYPE: {"schema": ref}},
-                })
+                responses.setdefault(
+                    str(status),
+                    {
+                        "description": f"{TITLES.get(status, 'Error')}: {ERROR_TEXT[status]}",
+                        "content": {PROBLEM_CONTENT_TYPE: {"schema": ref}},
+                    },
+                )
     return result
 
 

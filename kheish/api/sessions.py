@@ -18,6 +18,7 @@ from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Sessi
 
 # ---- personas & projects ---------------------------------------------------------------------------------
 
+
 class PersonaSerializer(serializers.ModelSerializer):
     class Meta:
         model = Persona
@@ -37,16 +38,23 @@ class PersonaCreateSerializer(StrictSerializer):
     display_name = StrictCharField(max_length=200)
     version = StrictCharField(max_length=40, required=False, default="1")
     soul = StrictCharField(required=False, allow_blank=True, default="", max_length=20000)
-    capability_scope = serializers.ListField(child=StrictCharField(max_length=200), required=False,
-                                             allow_null=True, default=None, max_length=200)
+    capability_scope = serializers.ListField(
+        child=StrictCharField(max_length=200), required=False, allow_null=True, default=None, max_length=200
+    )
 
 
 @extend_schema_view(
-    list=described("List personas", "The personas the caller may bind sessions to: an agent sees the personas an "
-                   "operator granted it (PUT /v1/agents/{agent_id}/grants), an operator sees all. Paged "
-                   "(limit, offset)."),
-    retrieve=described("Get a persona", "One persona (its soul, version and capability scope). 404 when it does "
-                       "not exist or is not granted to the calling agent."),
+    list=described(
+        "List personas",
+        "The personas the caller may bind sessions to: an agent sees the personas an "
+        "operator granted it (PUT /v1/agents/{agent_id}/grants), an operator sees all. Paged "
+        "(limit, offset).",
+    ),
+    retrieve=described(
+        "Get a persona",
+        "One persona (its soul, version and capability scope). 404 when it does "
+        "not exist or is not granted to the calling agent.",
+    ),
 )
 class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = PersonaSerializer
@@ -58,10 +66,14 @@ class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             return Persona.objects.all()
         return grants.granted_personas(self.request.user).order_by("persona_id")
 
-    @described("Create a persona",
-               "Creates a persona (an identity with a soul and a capability scope) that sessions can bind to; "
-               "persona_id is a slug. 409 persona_exists when the id is taken.",
-               caller=OPERATOR, request=PersonaCreateSerializer, responses={201: PersonaSerializer})
+    @described(
+        "Create a persona",
+        "Creates a persona (an identity with a soul and a capability scope) that sessions can bind to; "
+        "persona_id is a slug. 409 persona_exists when the id is taken.",
+        caller=OPERATOR,
+        request=PersonaCreateSerializer,
+        responses={201: PersonaSerializer},
+    )
     def create(self, request):
         data = PersonaCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -86,10 +98,14 @@ class ProjectCreateSerializer(StrictSerializer):
 
 
 @extend_schema_view(
-    list=described("List projects", "The projects the caller may bind sessions to: an agent sees the projects an "
-                   "operator granted it, an operator sees all. Paged (limit, offset)."),
-    retrieve=described("Get a project", "One project. 404 when it does not exist or is not granted to the "
-                       "calling agent."),
+    list=described(
+        "List projects",
+        "The projects the caller may bind sessions to: an agent sees the projects an "
+        "operator granted it, an operator sees all. Paged (limit, offset).",
+    ),
+    retrieve=described(
+        "Get a project", "One project. 404 when it does not exist or is not granted to the calling agent."
+    ),
 )
 class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = ProjectSerializer
@@ -101,10 +117,14 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             return Project.objects.all()
         return grants.granted_projects(self.request.user).order_by("project_id")
 
-    @described("Create a project",
-               "Creates a project (a learning scope sessions can bind to); project_id is a slug. 409 "
-               "project_exists when the id is taken.",
-               caller=OPERATOR, request=ProjectCreateSerializer, responses={201: ProjectSerializer})
+    @described(
+        "Create a project",
+        "Creates a project (a learning scope sessions can bind to); project_id is a slug. 409 "
+        "project_exists when the id is taken.",
+        caller=OPERATOR,
+        request=ProjectCreateSerializer,
+        responses={201: ProjectSerializer},
+    )
     def create(self, request):
         data = ProjectCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -113,6 +133,7 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
 
 # ---- sessions --------------------------------------------------------------------------------------------
+
 
 class SessionSerializer(serializers.Serializer):
     session_id = StrictCharField(source="public_id")
@@ -166,10 +187,12 @@ class SessionCreateSerializer(StrictSerializer):
     }
 
     persona_id = StrictCharField(required=False, allow_null=True, default=None, max_length=120)
-    project_ids = serializers.ListField(child=StrictCharField(max_length=120), required=False, default=list,
-                                        max_length=200)
-    capability_scope = serializers.ListField(child=StrictCharField(max_length=200), required=False,
-                                             allow_null=True, default=None, max_length=200)
+    project_ids = serializers.ListField(
+        child=StrictCharField(max_length=120), required=False, default=list, max_length=200
+    )
+    capability_scope = serializers.ListField(
+        child=StrictCharField(max_length=200), required=False, allow_null=True, default=None, max_length=200
+    )
     metadata = serializers.DictField(required=False, default=dict)
 
 
@@ -191,8 +214,9 @@ class CompactSerializer(StrictSerializer):
     }
 
     strategy = serializers.ChoiceField(choices=["snip", "autocompact"], required=False, default="snip")
-    budget_tokens = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
-                                             max_value=10_000_000)
+    budget_tokens = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=10_000_000
+    )
 
 
 class CheckpointSerializer(serializers.Serializer):
@@ -225,8 +249,9 @@ class ContextSerializer(serializers.Serializer):
     truncated = serializers.BooleanField()
 
 
-def parse_int_param(request, name: str, *, default: int | None, minimum: int = 0,
-                    maximum: int = 10_000_000) -> int | None:
+def parse_int_param(
+    request, name: str, *, default: int | None, minimum: int = 0, maximum: int = 10_000_000
+) -> int | None:
     """An integer query parameter in [minimum, maximum] (``kheish.api.pagination.int_query_value``: ASCII digits,
     given once); the schema states the same range (``int_parameter``)."""
     return int_query_value(request, name, default=default, minimum=minimum, maximum=maximum)
@@ -240,11 +265,11 @@ class SessionScopedMixin:
         carried as annotations (``sessions.project_ids`` and ``SessionSerializer`` read them) rather than two
         prefetch queries - every session-scoped call (reads, memory-search, opening a run) starts here."""
         return sessions.with_read_annotations(
-            sessions.sessions_visible_to(self.request.user, operator=caller_is_operator(self.request)))
+            sessions.sessions_visible_to(self.request.user, operator=caller_is_operator(self.request))
+        )
 
     def get_visible_session(self, session_id: str) -> Session:
-        return sessions.get_visible_session(session_id, self.request.user,
-                                            operator=caller_is_operator(self.request))
+        return sessions.get_visible_session(session_id, self.request.user, operator=caller_is_operator(self.request))
 
 
 class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
@@ -256,50 +281,64 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
     def get_queryset(self):
         return self.session_queryset()
 
-    @described("List sessions", "The caller's sessions (an operator: every agent's), optionally "
-               "filtered by persona_id. Paged (limit, offset).")
+    @described(
+        "List sessions",
+        "The caller's sessions (an operator: every agent's), optionally filtered by persona_id. Paged (limit, offset).",
+    )
     def list(self, request):
         qs = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(qs)
         context = {"learning_scopes": sessions.learning_scope_keys_many(list(page))}
         return self.get_paginated_response(SessionSerializer(page, many=True, context=context).data)
 
-    @described("Open a session",
-               "Opens a session owned by the caller, optionally bound to a persona and projects (which decide the "
-               "learning scopes its runs read and write). 403 binding_not_granted when the calling agent was not "
-               "granted them - the same answer whether or not they exist; an operator gets 400 for an unknown "
-               "persona or project.",
-               request=SessionCreateSerializer, responses={201: SessionSerializer})
+    @described(
+        "Open a session",
+        "Opens a session owned by the caller, optionally bound to a persona and projects (which decide the "
+        "learning scopes its runs read and write). 403 binding_not_granted when the calling agent was not "
+        "granted them - the same answer whether or not they exist; an operator gets 400 for an unknown "
+        "persona or project.",
+        request=SessionCreateSerializer,
+        responses={201: SessionSerializer},
+    )
     def create(self, request):
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        session = sessions.session_create(owner=request.user, operator=caller_is_operator(request),
-                                          **data.validated_data)
+        session = sessions.session_create(
+            owner=request.user, operator=caller_is_operator(request), **data.validated_data
+        )
         session = self.get_visible_session(session.public_id)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
-    @described("Get a session", "One session, with its learning scopes and its active run id (null when no run "
-               "is queued, running or waiting). 404 when it is not the calling agent's.")
+    @described(
+        "Get a session",
+        "One session, with its learning scopes and its active run id (null when no run "
+        "is queued, running or waiting). 404 when it is not the calling agent's.",
+    )
     def retrieve(self, request, session_id: str):
         return Response(SessionSerializer(self.get_visible_session(session_id)).data)
 
-    @described("Live context of a session",
-               "The session's journal since its latest compaction checkpoint, as the model would see it, with a "
-               "token estimate; budget_tokens cuts it to a budget (truncated: true). 404 when the session is not "
-               "the calling agent's.",
-               responses=ContextSerializer,
-               parameters=[int_parameter("budget_tokens", minimum=0, maximum=10_000_000)])
+    @described(
+        "Live context of a session",
+        "The session's journal since its latest compaction checkpoint, as the model would see it, with a "
+        "token estimate; budget_tokens cuts it to a budget (truncated: true). 404 when the session is not "
+        "the calling agent's.",
+        responses=ContextSerializer,
+        parameters=[int_parameter("budget_tokens", minimum=0, maximum=10_000_000)],
+    )
     @action(detail=True, methods=["get"])
     def context(self, request, session_id: str):
         session = self.get_visible_session(session_id)
         budget = parse_int_param(request, "budget_tokens", default=None)
         return Response(compaction.live_context(session, budget_tokens=budget).as_dict(session))
 
-    @described("Compact a session",
-               "Writes a compaction checkpoint: the journal up to now is summarised (strategy snip or "
-               "autocompact) and the live context starts after it. 404 when the session is not the calling "
-               "agent's.",
-               request=CompactSerializer, responses=CheckpointSerializer)
+    @described(
+        "Compact a session",
+        "Writes a compaction checkpoint: the journal up to now is summarised (strategy snip or "
+        "autocompact) and the live context starts after it. 404 when the session is not the calling "
+        "agent's.",
+        request=CompactSerializer,
+        responses=CheckpointSerializer,
+    )
     @action(detail=True, methods=["post"])
     def compact(self, request, session_id: str):
         session = self.get_visible_session(session_id)
@@ -308,11 +347,13 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         cp = compaction.compact(session=session, actor=request.user, **data.validated_data)
         return Response(compaction.checkpoint_view(cp))
 
-    @described("Journal events of a session",
-               "The session's journal, oldest first, after after_offset (the offset of the last event you hold). "
-               "Paged (limit, offset). 404 when the session is not the calling agent's.",
-               responses=LogEntrySerializer(many=True),
-               parameters=[int_parameter("after_offset", minimum=0, maximum=2**62)])
+    @described(
+        "Journal events of a session",
+        "The session's journal, oldest first, after after_offset (the offset of the last event you hold). "
+        "Paged (limit, offset). 404 when the session is not the calling agent's.",
+        responses=LogEntrySerializer(many=True),
+        parameters=[int_parameter("after_offset", minimum=0, maximum=2**62)],
+    )
     @action(detail=True, methods=["get"], filterset_class=None)
     def events(self, request, session_id: str):
         session = self.get_visible_session(session_id)

@@ -35,8 +35,12 @@ from skills import selectors, services
 from skills.vocabulary import LADDER, RolloutKind, SkillStatus
 
 STATUS_HELP = listing(SkillStatus.values)
-NAME_PARAMETER = OpenApiParameter("name", {"type": "string", "pattern": "^[A-Za-z0-9:_-]{1,64}$"},
-                                 OpenApiParameter.PATH, description="skill name (ASCII letters, digits, :, _, -)")
+NAME_PARAMETER = OpenApiParameter(
+    "name",
+    {"type": "string", "pattern": "^[A-Za-z0-9:_-]{1,64}$"},
+    OpenApiParameter.PATH,
+    description="skill name (ASCII letters, digits, :, _, -)",
+)
 
 
 # ---- serializers ------------------------------------------------------------------------------------------
@@ -144,8 +148,7 @@ class SkillNameField(StrictCharField):
 class CreateLearningSkillSerializer(StrictSerializer):
     field_help = {
         "skill_name": (
-            "the skill's name (unique among promoted and catalog skills); the same name again moves its "
-            "status"
+            "the skill's name (unique among promoted and catalog skills); the same name again moves its status"
         ),
         "description": "what the skill does (searched, shown to agents)",
         "when_to_use": "when an agent should use it (searched)",
@@ -161,8 +164,9 @@ class CreateLearningSkillSerializer(StrictSerializer):
         "status": listing(LADDER, {SkillStatus.DRAFT: "a new skill"}) + ": the rollout step to move to",
     }
 
-    skill_name = SkillNameField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                                max_length=1000)
+    skill_name = SkillNameField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False, max_length=1000
+    )
     description = _text(10_000)
     when_to_use = _text(10_000)
     version = _text(1000)
@@ -195,8 +199,9 @@ class SkillReasonSerializer(StrictSerializer):
         "reason": "why (kept in the skill's lifecycle events and the audit trail)",
     }
 
-    reason = SkillReasonField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False,
-                              max_length=10_000)
+    reason = SkillReasonField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False, max_length=10_000
+    )
 
 
 # ---- helpers ----------------------------------------------------------------------------------------------
@@ -268,14 +273,18 @@ class SkillViewSet(_SkillsViewSet):
         responses=paginated(SkillSummarySerializer),
     )
     def list(self, request):
-        return _paginated(self, request, selectors.catalog_skills(_query(request),
-                                                                  visible_learnings=_visible_learnings(request)))
+        return _paginated(
+            self, request, selectors.catalog_skills(_query(request), visible_learnings=_visible_learnings(request))
+        )
 
     @described(
         "Get a skill",
         "One skill of the runtime catalog with its instructions (the SKILL.md body). 400 for a name "
         "the name rules refuse; 404 when no catalog or active promoted skill has that name.",
-        operation_id="skills_retrieve", parameters=[NAME_PARAMETER], responses=SkillDetailSerializer)
+        operation_id="skills_retrieve",
+        parameters=[NAME_PARAMETER],
+        responses=SkillDetailSerializer,
+    )
     def retrieve(self, request, name: str):
         return _shown(request, selectors.catalog_skill(name, visible_learnings=_visible_learnings(request)))
 
@@ -315,7 +324,8 @@ class PromoteSkillViewSet(_SkillsViewSet):
         "skill record. 400 when the name, instructions or a tool list break the skill rules or contain a secret; "
         "404 for an unknown learning; 409 when the name is taken by another skill or the status change is not "
         "allowed (e.g. active without rollout evidence).",
-        caller=OPERATOR, operation_id="learnings_promote_skill",
+        caller=OPERATOR,
+        operation_id="learnings_promote_skill",
         request=CreateLearningSkillSerializer,
         responses=LearningSkillViewSerializer,
     )
@@ -381,11 +391,17 @@ class LearningSkillViewSet(_SkillsViewSet):
         "Get a promoted skill",
         "One promoted-skill record: its definition, status, lifecycle events and rollout evidence. 400 "
         "for a name the name rules refuse; 404 for an unknown skill.",
-        operation_id="learning_skills_retrieve", parameters=[NAME_PARAMETER], responses=LearningSkillViewSerializer
+        operation_id="learning_skills_retrieve",
+        parameters=[NAME_PARAMETER],
+        responses=LearningSkillViewSerializer,
     )
     def retrieve(self, request, name: str):
-        return _shown(request, selectors.learning_skill_view(
-            selectors.get_learning_skill(name, visible_learnings=_visible_learnings(request))))
+        return _shown(
+            request,
+            selectors.learning_skill_view(
+                selectors.get_learning_skill(name, visible_learnings=_visible_learnings(request))
+            ),
+        )
 
     @described(
         "Record rollout evidence",
@@ -394,7 +410,8 @@ class LearningSkillViewSet(_SkillsViewSet):
         "move to canary or active. 400 for an unknown kind; 404 for an unknown skill or run; 409 "
         "rollout_rejected (a revoked skill, a status that takes no evidence of that kind, a failed "
         "verification) or fingerprint_mismatch (definition_fingerprint is stale).",
-        caller=OPERATOR, operation_id="learning_skills_rollout_result",
+        caller=OPERATOR,
+        operation_id="learning_skills_rollout_result",
         parameters=[NAME_PARAMETER],
         request=RolloutResultSerializer,
         responses=LearningSkillViewSerializer,
@@ -416,7 +433,8 @@ class LearningSkillViewSet(_SkillsViewSet):
         "Revoke a promoted skill",
         "Revokes a promoted skill (optional reason): it leaves every catalog and session view at once. "
         "Revoking a revoked skill answers it unchanged. 404 for an unknown skill.",
-        caller=OPERATOR, operation_id="learning_skills_revoke",
+        caller=OPERATOR,
+        operation_id="learning_skills_revoke",
         parameters=[NAME_PARAMETER],
         request=SkillReasonSerializer,
         responses=LearningSkillViewSerializer,
@@ -432,7 +450,8 @@ class LearningSkillViewSet(_SkillsViewSet):
         "Restores the skill's newest active snapshot (its definition as it was when last active) and "
         "remounts it, with an optional reason. 404 for an unknown skill; 409 rollback_refused when the source "
         "learning is no longer an active procedure, no_rollback_snapshot when it was never active.",
-        caller=OPERATOR, operation_id="learning_skills_rollback",
+        caller=OPERATOR,
+        operation_id="learning_skills_rollback",
         parameters=[NAME_PARAMETER],
         request=SkillReasonSerializer,
         responses=LearningSkillViewSerializer,

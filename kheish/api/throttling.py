@@ -99,8 +99,9 @@ class AuthFailuresThrottled(Throttled):
     def __init__(self, wait: int, *, scope: str):
         what = "this client address" if scope == "address" else "this key prefix"
         # DRF appends "Expected available in N seconds."
-        super().__init__(wait, code="too_many_auth_failures", domain="auth",
-                         detail=f"Too many failed authentications from {what}.")
+        super().__init__(
+            wait, code="too_many_auth_failures", domain="auth", detail=f"Too many failed authentications from {what}."
+        )
 
 
 class AuthFailureLimiter:

@@ -27,16 +27,26 @@ ACTION_WORDS = {
     "publish_provisional": "publish it at the provisional tier (kept out of prompts)",
     "publish_active": "publish it for prompts",
 }
-_DEBUG_ACTIONS = {"ManualReview": "manual_review", "Reject": "reject", "PublishProvisional": "publish_provisional",
-                  "PublishActive": "publish_active"}
+_DEBUG_ACTIONS = {
+    "ManualReview": "manual_review",
+    "Reject": "reject",
+    "PublishProvisional": "publish_provisional",
+    "PublishActive": "publish_active",
+}
 _FALLBACK = re.compile(r"no publication rule matched; falling back to (\w+)")
 _RULE = re.compile(r"matched publication rule `([^`]*)`")
 _CONFLICT = re.compile(r"escalated because candidate conflicts with active learning (\S+)")
 _UNSUPPORTED = "retained as provisional because no daemon-owned evidence matched the candidate content"
 ACTORS = {"daemon": "automation", "tests": "tests"}
 VERBS = {
-    "review": "reviewed", "publish": "published", "reject": "rejected", "escalate": "handed to a person",
-    "create": "proposed", "revoke": "revoked", "supersede": "superseded", "set_policy": "policy changed",
+    "review": "reviewed",
+    "publish": "published",
+    "reject": "rejected",
+    "escalate": "handed to a person",
+    "create": "proposed",
+    "revoke": "revoked",
+    "supersede": "superseded",
+    "set_policy": "policy changed",
 }
 MODE_WORDS = {
     "shadow": "Automation is set to propose only, so it changed nothing",
@@ -141,9 +151,16 @@ def feed(events: Iterable[AuditEvent], limit: int) -> list[FeedRow]:
             continue
         if len(rows) >= limit:
             break
-        rows.append(FeedRow(event=event, when=Stamp(event.at_ms), subject_ids=[event.subject_id],
-                            verb=VERBS.get(event.action, event.action.replace("_", " ")),
-                            actor=ACTORS.get(event.actor, event.actor), why=why))
+        rows.append(
+            FeedRow(
+                event=event,
+                when=Stamp(event.at_ms),
+                subject_ids=[event.subject_id],
+                verb=VERBS.get(event.action, event.action.replace("_", " ")),
+                actor=ACTORS.get(event.actor, event.actor),
+                why=why,
+            )
+        )
         last_key = key
     return rows
 

@@ -23,28 +23,34 @@ from learnings import services as learning_services
 from memory.errors import AppError
 from skills import services as skill_services
 
-LEARNING_REVOKE_WARNING = ("Revoked learnings never reach prompts again; a skill promoted from one is revoked "
-                           "with it.")
+LEARNING_REVOKE_WARNING = "Revoked learnings never reach prompts again; a skill promoted from one is revoked with it."
 
 
 def _second_step(request) -> bool:
     return "post" in request.POST
 
 
-def _page(modeladmin, request, queryset, *, action: str, title: str, form, template: str, rows,
-          extra: dict | None = None) -> TemplateResponse:
+def _page(
+    modeladmin, request, queryset, *, action: str, title: str, form, template: str, rows, extra: dict | None = None
+) -> TemplateResponse:
     """The intermediate page: what is selected (``rows`` of (label, detail)), the form, the hidden selection."""
     context = {
         **modeladmin.admin_site.each_context(request),
-        "title": title, "opts": modeladmin.model._meta, "action": action, "form": form, "rows": rows,
-        "selected": [obj.pk for obj in queryset], "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "title": title,
+        "opts": modeladmin.model._meta,
+        "action": action,
+        "form": form,
+        "rows": rows,
+        "selected": [obj.pk for obj in queryset],
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         **(extra or {}),
     }
     return TemplateResponse(request, f"admin/console/{template}", context)
 
 
-def _run_each(modeladmin, request, items, verb: str, func, *, label=lambda item: item.public_id,
-              noun: str = "") -> None:
+def _run_each(
+    modeladmin, request, items, verb: str, func, *, label=lambda item: item.public_id, noun: str = ""
+) -> None:
     """Call a service per row; report how many succeeded and why each failure failed."""
     done, failed = [], []
     for item in items:
@@ -78,25 +84,52 @@ class CandidateActions:
         form = PublishForm(request.POST if _second_step(request) else None)
         if _second_step(request) and form.is_valid():
             tier = form.cleaned_data["publish_tier"]
-            _run_each(self, request, queryset.order_by("id"), f"Published ({tier})",
-                      lambda c: learning_services.candidate_publish(
-                          candidate=c, actor=request.user,
-                          options=learning_services.PublishOptions.manual(publish_tier=tier)))
+            _run_each(
+                self,
+                request,
+                queryset.order_by("id"),
+                f"Published ({tier})",
+                lambda c: learning_services.candidate_publish(
+                    candidate=c, actor=request.user, options=learning_services.PublishOptions.manual(publish_tier=tier)
+                ),
+            )
             return None
-        return _page(self, request, queryset, action="publish_selected", title="Publish candidates", form=form,
-                     template="bulk_publish.html", rows=None, extra={"objects": list(queryset.order_by("id"))})
+        return _page(
+            self,
+            request,
+            queryset,
+            action="publish_selected",
+            title="Publish candidates",
+            form=form,
+            template="bulk_publish.html",
+            rows=None,
+            extra={"objects": list(queryset.order_by("id"))},
+        )
 
     @admin.action(description="Reject selected candidates…")
     def reject_selected(self, request, queryset):
         form = ReasonForm(request.POST if _second_step(request) else None)
         if _second_step(request) and form.is_valid():
             reason = form.cleaned_data["reason"]
-            _run_each(self, request, queryset.order_by("id"), "Rejected",
-                      lambda c: learning_services.candidate_reject(candidate=c, actor=request.user, reason=reason))
+            _run_each(
+                self,
+                request,
+                queryset.order_by("id"),
+                "Rejected",
+                lambda c: learning_services.candidate_reject(candidate=c, actor=request.user, reason=reason),
+            )
             return None
-        return _page(self, request, queryset, action="reject_selected", title="Reject candidates", form=form,
-                     template="bulk_confirm.html", rows=_learning_rows(queryset.order_by("id")),
-                     extra={"verb": "Reject", "warning": REJECT_WARNING})
+        return _page(
+            self,
+            request,
+            queryset,
+            action="reject_selected",
+            title="Reject candidates",
+            form=form,
+            template="bulk_confirm.html",
+            rows=_learning_rows(queryset.order_by("id")),
+            extra={"verb": "Reject", "warning": REJECT_WARNING},
+        )
 
 
 class LearningActions:
@@ -105,19 +138,35 @@ class LearningActions:
     @admin.action(description="Revoke selected learnings…")
     def revoke_selected(self, request, queryset):
         if request.POST.get("select_across") == "1" and not _changelist_filtered(request):
-            self.message_user(request, "Revoking every learning needs a filter or search first (issue 14.4); "
-                              "select the learnings to revoke, or filter the list.", messages.ERROR)
+            self.message_user(
+                request,
+                "Revoking every learning needs a filter or search first (issue 14.4); "
+                "select the learnings to revoke, or filter the list.",
+                messages.ERROR,
+            )
             return None
         form = ReasonForm(request.POST if _second_step(request) else None)
         if _second_step(request) and form.is_valid():
             reason = form.cleaned_data["reason"] or None
-            _run_each(self, request, queryset.order_by("id"), "Revoked",
-                      lambda item: learning_services.learning_revoke(learning=item, actor=request.user,
-                                                                     reason=reason))
+            _run_each(
+                self,
+                request,
+                queryset.order_by("id"),
+                "Revoked",
+                lambda item: learning_services.learning_revoke(learning=item, actor=request.user, reason=reason),
+            )
             return None
-        return _page(self, request, queryset, action="revoke_selected", title="Revoke learnings", form=form,
-                     template="bulk_confirm.html", rows=_learning_rows(queryset.order_by("id")),
-                     extra={"verb": "Revoke", "warning": LEARNING_REVOKE_WARNING})
+        return _page(
+            self,
+            request,
+            queryset,
+            action="revoke_selected",
+            title="Revoke learnings",
+            form=form,
+            template="bulk_confirm.html",
+            rows=_learning_rows(queryset.order_by("id")),
+            extra={"verb": "Revoke", "warning": LEARNING_REVOKE_WARNING},
+        )
 
     @admin.action(description="Supersede the selected learning…")
     def supersede_selected(self, request, queryset):
@@ -140,11 +189,26 @@ class SkillActions:
         form = ReasonForm(request.POST if _second_step(request) else None)
         if _second_step(request) and form.is_valid():
             reason = form.cleaned_data["reason"] or None
-            _run_each(self, request, skills, "Revoked",
-                      lambda skill: skill_services.skill_revoke(skill_name=skill.skill_name, reason=reason,
-                                                                actor=request.user),
-                      label=lambda skill: skill.skill_name, noun=" skill")
+            _run_each(
+                self,
+                request,
+                skills,
+                "Revoked",
+                lambda skill: skill_services.skill_revoke(
+                    skill_name=skill.skill_name, reason=reason, actor=request.user
+                ),
+                label=lambda skill: skill.skill_name,
+                noun=" skill",
+            )
             return None
-        return _page(self, request, skills, action="revoke_selected", title="Revoke promoted skills", form=form,
-                     template="bulk_confirm.html", rows=[(s.skill_name, f"({s.status})") for s in skills],
-                     extra={"verb": "Revoke", "warning": SKILL_REVOKE_WARNING})
+        return _page(
+            self,
+            request,
+            skills,
+            action="revoke_selected",
+            title="Revoke promoted skills",
+            form=form,
+            template="bulk_confirm.html",
+            rows=[(s.skill_name, f"({s.status})") for s in skills],
+            extra={"verb": "Revoke", "warning": SKILL_REVOKE_WARNING},
+        )

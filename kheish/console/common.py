@@ -19,8 +19,13 @@ from memory.clock import now_ms
 from memory.run_records import PREVIEW_CHARS
 
 PAGE_SIZE = 50
-TABS = (("dashboard", "Overview"), ("review", "Review"), ("learnings", "Learnings"), ("skills", "Skills"),
-        ("search", "Search"))
+TABS = (
+    ("dashboard", "Overview"),
+    ("review", "Review"),
+    ("learnings", "Learnings"),
+    ("skills", "Skills"),
+    ("search", "Search"),
+)
 MODE_DOT = {"enabled": "on", "shadow": "shadow", "manual_only": "off"}
 
 
@@ -59,8 +64,16 @@ class Stamp:
         return self.relative
 
 
-def render(request: HttpRequest, template: str, title: str, *, tab: str | None = None, http_status: int = 200,
-           base: dict | None = None, **context) -> TemplateResponse:
+def render(
+    request: HttpRequest,
+    template: str,
+    title: str,
+    *,
+    tab: str | None = None,
+    http_status: int = 200,
+    base: dict | None = None,
+    **context,
+) -> TemplateResponse:
     return TemplateResponse(
         request,
         f"admin/console/{template}",
@@ -79,8 +92,9 @@ def render(request: HttpRequest, template: str, title: str, *, tab: str | None =
 def next_url(request: HttpRequest, default: str) -> str:
     """Where to go after an action: the ``next`` the form carried (same host only), else ``default``."""
     target = request.POST.get("next") or request.GET.get("next")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                  require_https=request.is_secure()):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return default
 
@@ -91,7 +105,7 @@ def paginate(request: HttpRequest, queryset, size: int = PAGE_SIZE):
         number = max(1, int(request.GET.get("page", "1")))
     except ValueError:
         number = 1
-    rows = list(queryset[(number - 1) * size: number * size + 1])
+    rows = list(queryset[(number - 1) * size : number * size + 1])
     query = request.GET.copy()
     query.pop("page", None)
     base = query.urlencode()
@@ -118,8 +132,13 @@ def learning_status_line() -> dict:
         "judge": policy.judge.enabled,
         "revision": revision,
         "rule_count": len(policy.publication.rules),
-        "active_rule_count": len([rule for rule in policy.publication.rules
-                                  if (rule.name or "").strip().lower() not in policy.publication.quarantine_set]),
+        "active_rule_count": len(
+            [
+                rule
+                for rule in policy.publication.rules
+                if (rule.name or "").strip().lower() not in policy.publication.quarantine_set
+            ]
+        ),
         "default_action": policy.publication.default_action,
     }
 

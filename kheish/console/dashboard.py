@@ -40,17 +40,25 @@ def set_semantic_capture(request: HttpRequest) -> None:
         return
     current = policy_in_force.current_policy().to_dict()
     capture = current["capture"]
-    body = {"policy": {**current, "capture": {**capture, "semantic_candidates": {
-        **capture["semantic_candidates"], "enabled": enabled}}}, "expected_revision": expected}
+    body = {
+        "policy": {
+            **current,
+            "capture": {**capture, "semantic_candidates": {**capture["semantic_candidates"], "enabled": enabled}},
+        },
+        "expected_revision": expected,
+    }
     try:
         _, revision = learning_services.set_policy(body, actor=request.user)
     except AppError as exc:
         messages.error(request, exc.detail)
         return
     if enabled:
-        messages.success(request, f"Semantic capture is on (learning policy revision {revision}). Completed runs "
-                                  "with labelled statements become candidates; runs that finished while it was off "
-                                  "are captured by the next replay.")
+        messages.success(
+            request,
+            f"Semantic capture is on (learning policy revision {revision}). Completed runs "
+            "with labelled statements become candidates; runs that finished while it was off "
+            "are captured by the next replay.",
+        )
     else:
         messages.success(request, f"Semantic capture is off (learning policy revision {revision}).")
 
@@ -69,33 +77,61 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         prefs=Count("id", filter=Q(kind__in=(LearningKind.PREFERENCE, LearningKind.DECISION))),
     )
     stats = [
-        {"label": "Awaiting review", "value": LearningCandidate.objects.awaiting_review().count(),
-         "url": reverse("console:review"),
-         "hint": f"{listing(REVIEW_STATES, sep=' and ')} "
-                 + listing([kind_plural(k) for k in PROPOSABLE_KINDS], sep=", ", last=" and ")
-                 + f" ({listing([kind_plural(k) for k in CAPTURED_ONLY_KINDS], sep=', ')} apart)"},
-        {"label": "Active learnings", "value": counts["total"], "url": f"{learnings_url}?status=active",
-         "hint": "published, active tier"},
-        {"label": "Facts", "value": counts["facts"], "url": f"{learnings_url}?status=active&kind=fact",
-         "hint": "active fact learnings"},
-        {"label": "Preferences & decisions", "value": counts["prefs"],
-         "url": f"{learnings_url}?status=active&kind=preference&kind=decision",
-         "hint": "active preference and decision learnings"},
+        {
+            "label": "Awaiting review",
+            "value": LearningCandidate.objects.awaiting_review().count(),
+            "url": reverse("console:review"),
+            "hint": f"{listing(REVIEW_STATES, sep=' and ')} "
+            + listing([kind_plural(k) for k in PROPOSABLE_KINDS], sep=", ", last=" and ")
+            + f" ({listing([kind_plural(k) for k in CAPTURED_ONLY_KINDS], sep=', ')} apart)",
+        },
+        {
+            "label": "Active learnings",
+            "value": counts["total"],
+            "url": f"{learnings_url}?status=active",
+            "hint": "published, active tier",
+        },
+        {
+            "label": "Facts",
+            "value": counts["facts"],
+            "url": f"{learnings_url}?status=active&kind=fact",
+            "hint": "active fact learnings",
+        },
+        {
+            "label": "Preferences & decisions",
+            "value": counts["prefs"],
+            "url": f"{learnings_url}?status=active&kind=preference&kind=decision",
+            "hint": "active preference and decision learnings",
+        },
     ]
     status = composition.status_view()
     skills = dict(LearningSkill.objects.values_list("status").annotate(n=Count("id")))
     events = activity.recent(GOVERNED_SUBJECTS, limit=12)
-    sessions = [{"session": session, "when": Stamp(session.updated_at_ms),
-                 "url": reverse("admin:memory_session_change", args=[session.pk]),
-                 "search": f"{reverse('console:search')}?session={session.public_id}"}
-                for session in Session.objects.select_related("owner", "persona").order_by("-updated_at_ms")[:8]]
+    sessions = [
+        {
+            "session": session,
+            "when": Stamp(session.updated_at_ms),
+            "url": reverse("admin:memory_session_change", args=[session.pk]),
+            "search": f"{reverse('console:search')}?session={session.public_id}",
+        }
+        for session in Session.objects.select_related("owner", "persona").order_by("-updated_at_ms")[:8]
+    ]
     context = admin.site.each_context(request)
     records = next((app["models"] for app in context["available_apps"] if app["app_label"] == "memory"), [])
     return render(
-        request, "dashboard.html", "Memory", tab="dashboard", base=context, records=records,
+        request,
+        "dashboard.html",
+        "Memory",
+        tab="dashboard",
+        base=context,
+        records=records,
         subtitle="What your agents learn, remember, and are allowed to keep.",
-        stats=stats, automation=learning_status_line(), capture=capture_paths(), run_memory_status=status["run_memory"],
-        health=status["health"], skill_counts=[(step, skills.get(step, 0)) for step in SkillStatus.values],
-        events=events, sessions=sessions,
+        stats=stats,
+        automation=learning_status_line(),
+        capture=capture_paths(),
+        run_memory_status=status["run_memory"],
+        health=status["health"],
+        skill_counts=[(step, skills.get(step, 0)) for step in SkillStatus.values],
+        events=events,
+        sessions=sessions,
     )
-

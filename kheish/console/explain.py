@@ -58,9 +58,15 @@ def candidate_exclusion(candidate: LearningCandidate) -> list[str]:
 def publish_outcome(candidate: LearningCandidate, tier: str) -> tuple[bool, list[str]]:
     """What publishing ``candidate`` by hand at ``tier`` would give: whether the learning is prompt-eligible
     (``Learning.is_prompt_eligible`` of the learning ``candidate_publish`` builds) and, if not, why."""
-    learning = Learning(kind=candidate.kind, sensitivity=candidate.sensitivity, status=status_for_tier(tier),
-                        publish_tier=tier, policy_decision=PolicyDecision.MANUAL,
-                        verification_status=VerificationStatus.UNVERIFIED, expires_at_ms=candidate.expires_at_ms)
+    learning = Learning(
+        kind=candidate.kind,
+        sensitivity=candidate.sensitivity,
+        status=status_for_tier(tier),
+        publish_tier=tier,
+        policy_decision=PolicyDecision.MANUAL,
+        verification_status=VerificationStatus.UNVERIFIED,
+        expires_at_ms=candidate.expires_at_ms,
+    )
     return learning.is_prompt_eligible, learning_exclusion(learning)
 
 
@@ -68,13 +74,14 @@ def publish_tier_choices(candidate: LearningCandidate | None) -> list[tuple[str,
     """The publish form's tier labels, true for ``candidate`` (generic when there is none: bulk publish)."""
     if candidate is None:
         kinds = listing([kind_label(kind) for kind in PROMPT_ELIGIBLE_KINDS], sep=", ", last=" or ")
-        return [(PublishTier.ACTIVE, f"active: eligible for prompts if a {kinds}, not sensitive"),
-                (PublishTier.PROVISIONAL, "provisional: kept, never injected")]
+        return [
+            (PublishTier.ACTIVE, f"active: eligible for prompts if a {kinds}, not sensitive"),
+            (PublishTier.PROVISIONAL, "provisional: kept, never injected"),
+        ]
     choices = []
     for tier in (PublishTier.ACTIVE, PublishTier.PROVISIONAL):
         eligible, reasons = publish_outcome(candidate, tier)
-        label = ("eligible for prompts (when the input matches)" if eligible
-                 else "never injected: " + "; ".join(reasons))
+        label = "eligible for prompts (when the input matches)" if eligible else "never injected: " + "; ".join(reasons)
         if tier == PublishTier.PROVISIONAL and not eligible and reasons == [gate.TIER_REASON]:
             label = "kept, never injected"
         choices.append((tier, f"{tier}: {label}"))

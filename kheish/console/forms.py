@@ -48,13 +48,17 @@ class PublishForm(forms.Form):
     ``Learning.is_prompt_eligible`` of the learning it would become); without one (bulk), the general rule."""
 
     publish_tier = forms.ChoiceField(
-        choices=PublishTier.choices, initial=PublishTier.ACTIVE, label="Publish tier",
+        choices=PublishTier.choices,
+        initial=PublishTier.ACTIVE,
+        label="Publish tier",
         help_text=f"Only {listing([kind_plural(k) for k in PROMPT_KINDS], sep=', ', last=' and ')} that are not "
-                  "sensitive reach a prompt, and only at the active tier; provisional learnings are kept, never "
-                  "injected.",
+        "sensitive reach a prompt, and only at the active tier; provisional learnings are kept, never "
+        "injected.",
     )
     supersedes = forms.CharField(
-        required=False, max_length=40, label="Supersedes (optional)",
+        required=False,
+        max_length=40,
+        label="Supersedes (optional)",
         help_text="A learning id such as learning-12: publish as its replacement (needs the active tier).",
     )
 
@@ -68,21 +72,27 @@ class PublishForm(forms.Form):
             return
         eligible, reasons = explain.publish_outcome(candidate, PublishTier.ACTIVE)
         if eligible:
-            field.help_text = ("active: this learning enters a prompt when the input matches it · provisional: "
-                               "kept, never injected.")
+            field.help_text = (
+                "active: this learning enters a prompt when the input matches it · provisional: kept, never injected."
+            )
         else:
-            field.help_text = (f"Neither tier puts this {candidate.get_kind_display().lower()} in a prompt: "
-                               f"{'; '.join(reasons)}. Publishing keeps it as a governed learning (searchable, "
-                               "auditable" + (", promotable to a skill" if candidate.kind in PROMOTABLE_KINDS
-                                              else "") + ").")
+            field.help_text = (
+                f"Neither tier puts this {candidate.get_kind_display().lower()} in a prompt: "
+                f"{'; '.join(reasons)}. Publishing keeps it as a governed learning (searchable, "
+                "auditable" + (", promotable to a skill" if candidate.kind in PROMOTABLE_KINDS else "") + ")."
+            )
 
 
 class ReasonForm(forms.Form):
     """The second step of a destructive action (one object or a bulk selection): an optional reason and an
     explicit confirmation (``confirm=yes``, a hidden field of the confirmation page)."""
 
-    reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3}),
-                             label="Reason (optional, kept in the audit trail)")
+    reason = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Reason (optional, kept in the audit trail)",
+    )
     confirm = forms.CharField(widget=forms.HiddenInput, initial="yes")
 
     def clean_confirm(self):
@@ -95,14 +105,16 @@ class ReasonForm(forms.Form):
 
 
 class SupersedeForm(forms.Form):
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), max_length=100_000, strip=False,
-                              label="Corrected content")
+    content = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}), max_length=100_000, strip=False, label="Corrected content"
+    )
     confidence = forms.IntegerField(required=False, label="Confidence (blank keeps the current one)")
 
 
 class PromoteForm(forms.Form):
     skill_name = forms.CharField(
-        max_length=200, help_text="ASCII letters, digits, ':', '_' and '-'; at most 64 characters.",
+        max_length=200,
+        help_text="ASCII letters, digits, ':', '_' and '-'; at most 64 characters.",
     )
     description = forms.CharField(max_length=1024, required=False, help_text="One line; blank uses the default.")
     when_to_use = forms.CharField(max_length=1024, required=False)
@@ -119,10 +131,14 @@ class RolloutForm(forms.Form):
     kind = forms.ChoiceField(choices=RolloutKind.choices, label="Kind of check")
     run_id = forms.CharField(max_length=40, label="Run id", help_text="A completed run, e.g. run-12.")
     expected_output_contains = forms.CharField(
-        max_length=2000, label="Expected output marker", help_text="The run's latest output must contain it.",
+        max_length=2000,
+        label="Expected output marker",
+        help_text="The run's latest output must contain it.",
     )
     definition_fingerprint = forms.CharField(
-        max_length=64, required=False, label="Definition fingerprint",
+        max_length=64,
+        required=False,
+        label="Definition fingerprint",
         help_text="The definition this evidence is for; refused if the skill changed since.",
     )
 
@@ -164,8 +180,9 @@ class RuleForm(forms.Form):
 
     def is_blank(self) -> bool:
         data = self.cleaned_data
-        return (not any(data.get(name) not in (None, "") for name in (*self.TEXT, *self.NUMBERS))
-                and not any(data.get(name) for name in self.FLAGS))
+        return not any(data.get(name) not in (None, "") for name in (*self.TEXT, *self.NUMBERS)) and not any(
+            data.get(name) for name in self.FLAGS
+        )
 
     def rule(self) -> dict:
         """The rule as the API takes it: blank optional fields are left out."""
@@ -186,45 +203,65 @@ RuleFormSet = formset_factory(RuleForm, extra=0, can_delete=True)
 
 
 class LearningPolicyForm(forms.Form):
-    mode = forms.ChoiceField(choices=[(mode, f"{MODE_LABELS[mode]} · {mode}") for mode in MODES],
-                             label="Automated review", help_text=(
-        "off: nothing is evaluated, people review every candidate · dry run: rules and judge run and their "
-        "proposal is shown in the review queue, nothing is published · on: the automated review acts on its "
-        "decision."))
-    run_summary_candidates = forms.BooleanField(required=False, label="Run-summary capture",
-                                                help_text="One sensitive run_summary candidate per terminal run.")
-    semantic_enabled = forms.BooleanField(required=False, label="Semantic capture",
-                                          help_text="Facts, preferences and decisions from completed runs.")
+    mode = forms.ChoiceField(
+        choices=[(mode, f"{MODE_LABELS[mode]} · {mode}") for mode in MODES],
+        label="Automated review",
+        help_text=(
+            "off: nothing is evaluated, people review every candidate · dry run: rules and judge run and their "
+            "proposal is shown in the review queue, nothing is published · on: the automated review acts on its "
+            "decision."
+        ),
+    )
+    run_summary_candidates = forms.BooleanField(
+        required=False, label="Run-summary capture", help_text="One sensitive run_summary candidate per terminal run."
+    )
+    semantic_enabled = forms.BooleanField(
+        required=False, label="Semantic capture", help_text="Facts, preferences and decisions from completed runs."
+    )
     max_candidates_per_run = forms.IntegerField(label="Max candidates per run", help_text="1 to 8.")
-    semantic_timeout_ms = forms.IntegerField(required=False, label="Extractor timeout (ms)",
-                                             help_text="Blank: 15000.")
+    semantic_timeout_ms = forms.IntegerField(required=False, label="Extractor timeout (ms)", help_text="Blank: 15000.")
     judge_enabled = forms.BooleanField(required=False, label="Model judge")
     judge_timeout_ms = forms.IntegerField(required=False, label="Judge timeout (ms)", help_text="Blank: 15000.")
-    default_action = forms.ChoiceField(choices=_choices(ACTIONS), label="Default action",
-                                       help_text="When no rule matches (publish_active is not allowed here).")
+    default_action = forms.ChoiceField(
+        choices=_choices(ACTIONS),
+        label="Default action",
+        help_text="When no rule matches (publish_active is not allowed here).",
+    )
     allow_api_origin_active_publication = forms.BooleanField(
-        required=False, label="API-origin gate open",
-        help_text="Let API-origin candidates be auto-published at the active tier (off: they stay provisional).")
+        required=False,
+        label="API-origin gate open",
+        help_text="Let API-origin candidates be auto-published at the active tier (off: they stay provisional).",
+    )
     quarantined_rule_names = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 3}), strip=False, label="Quarantined rules",
-        help_text="One rule name per line; a quarantined rule is skipped during evaluation.")
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        strip=False,
+        label="Quarantined rules",
+        help_text="One rule name per line; a quarantined rule is skipped during evaluation.",
+    )
     retrieval_ranker = forms.ChoiceField(
-        choices=_choices(RANKERS), label="Ranker",
+        choices=_choices(RANKERS),
+        label="Ranker",
         help_text="hybrid: full-text (stemmed, BM25) fused with embedding similarity, from indexes · lexical: "
-                  "word-overlap scoring only (no index, no embeddings).")
+        "word-overlap scoring only (no index, no embeddings).",
+    )
     retrieval_max_tokens = forms.IntegerField(
         label="Learned-context budget (tokens)",
-        help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}; the prompt window's budget still applies if smaller.")
-    retrieval_max_entries = forms.IntegerField(label="Learned-context entries",
-                                               help_text=f"1 to {RETRIEVAL_MAX_ENTRIES_LIMIT}.")
+        help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}; the prompt window's budget still applies if smaller.",
+    )
+    retrieval_max_entries = forms.IntegerField(
+        label="Learned-context entries", help_text=f"1 to {RETRIEVAL_MAX_ENTRIES_LIMIT}."
+    )
     retrieval_standing_tokens = forms.IntegerField(
         label="Standing preferences budget (tokens)",
         help_text=f"0 to {RETRIEVAL_MAX_TOKENS_LIMIT}: the part of learned context kept for the session's "
-                  "preferences and decisions, which enter whatever the input's words (at most half the "
-                  "section; 0: off; hybrid ranker only).")
+        "preferences and decisions, which enter whatever the input's words (at most half the "
+        "section; 0: off; hybrid ranker only).",
+    )
     expected_revision = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
-    dry_run_size = forms.TypedChoiceField(choices=[(n, n) for n in DRY_RUN_SIZES], coerce=int, initial=20,
-                                          label="Dry run over the last")
+    dry_run_size = forms.TypedChoiceField(
+        choices=[(n, n) for n in DRY_RUN_SIZES], coerce=int, initial=20, label="Dry run over the last"
+    )
 
     @classmethod
     def initial_for(cls, policy: dict, revision: int) -> dict:
@@ -270,9 +307,12 @@ class LearningPolicyForm(forms.Form):
                 "rules": rules,
             },
             "judge": {**base["judge"], "enabled": data["judge_enabled"], "timeout_ms": data["judge_timeout_ms"]},
-            "retrieval": {"ranker": data["retrieval_ranker"], "max_tokens": data["retrieval_max_tokens"],
-                          "max_entries": data["retrieval_max_entries"],
-                          "standing_tokens": data["retrieval_standing_tokens"]},
+            "retrieval": {
+                "ranker": data["retrieval_ranker"],
+                "max_tokens": data["retrieval_max_tokens"],
+                "max_entries": data["retrieval_max_entries"],
+                "standing_tokens": data["retrieval_standing_tokens"],
+            },
         }
 
 
@@ -308,32 +348,48 @@ class DurationMsField(forms.Field):
         try:
             seconds = humanfriendly.parse_timespan(text)
         except humanfriendly.InvalidTimespan:
-            raise forms.ValidationError(f"{text!r} is not a duration: write e.g. 30 days, 12h or 90 minutes.",
-                                        code="invalid") from None
+            raise forms.ValidationError(
+                f"{text!r} is not a duration: write e.g. 30 days, 12h or 90 minutes.", code="invalid"
+            ) from None
         return round(seconds * 1000)
 
 
 class RunMemoryPolicyForm(forms.Form):
-    enabled = forms.BooleanField(required=False, label="Recovered run memory",
-                                 help_text="Off: no records are kept and existing ones are pruned on save.")
-    retention_ms = DurationMsField(label="Retention",
-                                   help_text="How long a finished run is remembered: e.g. 30 days, 12h, 90 minutes, "
-                                             "2 weeks (a bare number is milliseconds, as in the API).")
+    enabled = forms.BooleanField(
+        required=False,
+        label="Recovered run memory",
+        help_text="Off: no records are kept and existing ones are pruned on save.",
+    )
+    retention_ms = DurationMsField(
+        label="Retention",
+        help_text="How long a finished run is remembered: e.g. 30 days, 12h, 90 minutes, "
+        "2 weeks (a bare number is milliseconds, as in the API).",
+    )
     max_tracked_per_session = forms.IntegerField(label="Records kept per session")
-    max_prompt_entries = forms.IntegerField(label="Entries per prompt",
-                                            help_text="At most the number of records kept per session.")
-    redact_pii = forms.BooleanField(required=False, label="Redact PII",
-                                    help_text="Emails, phones, cards, SSNs are scrubbed from the records.")
+    max_prompt_entries = forms.IntegerField(
+        label="Entries per prompt", help_text="At most the number of records kept per session."
+    )
+    redact_pii = forms.BooleanField(
+        required=False, label="Redact PII", help_text="Emails, phones, cards, SSNs are scrubbed from the records."
+    )
     search_visibility = forms.ChoiceField(
-        choices=_choices(SEARCH_VISIBILITIES), label="Search visibility",
+        choices=_choices(SEARCH_VISIBILITIES),
+        label="Search visibility",
         help_text="session_only: a session searches its own runs · learning_scopes: also the runs of sessions "
-                  "that share a persona or project with it, both agents being granted it now (the workspace alone "
-                  "shares nothing) · workspace: every session's runs, every agent's · injection into prompts "
-                  "stays session-only whatever you choose.")
+        "that share a persona or project with it, both agents being granted it now (the workspace alone "
+        "shares nothing) · workspace: every session's runs, every agent's · injection into prompts "
+        "stays session-only whatever you choose.",
+    )
     expected_revision = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
 
-    FIELDS = ("enabled", "retention_ms", "max_tracked_per_session", "max_prompt_entries", "redact_pii",
-              "search_visibility")
+    FIELDS = (
+        "enabled",
+        "retention_ms",
+        "max_tracked_per_session",
+        "max_prompt_entries",
+        "redact_pii",
+        "search_visibility",
+    )
 
     def policy(self) -> dict:
         return {name: self.cleaned_data[name] for name in self.FIELDS}
@@ -344,8 +400,12 @@ class RunMemoryPolicyForm(forms.Form):
 
 class SearchForm(forms.Form):
     session = forms.ChoiceField(choices=[], label="Session")
-    q = forms.CharField(required=False, max_length=1000, label="Query",
-                        help_text="Blank: browse what this session can see, most recent first.")
+    q = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Query",
+        help_text="Blank: browse what this session can see, most recent first.",
+    )
     limit = forms.IntegerField(required=False, min_value=1, max_value=50, initial=12, label="Hits")
 
     def __init__(self, *args, sessions: list[tuple[str, str]], **kwargs):

@@ -28,16 +28,23 @@ from skills import services as skill_services
 from skills.fingerprint import CONTEXT_FORK
 from skills.models import LearningSkill, SkillStatus
 
-STATUS_PILLS = (LearningStatus.ACTIVE, *(status for status in LearningStatus.values if status != LearningStatus.ACTIVE),
-                "all")
+STATUS_PILLS = (
+    LearningStatus.ACTIVE,
+    *(status for status in LearningStatus.values if status != LearningStatus.ACTIVE),
+    "all",
+)
 """The list's status filter: the default (active) first, every status, then all."""
 PROMOTABLE = "an active procedure on the active tier at workspace scope"
 
 
 def live_skills(learning_pks) -> dict[int, LearningSkill]:
     """The live (not revoked) promoted skill of each of these learnings, by learning pk."""
-    return {skill.source_learning_id: skill for skill in LearningSkill.objects.filter(
-        source_learning_id__in=list(learning_pks)).exclude(status=SkillStatus.REVOKED)}
+    return {
+        skill.source_learning_id: skill
+        for skill in LearningSkill.objects.filter(source_learning_id__in=list(learning_pks)).exclude(
+            status=SkillStatus.REVOKED
+        )
+    }
 
 
 def promotion_refusals(learning: Learning, existing: LearningSkill | None) -> list[str]:
@@ -45,8 +52,10 @@ def promotion_refusals(learning: Learning, existing: LearningSkill | None) -> li
     per learning. Empty when the learning can be promoted."""
     reasons = []
     if not skill_services.is_promotable(learning):
-        reasons.append(f"it is a {learning.kind} learning ({learning.status}, {learning.publish_tier} tier, "
-                       f"{learning.scope_key}), not {PROMOTABLE}")
+        reasons.append(
+            f"it is a {learning.kind} learning ({learning.status}, {learning.publish_tier} tier, "
+            f"{learning.scope_key}), not {PROMOTABLE}"
+        )
     if existing is not None:
         reasons.append(f"it is already promoted as {existing.skill_name}")
     return reasons
@@ -59,7 +68,8 @@ def _learning_row(learning: Learning, skill: LearningSkill | None) -> dict:
         "published": Stamp(learning.published_at_ms),
         "expires": Stamp(learning.expires_at_ms) if learning.expires_at_ms else None,
         "decision": {PolicyDecision.AUTOMATIC: "auto-published", PolicyDecision.MANUAL: "published manually"}.get(
-            learning.policy_decision or "", learning.policy_decision or ""),
+            learning.policy_decision or "", learning.policy_decision or ""
+        ),
         "provisional_tier": learning.publish_tier == PublishTier.PROVISIONAL,
         "prompt_eligible": learning.is_prompt_eligible,
         "can_revoke": learning.status != LearningStatus.REVOKED,
@@ -84,20 +94,31 @@ def learnings_list(request: HttpRequest) -> HttpResponse:
     rows, page = paginate(request, queryset)
     skills = live_skills(learning.pk for learning in rows)
     keep = [*(("kind", k) for k in kinds), *([("q", query)] if query else [])]
-    pills = [{"value": value, "current": value == status, "url": "?" + urlencode([("status", value), *keep])}
-             for value in STATUS_PILLS]
+    pills = [
+        {"value": value, "current": value == status, "url": "?" + urlencode([("status", value), *keep])}
+        for value in STATUS_PILLS
+    ]
     return render(
-        request, "learnings.html", "Learnings", tab="learnings",
-        rows=[_learning_row(learning, skills.get(learning.pk)) for learning in rows], page=page, pills=pills,
-        status_filter=status, kinds=kinds, kind_choices=LearningKind.choices, query=query,
+        request,
+        "learnings.html",
+        "Learnings",
+        tab="learnings",
+        rows=[_learning_row(learning, skills.get(learning.pk)) for learning in rows],
+        page=page,
+        pills=pills,
+        status_filter=status,
+        kinds=kinds,
+        kind_choices=LearningKind.choices,
+        query=query,
         here=request.get_full_path(),
     )
 
 
 def learning_provenance(request: HttpRequest, pk: int) -> HttpResponse:
     """Where did this belief come from: candidate → source run → run-memory record → journal events."""
-    learning = get_object_or_404(Learning.objects.select_related("source_candidate", "supersedes",
-                                                                 "superseded_by", "source_run__session"), pk=pk)
+    learning = get_object_or_404(
+        Learning.objects.select_related("source_candidate", "supersedes", "superseded_by", "source_run__session"), pk=pk
+    )
     candidate = learning.source_candidate
     run = learning.source_run or (candidate.source_run if candidate else None)
     record = RunMemoryRecord.objects.filter(run=run).first() if run else None
@@ -115,20 +136,37 @@ def learning_provenance(request: HttpRequest, pk: int) -> HttpResponse:
     audit_q = Q()
     for subject_type, subject_id in subjects:
         audit_q |= Q(subject_type=subject_type, subject_id=subject_id)
-    audit = [{"event": event, "when": Stamp(event.at_ms)}
-             for event in AuditEvent.objects.filter(audit_q).order_by("id")[:200]]
+    audit = [
+        {"event": event, "when": Stamp(event.at_ms)}
+        for event in AuditEvent.objects.filter(audit_q).order_by("id")[:200]
+    ]
     skill = next((s for s in skills if s.status != SkillStatus.REVOKED), None)
     return render(
-        request, "learning.html", f"Provenance of {learning.public_id}", tab="learnings",
-        row=_learning_row(learning, skill), candidate=candidate,
+        request,
+        "learning.html",
+        f"Provenance of {learning.public_id}",
+        tab="learnings",
+        row=_learning_row(learning, skill),
+        candidate=candidate,
         candidate_review=(candidate.automation_review or {}) if candidate else {},
         candidate_created=Stamp(candidate.created_at_ms) if candidate else None,
-        run=run, run_url=reverse("admin:memory_run_change", args=[run.pk]) if run else None,
+        run=run,
+        run_url=reverse("admin:memory_run_change", args=[run.pk]) if run else None,
         session_url=reverse("admin:memory_session_change", args=[run.session_id]) if run else None,
-        record=record, record_when=Stamp(record.recorded_at_ms) if record else None,
-        journal=[{"event": event, "when": Stamp(event.timestamp_ms),
-                  "text": json.dumps(readable_json(event.event), ensure_ascii=False)[:2000]} for event in events],
-        lineage=lineage, superseded_by=learning.superseded_by, skills=skills, audit=audit,
+        record=record,
+        record_when=Stamp(record.recorded_at_ms) if record else None,
+        journal=[
+            {
+                "event": event,
+                "when": Stamp(event.timestamp_ms),
+                "text": json.dumps(readable_json(event.event), ensure_ascii=False)[:2000],
+            }
+            for event in events
+        ],
+        lineage=lineage,
+        superseded_by=learning.superseded_by,
+        skills=skills,
+        audit=audit,
         source_json=json.dumps(readable_json(learning.source or {}), indent=1, ensure_ascii=False),
         evidence_json=json.dumps(readable_json(learning.evidence_refs or []), indent=1, ensure_ascii=False),
     )
@@ -141,8 +179,9 @@ def learning_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     form = ReasonForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            learning_services.learning_revoke(learning=learning.pk, actor=request.user,
-                                              reason=form.cleaned_data["reason"] or None)
+            learning_services.learning_revoke(
+                learning=learning.pk, actor=request.user, reason=form.cleaned_data["reason"] or None
+            )
         except AppError as exc:
             form.add_error(None, exc.detail)
         else:
@@ -153,10 +192,23 @@ def learning_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     if skill is not None:
         warning += f" The promoted skill {skill.skill_name} ({skill.status}) grew from it and is revoked first."
     return render(
-        request, "confirm.html", f"Revoke {learning.public_id}?", tab="learnings", form=form, next=back,
-        verb="Revoke", subject=learning, content=learning.content, warning=warning,
-        facts=[("Kind", learning.kind), ("Status", learning.status), ("Scope", learning.scope_key),
-               ("Publish tier", learning.publish_tier), ("Verification", learning.verification_status)],
+        request,
+        "confirm.html",
+        f"Revoke {learning.public_id}?",
+        tab="learnings",
+        form=form,
+        next=back,
+        verb="Revoke",
+        subject=learning,
+        content=learning.content,
+        warning=warning,
+        facts=[
+            ("Kind", learning.kind),
+            ("Status", learning.status),
+            ("Scope", learning.scope_key),
+            ("Publish tier", learning.publish_tier),
+            ("Verification", learning.verification_status),
+        ],
         http_status=400 if form.errors else 200,
     )
 
@@ -169,7 +221,9 @@ def learning_supersede(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             new = learning_services.learning_supersede(
-                learning=learning.pk, actor=request.user, content=form.cleaned_data["content"],
+                learning=learning.pk,
+                actor=request.user,
+                content=form.cleaned_data["content"],
                 confidence=form.cleaned_data["confidence"],
             )
         except AppError as exc:
@@ -178,12 +232,16 @@ def learning_supersede(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Superseded {learning.public_id} with {new.public_id}.")
             return HttpResponseRedirect(back)
     return render(
-        request, "supersede.html", f"Supersede {learning.public_id}", tab="learnings", form=form, next=back,
-        learning=learning, skill=live_skills([learning.pk]).get(learning.pk),
+        request,
+        "supersede.html",
+        f"Supersede {learning.public_id}",
+        tab="learnings",
+        form=form,
+        next=back,
+        learning=learning,
+        skill=live_skills([learning.pk]).get(learning.pk),
         http_status=400 if form.errors else 200,
     )
-
-
 
 
 @require_http_methods(["GET", "POST"])
@@ -196,10 +254,14 @@ def learning_promote(request: HttpRequest, pk: int) -> HttpResponse:
             skill = skill_services.skill_promote(
                 learning=learning,
                 request=skill_services.PromotionRequest(
-                    skill_name=data["skill_name"], instructions=data["instructions"],
-                    description=data["description"] or None, when_to_use=data["when_to_use"] or None,
-                    version=data["version"] or None, allowed_tools=tuple(split_tools(data["allowed_tools"])),
-                    blocked_tools=tuple(split_tools(data["blocked_tools"])), context=CONTEXT_FORK,
+                    skill_name=data["skill_name"],
+                    instructions=data["instructions"],
+                    description=data["description"] or None,
+                    when_to_use=data["when_to_use"] or None,
+                    version=data["version"] or None,
+                    allowed_tools=tuple(split_tools(data["allowed_tools"])),
+                    blocked_tools=tuple(split_tools(data["blocked_tools"])),
+                    context=CONTEXT_FORK,
                 ),
                 actor=request.user,
             )
@@ -209,7 +271,12 @@ def learning_promote(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Promoted {learning.public_id} as draft skill {skill.skill_name}.")
             return HttpResponseRedirect(f"{reverse('console:skills')}#skill-{skill.pk}")
     return render(
-        request, "promote.html", f"Promote {learning.public_id} to a skill", tab="learnings", form=form,
-        learning=learning, reasons=promotion_refusals(learning, live_skills([learning.pk]).get(learning.pk)),
+        request,
+        "promote.html",
+        f"Promote {learning.public_id} to a skill",
+        tab="learnings",
+        form=form,
+        learning=learning,
+        reasons=promotion_refusals(learning, live_skills([learning.pk]).get(learning.pk)),
         http_status=400 if form.errors else 200,
     )

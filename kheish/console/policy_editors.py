@@ -49,8 +49,10 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
             out.update(_flatten(item, f"{prefix}.{key}" if prefix else key))
         return out
     if prefix.endswith("rules") and isinstance(value, list):
-        return {f"{prefix}[{index}]": json.dumps({k: v for k, v in rule.items() if v not in (None, False)})
-                for index, rule in enumerate(value)}
+        return {
+            f"{prefix}[{index}]": json.dumps({k: v for k, v in rule.items() if v not in (None, False)})
+            for index, rule in enumerate(value)
+        }
     if prefix.endswith("retention_ms") and isinstance(value, int) and not isinstance(value, bool):
         return {prefix: f"{human_duration(value)} ({value} ms)"}  # people read durations, the API keeps ms
     return {prefix: json.dumps(value)}
@@ -59,9 +61,11 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
 def policy_diff(before: dict, after: dict) -> list[dict]:
     """Changed settings, one row per leaf path (a rule is one leaf): ``{path, before, after}``."""
     old, new = _flatten(before), _flatten(after)
-    return [{"path": key, "before": old.get(key, "—"), "after": new.get(key, "—")}
-            for key in sorted(set(old) | set(new), key=lambda k: (k.split("[")[0], k))
-            if old.get(key) != new.get(key)]
+    return [
+        {"path": key, "before": old.get(key, "—"), "after": new.get(key, "—")}
+        for key in sorted(set(old) | set(new), key=lambda k: (k.split("[")[0], k))
+        if old.get(key) != new.get(key)
+    ]
 
 
 def policy_history(kind: str) -> list[dict]:
@@ -69,11 +73,18 @@ def policy_history(kind: str) -> list[dict]:
     changed = {
         event.to_state: (event.data or {}).get("changed", [])
         for event in AuditEvent.objects.filter(
-            subject_type="policy", subject_id=kind, to_state__in=[f"r{row.revision}" for row in rows])
+            subject_type="policy", subject_id=kind, to_state__in=[f"r{row.revision}" for row in rows]
+        )
     }
-    return [{"row": row, "when": Stamp(row.created_at_ms), "changed": changed.get(f"r{row.revision}", []),
-             "url": reverse("admin:memory_policyrevision_change", args=[row.pk])} for row in rows]
-
+    return [
+        {
+            "row": row,
+            "when": Stamp(row.created_at_ms),
+            "changed": changed.get(f"r{row.revision}", []),
+            "url": reverse("admin:memory_policyrevision_change", args=[row.pk]),
+        }
+        for row in rows
+    ]
 
 
 RULE_INDEX = re.compile(r"publication\.rules\[(\d+)\]")
@@ -102,7 +113,7 @@ def _field_of(field: str | None, mapping: dict[str, str]) -> str | None:
 
 
 def _edit_rows(data, action: str) -> None:
-    """"Add a rule" and "move up/down" edit the posted rows in place (nothing is validated or saved)."""
+    """ "Add a rule" and "move up/down" edit the posted rows in place (nothing is validated or saved)."""
     total = int(data.get("rules-TOTAL_FORMS") or 0)
     if action == "add_rule":
         data["rules-TOTAL_FORMS"] = str(total + 1)
@@ -131,13 +142,26 @@ def dry_run(new: LearningPolicy, old: LearningPolicy, size: int) -> dict:
     for candidate in LearningCandidate.objects.order_by("-id")[:size]:
         after = evaluate_candidate(new, candidate, now_ms=at)
         before = evaluate_candidate(old, candidate, now_ms=at)
-        rows.append({"candidate": candidate, "before": before, "after": after,
-                     "changed": (before.action, before.matched_rule_name) != (after.action, after.matched_rule_name),
-                     "url": reverse("admin:learnings_learningcandidate_change", args=[candidate.pk])})
+        rows.append(
+            {
+                "candidate": candidate,
+                "before": before,
+                "after": after,
+                "changed": (before.action, before.matched_rule_name) != (after.action, after.matched_rule_name),
+                "url": reverse("admin:learnings_learningcandidate_change", args=[candidate.pk]),
+            }
+        )
     totals = {action: sum(1 for row in rows if row["after"].action == action) for action in ACTIONS}
     pending = sum(1 for row in rows if row["candidate"].state == CandidateState.PENDING)
-    return {"rows": rows, "size": size, "totals": totals, "changed": sum(1 for row in rows if row["changed"]),
-            "pending": pending, "mode": new.mode, "outcomes": ENABLED_OUTCOME}
+    return {
+        "rows": rows,
+        "size": size,
+        "totals": totals,
+        "changed": sum(1 for row in rows if row["changed"]),
+        "pending": pending,
+        "mode": new.mode,
+        "outcomes": ENABLED_OUTCOME,
+    }
 
 
 @require_http_methods(["GET", "POST"])
@@ -157,11 +181,14 @@ def learning_policy(request: HttpRequest) -> HttpResponse:
         form = LearningPolicyForm(data)
         rules = RuleFormSet(data, prefix="rules")
         if action in ("dry_run", "save"):
-            rule_forms = [f for f in rules.forms if f.is_valid() and not f.cleaned_data.get("DELETE")
-                          and not f.is_blank()]
+            rule_forms = [
+                f for f in rules.forms if f.is_valid() and not f.cleaned_data.get("DELETE") and not f.is_blank()
+            ]
             if form.is_valid() and rules.is_valid():
-                body = {"policy": form.policy([f.rule() for f in rule_forms], current_dict),
-                        "expected_revision": form.cleaned_data["expected_revision"]}
+                body = {
+                    "policy": form.policy([f.rule() for f in rule_forms], current_dict),
+                    "expected_revision": form.cleaned_data["expected_revision"],
+                }
                 try:
                     parsed, expected = policy_in_force.parse_request(body)
                 except AppError as exc:
@@ -179,9 +206,12 @@ def learning_policy(request: HttpRequest) -> HttpResponse:
                         except AppError as exc:
                             errors.append(exc.detail)
                         else:
-                            messages.success(request, f"Learning policy saved as revision {new_revision} "
-                                                      f"(automation {saved.mode}). Pending candidates are "
-                                                      "queued for review under it.")
+                            messages.success(
+                                request,
+                                f"Learning policy saved as revision {new_revision} "
+                                f"(automation {saved.mode}). Pending candidates are "
+                                "queued for review under it.",
+                            )
                             return HttpResponseRedirect(reverse("console:learning-policy"))
                     else:
                         if action == "save":
@@ -190,11 +220,14 @@ def learning_policy(request: HttpRequest) -> HttpResponse:
                         preview = dry_run(parsed, current, size)
                         preview["digest"] = digest
                         preview["diff"] = policy_diff(current_dict, parsed.to_dict())
-                        form = LearningPolicyForm(initial={**LearningPolicyForm.initial_for(parsed.to_dict(), expected),
-                                                           "dry_run_size": size})
-                        rules = RuleFormSet(initial=[RuleForm.initial_for(rule) for rule in
-                                                     parsed.to_dict()["publication"]["rules"]] + [{}],
-                                            prefix="rules")
+                        form = LearningPolicyForm(
+                            initial={**LearningPolicyForm.initial_for(parsed.to_dict(), expected), "dry_run_size": size}
+                        )
+                        rules = RuleFormSet(
+                            initial=[RuleForm.initial_for(rule) for rule in parsed.to_dict()["publication"]["rules"]]
+                            + [{}],
+                            prefix="rules",
+                        )
             else:
                 errors.append("Correct the highlighted fields.")
     else:
@@ -205,17 +238,29 @@ def learning_policy(request: HttpRequest) -> HttpResponse:
             if row is not None:
                 try:
                     source = LearningPolicy.from_dict(row.policy).to_dict()
-                    notice = (f"Revision {row.revision} is loaded into the editor. "
-                              "Run a dry run, then save to restore it.")
+                    notice = (
+                        f"Revision {row.revision} is loaded into the editor. Run a dry run, then save to restore it."
+                    )
                 except Exception:  # noqa: BLE001 - an unreadable old revision is reported, not fatal
                     notice = f"Revision {row.revision} cannot be loaded: it no longer parses."
         form = LearningPolicyForm(initial=LearningPolicyForm.initial_for(source, revision))
-        rules = RuleFormSet(initial=[RuleForm.initial_for(rule) for rule in source["publication"]["rules"]] + [{}],
-                            prefix="rules")
+        rules = RuleFormSet(
+            initial=[RuleForm.initial_for(rule) for rule in source["publication"]["rules"]] + [{}], prefix="rules"
+        )
     return render(
-        request, "learning_policy.html", "Learning policy", tab="policy", form=form, rules=rules,
-        errors=errors, preview=preview, notice=notice, show_errors=show_errors, revision=revision,
-        status_line=learning_status_line(), history=policy_history(PolicyKind.LEARNING),
+        request,
+        "learning_policy.html",
+        "Learning policy",
+        tab="policy",
+        form=form,
+        rules=rules,
+        errors=errors,
+        preview=preview,
+        notice=notice,
+        show_errors=show_errors,
+        revision=revision,
+        status_line=learning_status_line(),
+        history=policy_history(PolicyKind.LEARNING),
         http_status=400 if errors else 200,
     )
 
@@ -247,21 +292,28 @@ def run_memory_policy(request: HttpRequest) -> HttpResponse:
                 if action == "save" and request.POST.get("previewed") == digest:
                     try:
                         _, new_revision, report = run_memory.set_policy(
-                            data=data, expected_revision=form.cleaned_data["expected_revision"], actor=request.user)
+                            data=data, expected_revision=form.cleaned_data["expected_revision"], actor=request.user
+                        )
                     except AppError as exc:
                         errors.append(exc.detail)
                     else:
-                        messages.success(request, f"Run-memory policy saved as revision {new_revision}; "
-                                                  f"{report['pruned_ttl_count']} expired and "
-                                                  f"{report['pruned_overflow_count']} overflow "
-                                                  f"record{pluralize(report['pruned_overflow_count'])} pruned.")
+                        messages.success(
+                            request,
+                            f"Run-memory policy saved as revision {new_revision}; "
+                            f"{report['pruned_ttl_count']} expired and "
+                            f"{report['pruned_overflow_count']} overflow "
+                            f"record{pluralize(report['pruned_overflow_count'])} pruned.",
+                        )
                         return HttpResponseRedirect(reverse("console:run-memory-policy"))
                 else:
                     if action == "save":
                         notice = "The policy changed since its dry run. Check this dry run, then save."
                     report = run_memory.enforce_policy(policy=parsed, source="console_dry_run", apply=False)
-                    preview = {"report": report, "digest": digest,
-                               "diff": policy_diff(current.to_dict(), parsed.to_dict())}
+                    preview = {
+                        "report": report,
+                        "digest": digest,
+                        "diff": policy_diff(current.to_dict(), parsed.to_dict()),
+                    }
         else:
             errors.append("Correct the highlighted fields.")
     else:
@@ -274,9 +326,17 @@ def run_memory_policy(request: HttpRequest) -> HttpResponse:
                 notice = f"Revision {row.revision} is loaded into the editor. Run a dry run, then save to restore it."
         form = RunMemoryPolicyForm(initial={**source, "expected_revision": revision})
     return render(
-        request, "run_memory_policy.html", "Run-memory policy", tab="policy", form=form, errors=errors,
-        preview=preview, notice=notice, revision=revision, current=current,
-        run_memory_status=run_memory.status_view(), history=policy_history(PolicyKind.RUN_MEMORY),
+        request,
+        "run_memory_policy.html",
+        "Run-memory policy",
+        tab="policy",
+        form=form,
+        errors=errors,
+        preview=preview,
+        notice=notice,
+        revision=revision,
+        current=current,
+        run_memory_status=run_memory.status_view(),
+        history=policy_history(PolicyKind.RUN_MEMORY),
         http_status=400 if errors else 200,
     )
-

@@ -22,12 +22,15 @@ from learnings.models import LearningCandidate, LearningKind, PublishTier
 from learnings.vocabulary import CAPTURED_ONLY_KINDS, kind_plural
 from memory.errors import AppError
 
-KIND_PILLS = (("", "To review"),
-              *((kind, kind) for kind in LearningKind.values if kind not in CAPTURED_ONLY_KINDS),
-              *((kind, f"{kind_plural(kind)} (review material)") for kind in CAPTURED_ONLY_KINDS))
+KIND_PILLS = (
+    ("", "To review"),
+    *((kind, kind) for kind in LearningKind.values if kind not in CAPTURED_ONLY_KINDS),
+    *((kind, f"{kind_plural(kind)} (review material)") for kind in CAPTURED_ONLY_KINDS),
+)
 """The default tab is the work: every kind but run summaries, which never reach a prompt and are read, not
 decided on, under their own filter."""
 REJECT_WARNING = "A rejected candidate is never published. Automation will not review it again."
+
 
 def _candidate_row(candidate: LearningCandidate) -> dict:
     review = candidate.automation_review or {}
@@ -75,13 +78,28 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     if query:
         queryset = queryset.matching_query(query)
     rows, page = paginate(request, queryset)
-    pills = [{"value": value, "label": label, "current": value == kind,
-              "url": "?" + urlencode([(k, v) for k, v in (("kind", value), ("q", query)) if v])}
-             for value, label in KIND_PILLS]
+    pills = [
+        {
+            "value": value,
+            "label": label,
+            "current": value == kind,
+            "url": "?" + urlencode([(k, v) for k, v in (("kind", value), ("q", query)) if v]),
+        }
+        for value, label in KIND_PILLS
+    ]
     return render(
-        request, "review.html", "Review queue", tab="review",
-        rows=[_candidate_row(candidate) for candidate in rows], page=page, pills=pills, kind=kind, query=query,
-        tiers=PublishTier.choices, automation=learning_status_line(), here=request.get_full_path(),
+        request,
+        "review.html",
+        "Review queue",
+        tab="review",
+        rows=[_candidate_row(candidate) for candidate in rows],
+        page=page,
+        pills=pills,
+        kind=kind,
+        query=query,
+        tiers=PublishTier.choices,
+        automation=learning_status_line(),
+        here=request.get_full_path(),
         summaries=kind == LearningKind.RUN_SUMMARY,
         summaries_waiting=LearningCandidate.objects.pending_review().filter(kind=LearningKind.RUN_SUMMARY).count(),
     )
@@ -90,15 +108,19 @@ def review_queue(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def candidate_publish(request: HttpRequest, pk: int) -> HttpResponse:
     candidate = get_object_or_404(LearningCandidate, pk=pk)
-    form = PublishForm(request.POST or None, initial={"supersedes": request.GET.get("supersedes", "")},
-                       candidate=candidate)
+    form = PublishForm(
+        request.POST or None, initial={"supersedes": request.GET.get("supersedes", "")}, candidate=candidate
+    )
     conflict = None
     if request.method == "POST" and form.is_valid():
         tier = form.cleaned_data["publish_tier"]
         try:
             learning = learning_services.candidate_publish(
-                candidate=candidate.pk, actor=request.user, options=learning_services.PublishOptions.manual(
-                    publish_tier=tier, supersedes=form.cleaned_data["supersedes"].strip() or None),
+                candidate=candidate.pk,
+                actor=request.user,
+                options=learning_services.PublishOptions.manual(
+                    publish_tier=tier, supersedes=form.cleaned_data["supersedes"].strip() or None
+                ),
             )
         except learning_services.LearningConflict as exc:
             form.add_error(None, exc.detail)
@@ -109,8 +131,14 @@ def candidate_publish(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Published {candidate.public_id} as {learning.public_id} ({learning.status}).")
             return HttpResponseRedirect(next_url(request, reverse("console:review")))
     return render(
-        request, "publish.html", f"Publish {candidate.public_id}", tab="review",
-        row=_candidate_row(candidate), form=form, conflict=conflict, next=next_url(request, reverse("console:review")),
+        request,
+        "publish.html",
+        f"Publish {candidate.public_id}",
+        tab="review",
+        row=_candidate_row(candidate),
+        form=form,
+        conflict=conflict,
+        next=next_url(request, reverse("console:review")),
         http_status=400 if form.errors else 200,
     )
 
@@ -122,19 +150,31 @@ def candidate_reject(request: HttpRequest, pk: int) -> HttpResponse:
     form = ReasonForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            learning_services.candidate_reject(candidate=candidate.pk, actor=request.user,
-                                               reason=form.cleaned_data["reason"])
+            learning_services.candidate_reject(
+                candidate=candidate.pk, actor=request.user, reason=form.cleaned_data["reason"]
+            )
         except AppError as exc:
             form.add_error(None, exc.detail)
         else:
             messages.success(request, f"Rejected {candidate.public_id}.")
             return HttpResponseRedirect(back)
     return render(
-        request, "confirm.html", f"Reject {candidate.public_id}?", tab="review", form=form, next=back,
-        verb="Reject", subject=candidate, content=candidate.content,
-        facts=[("Kind", candidate.kind), ("State", candidate.state), ("Scope", candidate.scope_key),
-               ("Confidence", candidate.confidence), ("Origin", candidate.origin)],
+        request,
+        "confirm.html",
+        f"Reject {candidate.public_id}?",
+        tab="review",
+        form=form,
+        next=back,
+        verb="Reject",
+        subject=candidate,
+        content=candidate.content,
+        facts=[
+            ("Kind", candidate.kind),
+            ("State", candidate.state),
+            ("Scope", candidate.scope_key),
+            ("Confidence", candidate.confidence),
+            ("Origin", candidate.origin),
+        ],
         warning=REJECT_WARNING,
         http_status=400 if form.errors else 200,
     )
-

@@ -20,14 +20,20 @@ def search(request: HttpRequest) -> HttpResponse:
     chosen = None
     wanted_pk = public_ids.parse_id(wanted, public_ids.SESSION)
     if wanted_pk is not None:
-        chosen = next((s for s in recent if s.public_id == wanted), None) or Session.objects.select_related(
-            "owner", "persona").filter(pk=wanted_pk).first()
+        chosen = (
+            next((s for s in recent if s.public_id == wanted), None)
+            or Session.objects.select_related("owner", "persona").filter(pk=wanted_pk).first()
+        )
     if chosen is not None and chosen not in recent:
         recent.insert(0, chosen)
-    choices = [(s.public_id, f"{s.public_id} · {s.owner.get_username()}"
-                + (f" · {s.persona.persona_id}" if s.persona_id else "")) for s in recent]
-    form = SearchForm(request.GET if "session" in request.GET else None, sessions=choices,
-                      initial={"limit": 12})
+    choices = [
+        (
+            s.public_id,
+            f"{s.public_id} · {s.owner.get_username()}" + (f" · {s.persona.persona_id}" if s.persona_id else ""),
+        )
+        for s in recent
+    ]
+    form = SearchForm(request.GET if "session" in request.GET else None, sessions=choices, initial={"limit": 12})
     result = None
     if form.is_bound and form.is_valid() and chosen is not None:
         result = composition.memory_search(chosen, form.cleaned_data["q"], form.cleaned_data["limit"] or 12)
@@ -41,7 +47,12 @@ def search(request: HttpRequest) -> HttpResponse:
                 pk = public_ids.parse_id(hit["source_id"], public_ids.RUN)
                 hit["url"] = reverse("admin:memory_run_change", args=[pk])
     return render(
-        request, "search.html", "Search memory", tab="search", form=form, result=result, chosen=chosen,
+        request,
+        "search.html",
+        "Search memory",
+        tab="search",
+        form=form,
+        result=result,
+        chosen=chosen,
         session_url=reverse("admin:memory_session_change", args=[chosen.pk]) if chosen else None,
     )
-

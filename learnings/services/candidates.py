@@ -131,16 +131,21 @@ def require_scope(actor: object, scope: LearningScope, *, operator: bool | None 
     if not acts_as_agent(actor, operator):
         return
     if not caller_scopes(actor).allows(scope.kind, scope.id):
-        raise Forbidden(f"learning scope {scope.scope_key} is not visible to the caller", field="scope",
-                        domain=DOMAIN, code="scope_forbidden")
+        raise Forbidden(
+            f"learning scope {scope.scope_key} is not visible to the caller",
+            field="scope",
+            domain=DOMAIN,
+            code="scope_forbidden",
+        )
 
 
 def _owned_id(value: object, prefix: str) -> int | None:
     return public_ids.parse_id(value, prefix)
 
 
-def require_own_provenance(actor: object, source: object, evidence_refs: object, *,
-                           operator: bool | None = None) -> None:
+def require_own_provenance(
+    actor: object, source: object, evidence_refs: object, *, operator: bool | None = None
+) -> None:
     """An agent's candidate may claim only its own runs, sessions and agent id (issue 14.2): server-side
     provenance, never a claim on another agent's work. Unknown and foreign ids alike are 403
     ``provenance_forbidden``; values of the wrong type are left to validation's 400. Operators may cite any."""
@@ -148,8 +153,7 @@ def require_own_provenance(actor: object, source: object, evidence_refs: object,
         return
 
     def refuse(field: str, what: str) -> None:
-        raise Forbidden(f"{field} {what} is not the caller's", field=field, domain=DOMAIN,
-                        code="provenance_forbidden")
+        raise Forbidden(f"{field} {what} is not the caller's", field=field, domain=DOMAIN, code="provenance_forbidden")
 
     runs = Run.objects.filter(session__owner=actor)
     if isinstance(source, dict):
@@ -232,8 +236,12 @@ def create_candidate_in_transaction(
         action="create",
         actor=actor,
         to_state=CandidateState.PENDING,
-        data={"origin": candidate.origin, "kind": candidate.kind, "scope": candidate.scope_key,
-              **_screen_audit(candidate)},
+        data={
+            "origin": candidate.origin,
+            "kind": candidate.kind,
+            "scope": candidate.scope_key,
+            **_screen_audit(candidate),
+        },
     )
     if queue_review:
         _enqueue_review(candidate.pk)
@@ -368,10 +376,19 @@ def _move_candidate(
     **changes: Any,
 ) -> LearningCandidate:
     """Compare-and-swap the candidate's state and audit the transition (``rows.guarded_move``)."""
-    guarded_move(candidate, field="state", expected=from_states or (candidate.state,), to=to_state,
-                 subject_type="learning_candidate", action=action, actor=actor, reason=reason,
-                 audit_keys=("published_learning", "matched_rule_name"), conflict_code="candidate_changed",
-                 **changes)
+    guarded_move(
+        candidate,
+        field="state",
+        expected=from_states or (candidate.state,),
+        to=to_state,
+        subject_type="learning_candidate",
+        action=action,
+        actor=actor,
+        reason=reason,
+        audit_keys=("published_learning", "matched_rule_name"),
+        conflict_code="candidate_changed",
+        **changes,
+    )
     return candidate
 
 
@@ -489,5 +506,3 @@ def candidate_record_review(
     )
     locked.refresh_from_db()
     return locked
-
-

@@ -28,8 +28,11 @@ EVIDENCE_FIELDS = ("run_id", "artifact_id", "note")
 # alphabetically first one, and the first error the validator yields is the one reported.
 MESSAGES = "x-messages"
 _TEXT_MESSAGE = "{field} must be a string of at most {maxLength} characters"
-_TEXT = {"type": ["string", "null"], "maxLength": MAX_REF_TEXT, MESSAGES: {"type": _TEXT_MESSAGE,
-                                                                         "maxLength": _TEXT_MESSAGE}}
+_TEXT = {
+    "type": ["string", "null"],
+    "maxLength": MAX_REF_TEXT,
+    MESSAGES: {"type": _TEXT_MESSAGE, "maxLength": _TEXT_MESSAGE},
+}
 _UNKNOWN = "unknown field {key}"
 FIELD_DESCRIPTIONS = {
     "run_id": "a run of the caller's own (run-N) the statement comes from",
@@ -44,6 +47,8 @@ FIELD_DESCRIPTIONS = {
 
 def _text(name: str) -> dict[str, Any]:
     return {**_TEXT, "description": FIELD_DESCRIPTIONS[name]}
+
+
 _OFFSET_MESSAGE = "{field} must be a non-negative integer"
 
 SOURCE_SCHEMA: dict[str, Any] = {
@@ -53,9 +58,12 @@ SOURCE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         **{name: _text(name) for name in SOURCE_TEXT_FIELDS},
-        "input_event_offset": {"type": ["integer", "null"], "minimum": 0,
-                               "description": "the journal offset of the input event the statement comes from",
-                               MESSAGES: {"type": _OFFSET_MESSAGE, "minimum": _OFFSET_MESSAGE}},
+        "input_event_offset": {
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "description": "the journal offset of the input event the statement comes from",
+            MESSAGES: {"type": _OFFSET_MESSAGE, "minimum": _OFFSET_MESSAGE},
+        },
     },
     MESSAGES: {"type": "{field} must be an object", "additionalProperties": _UNKNOWN},
 }
@@ -75,11 +83,13 @@ EVIDENCE_REFS_SCHEMA: dict[str, Any] = {
 
 _Validator = validators.extend(
     Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({
-        # 2.0 is no offset; any mapping is an object (as the hand-written checks had it).
-        "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
-        "object": lambda _checker, value: isinstance(value, Mapping),
-    }),
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {
+            # 2.0 is no offset; any mapping is an object (as the hand-written checks had it).
+            "integer": lambda _checker, value: isinstance(value, int) and not isinstance(value, bool),
+            "object": lambda _checker, value: isinstance(value, Mapping),
+        }
+    ),
 )
 _SOURCE = _Validator(SOURCE_SCHEMA)
 _EVIDENCE_REFS = _Validator(EVIDENCE_REFS_SCHEMA)
@@ -120,9 +130,13 @@ def _check(validator: Any, value: object, root: str) -> None:
         path.append(key)
     field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
     template = error.schema.get(MESSAGES, {}).get(error.validator)
-    message = error.message if template is None else template.format(field=field, key=key, **{
-        name: error.schema.get(name) for name in ("maxLength", "maxItems")
-    })
+    message = (
+        error.message
+        if template is None
+        else template.format(
+            field=field, key=key, **{name: error.schema.get(name) for name in ("maxLength", "maxItems")}
+        )
+    )
     raise ValidationFailed(message, field=field, domain=DOMAIN, code="invalid_learning")
 
 
@@ -168,9 +182,7 @@ def clean_stated_at(value: object, field: str = "stated_at_ms") -> int | None:
             f"{field} must be a non-negative integer", field=field, domain=DOMAIN, code="invalid_learning"
         )
     if value > now_ms() + STATED_AHEAD_MS:
-        raise ValidationFailed(
-            f"{field} cannot be in the future", field=field, domain=DOMAIN, code="invalid_learning"
-        )
+        raise ValidationFailed(f"{field} cannot be in the future", field=field, domain=DOMAIN, code="invalid_learning")
     return value
 
 
@@ -185,5 +197,3 @@ def clean_content(value: object) -> str:
 def semantic_key_digests(content: str) -> tuple[str, str]:
     keys = semantic.semantic_keys(content)
     return key_digest(keys.content_key), key_digest(keys.subject_key)
-
-

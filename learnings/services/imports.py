@@ -91,8 +91,9 @@ def _locks(pairs: Iterable[tuple[str, str]]) -> None:
     names = sorted({f"learnings:{scope_key}:{kind}" for scope_key, kind in pairs})
     if names:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(n, 0)) FROM unnest(%s::text[]) n "
-                           "ORDER BY n", [names])
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(n, 0)) FROM unnest(%s::text[]) n ORDER BY n", [names]
+            )
 
 
 def _live_prompt_visible(at: int, scope_keys: set[str]):
@@ -114,12 +115,19 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
                 raise ValueError(f"external id must be 1 to {MAX_EXTERNAL_ID} characters")
             scope = normalise_scope(item.scope.kind, item.scope.id)
             candidate = _new_candidate(
-                origin=CandidateOrigin.API, scope=scope, kind=item.kind,
+                origin=CandidateOrigin.API,
+                scope=scope,
+                kind=item.kind,
                 content=item.content.strip() if isinstance(item.content, str) else item.content,
-                sensitivity=item.sensitivity, confidence=item.confidence, source=clean_source(item.source),
-                evidence_refs=clean_evidence_refs(item.evidence_refs), created_at_ms=at,
-                expires_at_ms=clean_expiry(item.expires_at_ms), source_run=None,
-                stated_at_ms=clean_stated_at(item.stated_at_ms))
+                sensitivity=item.sensitivity,
+                confidence=item.confidence,
+                source=clean_source(item.source),
+                evidence_refs=clean_evidence_refs(item.evidence_refs),
+                created_at_ms=at,
+                expires_at_ms=clean_expiry(item.expires_at_ms),
+                source_run=None,
+                stated_at_ms=clean_stated_at(item.stated_at_ms),
+            )
         except (AppError, ValueError, TypeError, AttributeError) as exc:
             where = f" ({exc.field})" if getattr(exc, "field", None) else ""
             outcome.invalid.append((external_id, f"{getattr(exc, 'detail', None) or exc}{where}"))
@@ -135,23 +143,34 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
     scope_keys = {candidate.scope_key for _, candidate in built}
     _locks((candidate.scope_key, candidate.kind) for _, candidate in built)
     # 2. Already imported (an earlier run, or another process): skipped - the import is idempotent.
-    known = set(LearningCandidate.objects.filter(scope_key__in=scope_keys,
-                                                 external_id__in=[c.external_id for _, c in built])
-                .values_list("scope_key", "external_id"))
+    known = set(
+        LearningCandidate.objects.filter(
+            scope_key__in=scope_keys, external_id__in=[c.external_id for _, c in built]
+        ).values_list("scope_key", "external_id")
+    )
     fresh = [(item, c) for item, c in built if (c.scope_key, c.external_id) not in known]
     outcome.already_imported += len(built) - len(fresh)
     if not fresh:
         return outcome
     # 3. Equivalence and conflict against the live learnings of these scopes (one read), then in the batch.
-    live = _live_prompt_visible(at, scope_keys).filter(
-        content_key__in={c.content_key for _, c in fresh} | {""},
-    ).only("id", "scope_key", "kind", "content_key")
+    live = (
+        _live_prompt_visible(at, scope_keys)
+        .filter(
+            content_key__in={c.content_key for _, c in fresh} | {""},
+        )
+        .only("id", "scope_key", "kind", "content_key")
+    )
     equivalent: dict[tuple[str, str, str], int] = {}
     for row in live.order_by("id"):
         equivalent.setdefault((row.scope_key, row.kind, row.content_key), row.pk)
-    subjects = _live_prompt_visible(at, scope_keys).filter(
-        subject_key__in={c.subject_key for _, c in fresh if c.subject_key}, kind__in=PROMPT_ELIGIBLE_KINDS,
-    ).values_list("scope_key", "kind", "subject_key", "content_key")
+    subjects = (
+        _live_prompt_visible(at, scope_keys)
+        .filter(
+            subject_key__in={c.subject_key for _, c in fresh if c.subject_key},
+            kind__in=PROMPT_ELIGIBLE_KINDS,
+        )
+        .values_list("scope_key", "kind", "subject_key", "content_key")
+    )
     subject_values: dict[tuple[str, str, str], set[str]] = {}
     for scope_key, kind, subject_key, content_key in subjects:
         subject_values.setdefault((scope_key, kind, subject_key), set()).add(content_key)
@@ -182,14 +201,30 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
     label = policy_actor_for(PolicyDecision.MANUAL)
     for (_, c), vector in zip(to_publish, vectors, strict=True):
         learning = Learning(
-            scope_kind=c.scope_kind, scope_id=c.scope_id, scope_key=c.scope_key, kind=c.kind,
-            sensitivity=c.sensitivity, content=c.content, confidence=c.confidence, source=c.source,
-            evidence_refs=c.evidence_refs, created_at_ms=c.created_at_ms, published_at_ms=at,
-            expires_at_ms=c.expires_at_ms, status=status_for_tier(publish_tier), publish_tier=publish_tier,
-            policy_decision=PolicyDecision.MANUAL, policy_actor=label,
-            verification_status=VerificationStatus.UNVERIFIED, content_key=c.content_key,
-            subject_key=c.subject_key, source_candidate=c, stated_at_ms=c.stated_at_ms, updated_at_ms=at,
-            embedding=np.round(np.asarray(vector, dtype=np.float64), 6).tolist())
+            scope_kind=c.scope_kind,
+            scope_id=c.scope_id,
+            scope_key=c.scope_key,
+            kind=c.kind,
+            sensitivity=c.sensitivity,
+            content=c.content,
+            confidence=c.confidence,
+            source=c.source,
+            evidence_refs=c.evidence_refs,
+            created_at_ms=c.created_at_ms,
+            published_at_ms=at,
+            expires_at_ms=c.expires_at_ms,
+            status=status_for_tier(publish_tier),
+            publish_tier=publish_tier,
+            policy_decision=PolicyDecision.MANUAL,
+            policy_actor=label,
+            verification_status=VerificationStatus.UNVERIFIED,
+            content_key=c.content_key,
+            subject_key=c.subject_key,
+            source_candidate=c,
+            stated_at_ms=c.stated_at_ms,
+            updated_at_ms=at,
+            embedding=np.round(np.asarray(vector, dtype=np.float64), 6).tolist(),
+        )
         learnings.append(validated_learning(learning))
     memory_sql.copy_instances(Learning, learnings)
     for learning in learnings:
@@ -203,23 +238,59 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
                 'UPDATE "learnings_learningcandidate" c SET state = %s, published_learning_id = v.learning, '
                 "updated_at_ms = %s FROM unnest(%s::bigint[], %s::bigint[]) AS v(candidate, learning) "
                 "WHERE c.id = v.candidate AND c.state = %s",
-                [CandidateState.PUBLISHED, at, [c.pk for c, _, _ in published], [pk for _, pk, _ in published],
-                 CandidateState.PENDING])
+                [
+                    CandidateState.PUBLISHED,
+                    at,
+                    [c.pk for c, _, _ in published],
+                    [pk for _, pk, _ in published],
+                    CandidateState.PENDING,
+                ],
+            )
     who = actor_label(actor)
-    audit = [AuditEvent(subject_type="learning_candidate", subject_id=c.public_id, action="create", actor=who,
-                        to_state=CandidateState.PENDING, at_ms=at,
-                        data={"origin": c.origin, "kind": c.kind, "scope": c.scope_key, "external_id": c.external_id})
-             for c in candidates]
-    audit += [AuditEvent(subject_type="learning", subject_id=learning.public_id, action="publish", actor=who,
-                         to_state=learning.status, reason=REASON, at_ms=at,
-                         data={"candidate": learning.source_candidate.public_id, "publish_tier": learning.publish_tier,
-                               "policy_decision": learning.policy_decision,
-                               "verification_status": learning.verification_status})
-              for learning in learnings]
-    audit += [AuditEvent(subject_type="learning_candidate", subject_id=c.public_id, action="publish", actor=who,
-                         from_state=CandidateState.PENDING, to_state=CandidateState.PUBLISHED, at_ms=at,
-                         reason=reason, data={"published_learning": public_ids.learning_id(pk)})
-              for c, pk, reason in published]
+    audit = [
+        AuditEvent(
+            subject_type="learning_candidate",
+            subject_id=c.public_id,
+            action="create",
+            actor=who,
+            to_state=CandidateState.PENDING,
+            at_ms=at,
+            data={"origin": c.origin, "kind": c.kind, "scope": c.scope_key, "external_id": c.external_id},
+        )
+        for c in candidates
+    ]
+    audit += [
+        AuditEvent(
+            subject_type="learning",
+            subject_id=learning.public_id,
+            action="publish",
+            actor=who,
+            to_state=learning.status,
+            reason=REASON,
+            at_ms=at,
+            data={
+                "candidate": learning.source_candidate.public_id,
+                "publish_tier": learning.publish_tier,
+                "policy_decision": learning.policy_decision,
+                "verification_status": learning.verification_status,
+            },
+        )
+        for learning in learnings
+    ]
+    audit += [
+        AuditEvent(
+            subject_type="learning_candidate",
+            subject_id=c.public_id,
+            action="publish",
+            actor=who,
+            from_state=CandidateState.PENDING,
+            to_state=CandidateState.PUBLISHED,
+            at_ms=at,
+            reason=reason,
+            data={"published_learning": public_ids.learning_id(pk)},
+        )
+        for c, pk, reason in published
+    ]
     memory_sql.copy_instances(AuditEvent, audit)
     for c in held:
         enqueue_review_on_commit(c.pk)

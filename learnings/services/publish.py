@@ -132,8 +132,9 @@ def candidate_publish(
     return _publish_locked(locked, actor=actor, options=options)
 
 
-def _publish_locked(locked: LearningCandidate, *, actor: object, options: PublishOptions,
-                    fresh: bool = False) -> Learning:
+def _publish_locked(
+    locked: LearningCandidate, *, actor: object, options: PublishOptions, fresh: bool = False
+) -> Learning:
     """``candidate_publish`` once the candidate row is this transaction's: locked, or created by it
     (``fresh``: no learning can have been built from it yet)."""
     edits, automation = options.edits, options.automation
@@ -141,7 +142,8 @@ def _publish_locked(locked: LearningCandidate, *, actor: object, options: Publis
     review, revision = (automation.review, automation.revision) if automation else (None, None)
     governance = automation.governance if automation else Governance(publish_tier=edits.publish_tier)
     actor_label = (
-        policy_actor_for(governance.policy_decision) if governance.policy_decision != PolicyDecision.ESCALATED
+        policy_actor_for(governance.policy_decision)
+        if governance.policy_decision != PolicyDecision.ESCALATED
         else "operator"
     )
     if locked.state == CandidateState.REJECTED:
@@ -277,8 +279,6 @@ def _publish_locked(locked: LearningCandidate, *, actor: object, options: Publis
     return learning
 
 
-
-
 @transaction.atomic
 def learning_create_published(
     *,
@@ -298,11 +298,16 @@ def learning_create_published(
     from learnings.services.candidates import create_candidate_in_transaction
 
     if publish_tier not in PublishTier.values:
-        raise ValidationFailed(f"unknown learning publish tier `{publish_tier}`", field="publish_tier",
-                               domain=DOMAIN, code="invalid_learning")
+        raise ValidationFailed(
+            f"unknown learning publish tier `{publish_tier}`",
+            field="publish_tier",
+            domain=DOMAIN,
+            code="invalid_learning",
+        )
     if supersedes is not None and publish_tier != PublishTier.ACTIVE:
         raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
-    created = create_candidate_in_transaction(actor=actor, scope=scope, kind=kind, content=content,
-                                              queue_review=False, **candidate)  # type: ignore[arg-type]
+    created = create_candidate_in_transaction(
+        actor=actor, scope=scope, kind=kind, content=content, queue_review=False, **candidate
+    )  # type: ignore[arg-type]
     options = PublishOptions.manual(publish_tier=publish_tier, supersedes=supersedes)
     return _publish_locked(created, actor=actor, options=options, fresh=True), created

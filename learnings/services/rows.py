@@ -96,8 +96,10 @@ def guarded_move(
     one of ``expected`` to ``to`` with ``changes``; 409 when another writer got there first; an audit row in the
     same transaction (``audit_keys`` of the changes recorded); the instance is refreshed."""
     from_state = getattr(instance, field)
-    updated = type(instance).objects.filter(pk=instance.pk, **{f"{field}__in": expected}).update(
-        **{field: to}, updated_at_ms=now_ms(), **changes
+    updated = (
+        type(instance)
+        .objects.filter(pk=instance.pk, **{f"{field}__in": expected})
+        .update(**{field: to}, updated_at_ms=now_ms(), **changes)
     )
     if updated != 1:
         raise Conflict(
@@ -115,7 +117,8 @@ def guarded_move(
         reason=reason,
         data={
             k: (public_ids.learning_id(v.pk) if isinstance(v, Learning) else v)
-            for k, v in changes.items() if k in audit_keys
+            for k, v in changes.items()
+            if k in audit_keys
         },
     )
     instance.refresh_from_db()
@@ -124,9 +127,19 @@ def guarded_move(
 def move_learning(
     learning: Learning, *, to_status: str, actor: object, action: str, reason: str = "", **changes: Any
 ) -> Learning:
-    guarded_move(learning, field="status", expected=(learning.status,), to=to_status, subject_type="learning",
-                 action=action, actor=actor, reason=reason, audit_keys=("superseded_by",),
-                 conflict_code="learning_changed", **changes)
+    guarded_move(
+        learning,
+        field="status",
+        expected=(learning.status,),
+        to=to_status,
+        subject_type="learning",
+        action=action,
+        actor=actor,
+        reason=reason,
+        audit_keys=("superseded_by",),
+        conflict_code="learning_changed",
+        **changes,
+    )
     return learning
 
 
@@ -177,5 +190,3 @@ def record_supersede(target: Learning, replacement: Learning, *, actor: object) 
         reason=f"supersedes {target.public_id}",
         data={"supersedes": target.public_id},
     )
-
-

@@ -118,4 +118,3 @@ def looks_like_secret(text: str) -> bool:
     if _step_a(trimmed, _config())[0] != trimmed:
         return True
     return _has_secret_assignment(trimmed)
-

@@ -105,9 +105,7 @@ def _has_secret_assignment(text: str) -> bool:
     for sep, pattern in _SQUASH:
         if sep in squashed:
             squashed = pattern.sub(sep, squashed)
-    if any(
-        marker in squashed and _marker_gives_value(squashed, marker, boundary=True) for marker in _SQUASHED_MARKERS
-    ):
+    if any(marker in squashed and _marker_gives_value(squashed, marker, boundary=True) for marker in _SQUASHED_MARKERS):
         return True
     for line in lowered.split("\n"):
         for delimiter in (":", "="):

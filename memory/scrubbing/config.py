@@ -29,7 +29,6 @@ def register_literal_token_source(source: Callable[[], Iterable[str]]) -> None:
         _TOKEN_SOURCES.append(source)
 
 
-
 @dataclass(frozen=True)
 class _Config:
     tokens: str

@@ -725,9 +725,7 @@ _SPOKEN = re.compile(
     + rb"(?:[ \t]+(?:for|of|on|at|in|to)(?:[ \t]+[a-z0-9_.'\-]{1,30}){1,4}?)?"  # "for the lab", "of the router"
     rb"[ \t]+(?:is|was)(?:[ \t]+(?:now|still|just|currently|set[ \t]+to|changed[ \t]+to))?"
     rb"|(?:set|changed|reset|updated)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|its[ \t]+|his[ \t]+|her[ \t]+)?"
-    rb"(?:[a-z0-9_\-]{1,20}[ \t]+){0,2}?"
-    + _SECRET_NOUN
-    + rb"[ \t]+to"
+    rb"(?:[a-z0-9_\-]{1,20}[ \t]+){0,2}?" + _SECRET_NOUN + rb"[ \t]+to"
     rb")[ \t]+"
 )
 _SPOKEN_WORD = re.compile(r"""[^\s"'`]{1,200}""")
@@ -864,4 +862,3 @@ def _url_placeholder(text: str, end: int, value: str) -> bool:
     """``?key=$KEY``, ``?token={token}``, ``?key=YOUR_API_KEY``: a parameter value that stands for one."""
     closing = text[end : end + 1]
     return is_placeholder(value + closing if closing in ")]}" else value)
-

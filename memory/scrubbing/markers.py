@@ -42,7 +42,6 @@ class ScrubResult:
     redactions: dict[str, int] = field(default_factory=dict)
 
 
-
 def _bump(counts: dict[str, int], kind: str, n: int = 1) -> None:
     counts[kind] = counts.get(kind, 0) + n
 
@@ -54,4 +53,3 @@ _MARKER_FIRST = ("<", '"', "'")
 def _is_marker(value: str) -> bool:
     """True for a value that is already just a marker (keeps scrubbing idempotent and counts honest)."""
     return value[:1] in _MARKER_FIRST and _MARKER_VALUE.fullmatch(value) is not None
-

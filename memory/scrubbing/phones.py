@@ -158,4 +158,3 @@ def _on_boundaries(text: str, start: int, end: int) -> bool:
     if _GLUED.match(text, end):
         return False
     return _DATE_INSIDE.search(text, start, end) is None
-

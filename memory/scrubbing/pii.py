@@ -461,4 +461,3 @@ def _redact_emails(text: str, counts: dict[str, int]) -> str:
     if edits:
         _bump(counts, KIND_EMAIL, len(edits))
     return _splice(text, edits)
-

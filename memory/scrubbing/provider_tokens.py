@@ -112,7 +112,5 @@ TOKEN_SHAPES: tuple[TokenShape, ...] = (
         "discord", ("M", "N", "O"), r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}" + _END
     ),
     # Telegram bot tokens: ``<bot id>:AA…`` (the secret half after the colon goes, the public id stays).
-    TokenShape(
-        "telegram", (":AA",), r":(?<=\d:)AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])", left="none", keep=":"
-    ),
+    TokenShape("telegram", (":AA",), r":(?<=\d:)AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])", left="none", keep=":"),
 )

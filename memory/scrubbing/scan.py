@@ -93,6 +93,7 @@ def _splice(text: str, replacements: list[tuple[int, int, str]]) -> str:
     parts.append(text[last:])
     return "".join(parts)
 
+
 _ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 
 
@@ -126,4 +127,3 @@ def _token_bounds(text: str, start: int, end: int) -> tuple[int, int]:
         window = text[floor:start]
         head = start - (0 if not window or window[-1].isspace() else len(window.rsplit(None, 1)[-1]))
     return head, _NON_SPACE.match(text, end).end()
-

@@ -98,7 +98,6 @@ def _is_sensitive_url_key(name: str) -> bool:
     return bool(words) and words[-1] in _URL_SECRET_WORDS
 
 
-
 _URL_SECRET_WORDS = frozenset({"sig", "signature", "credential", "credentials", "token", "secret", "password"})
 
 # --------------------------------------------------------------------------------------------------------

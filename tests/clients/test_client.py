@@ -133,8 +133,9 @@ def test_open_run_is_retried_with_one_idempotency_key(base_url, agent_key, agent
         seen.append((request.method, request.url.path, request.read()))
         if fail_next[0]:
             fail_next[0] = False
-            return httpx2.Response(503, json={"status": 503, "code": "unavailable", "domain": "proxy",
-                                              "detail": "try again"})
+            return httpx2.Response(
+                503, json={"status": 503, "code": "unavailable", "domain": "proxy", "detail": "try again"}
+            )
         return real.handle_request(request)
 
     with KheishClient(base_url, agent_key.plaintext, transport=httpx2.MockTransport(flaky), backoff=0) as client:
@@ -158,8 +159,13 @@ def test_operator_surface(ops_client, agent_client):
     from kheish_memory import KheishError
 
     session = agent_client.create_session()
-    candidate = agent_client.propose_candidate(scope_kind="session", scope_id=session.session_id, kind="fact",
-                                               content="The project codename is Atlas.", confidence=90)
+    candidate = agent_client.propose_candidate(
+        scope_kind="session",
+        scope_id=session.session_id,
+        kind="fact",
+        content="The project codename is Atlas.",
+        confidence=90,
+    )
     assert (candidate.origin, candidate.state) == ("api", "pending")
     other = agent_client.propose_candidate(scope_kind="workspace", kind="decision", content="Ship on Fridays.")
     assert ops_client.reject_candidate(other.candidate_id).state == "rejected"
@@ -194,23 +200,36 @@ def test_operator_surface(ops_client, agent_client):
 
 
 def test_skill_rollout_surface(ops_client, agent_client):
-    procedure = ops_client.propose_candidate(scope_kind="workspace", kind="procedure",
-                                             content="To rotate logs: run logrotate -f /etc/logrotate.conf.")
+    procedure = ops_client.propose_candidate(
+        scope_kind="workspace", kind="procedure", content="To rotate logs: run logrotate -f /etc/logrotate.conf."
+    )
     learning = ops_client.publish_candidate(procedure.candidate_id)
-    skill = ops_client.promote_skill(learning.learning_id, skill_name="rotate-logs",
-                                     instructions="Run logrotate -f /etc/logrotate.conf and report the result.",
-                                     description="rotate the logs")
+    skill = ops_client.promote_skill(
+        learning.learning_id,
+        skill_name="rotate-logs",
+        instructions="Run logrotate -f /etc/logrotate.conf and report the result.",
+        description="rotate the logs",
+    )
     assert (skill.status, skill.source_learning_id) == ("draft", learning.learning_id)
 
     session = agent_client.create_session()
     run = agent_client.open_run(session.session_id, "rotate the logs")
     agent_client.start_run(run.run_id)
     agent_client.complete_run(run.run_id, output="rotated: OK")
-    verified = ops_client.record_rollout_result("rotate-logs", kind="verification", run_id=run.run_id,
-                                                expected_output_contains="rotated: OK")
+    verified = ops_client.record_rollout_result(
+        "rotate-logs", kind="verification", run_id=run.run_id, expected_output_contains="rotated: OK"
+    )
     assert verified.verification_status == "verified" and verified.successful_run_count == 1
-    assert ops_client.promote_skill(learning.learning_id, skill_name="rotate-logs", status="verified",
-                                    instructions=skill.instructions, description="rotate the logs").status == "verified"
+    assert (
+        ops_client.promote_skill(
+            learning.learning_id,
+            skill_name="rotate-logs",
+            status="verified",
+            instructions=skill.instructions,
+            description="rotate the logs",
+        ).status
+        == "verified"
+    )
     assert [s.skill_name for s in ops_client.list_learning_skills(status="verified").results] == ["rotate-logs"]
     assert ops_client.revoke_skill("rotate-logs", reason="not needed").status == "revoked"
     assert ops_client.get_learning_skill("rotate-logs").revoked_reason == "not needed"

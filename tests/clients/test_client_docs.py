@@ -30,8 +30,9 @@ def test_every_client_method_is_documented_with_its_signature():
     from kheish_memory import KheishClient
 
     docs = (REPO_DIR / "docs" / "agents.md").read_text()
-    methods = [(name, fn) for name, fn in inspect.getmembers(KheishClient, inspect.isfunction)
-               if not name.startswith("_")]
+    methods = [
+        (name, fn) for name, fn in inspect.getmembers(KheishClient, inspect.isfunction) if not name.startswith("_")
+    ]
     assert len(methods) > 50
     missing = [_rendered(name, fn) for name, fn in methods if f"`{_rendered(name, fn)}`" not in docs]
     assert missing == [], "not in docs/agents.md as written:\n" + "\n".join(missing)

@@ -33,8 +33,11 @@ def _env(**values: str) -> dict[str, str]:
 
 
 def stdio_client(base_url: str, api_key: str, **env: str) -> Client:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kheish_memory.mcp"],
-                                   env=_env(KHEISH_BASE_URL=base_url, KHEISH_API_KEY=api_key, **env))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kheish_memory.mcp"],
+        env=_env(KHEISH_BASE_URL=base_url, KHEISH_API_KEY=api_key, **env),
+    )
     return Client(params, read_timeout_seconds=TIMEOUT)
 
 
@@ -50,8 +53,12 @@ def http_mcp(base_url):
     port = _free_port()
     env = {**os.environ, **_env(KHEISH_BASE_URL=base_url)}
     env.pop("KHEISH_API_KEY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "kheish_memory.mcp", "--transport", "http", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kheish_memory.mcp", "--transport", "http", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -109,12 +116,19 @@ async def worked_scenario(client: Client, ops_client, session_id: str | None = N
     session_id = empty["session_id"]
     assert empty["learnings"] == [] and empty["memory"] == ""
 
-    run = await call(client, "record_run", input=PREFERENCE, output="Noted.", session_id=session_id,
-                     tool_calls=[{"name": "notes.write", "input": {"text": "gb"}, "output": "ok"}])
+    run = await call(
+        client,
+        "record_run",
+        input=PREFERENCE,
+        output="Noted.",
+        session_id=session_id,
+        tool_calls=[{"name": "notes.write", "input": {"text": "gb"}, "output": "ok"}],
+    )
     assert run["status"] == "completed" and run["session_id"] == session_id
 
     pending = await anyio.to_thread.run_sync(
-        lambda: ops_client.review_queue(scope_kind="session", scope_id=session_id, kind="preference"))
+        lambda: ops_client.review_queue(scope_kind="session", scope_id=session_id, kind="preference")
+    )
     assert [(c.content, c.origin, c.state) for c in pending.results] == [(PREFERENCE_CONTENT, "daemon", "pending")]
     not_yet = await call(client, "recall", query="disk sizes", session_id=session_id)
     assert not_yet["learnings"] == []
@@ -130,8 +144,9 @@ async def worked_scenario(client: Client, ops_client, session_id: str | None = N
     assert PREFERENCE_CONTENT in card.contents[0].text and "1 learnings · 1 recovered runs" in card.contents[0].text
 
     # `remember` only proposes: the candidate is pending review even though a learning is already published.
-    proposed = await call(client, "remember", content="The staging cluster is called Nimbus.", kind="fact",
-                          session_id=session_id)
+    proposed = await call(
+        client, "remember", content="The staging cluster is called Nimbus.", kind="fact", session_id=session_id
+    )
     assert proposed["state"] == "pending" and proposed["scope"] == f"session:{session_id}"
     candidate = await anyio.to_thread.run_sync(lambda: ops_client.get_candidate(proposed["candidate_id"]))
     assert (candidate.origin, candidate.state, candidate.published_learning_id) == ("api", "pending", None)
@@ -140,8 +155,11 @@ async def worked_scenario(client: Client, ops_client, session_id: str | None = N
 
 async def authorisation_checks(client: Client, victim_session: str, ops_client) -> None:
     """An agent key through MCP: another agent's session is not found, operator-only effects are refused."""
-    for tool, args in (("recall", {"query": "sizes"}), ("record_run", {"input": "hi"}),
-                       ("remember", {"content": "The owner is me."})):
+    for tool, args in (
+        ("recall", {"query": "sizes"}),
+        ("record_run", {"input": "hi"}),
+        ("remember", {"content": "The owner is me."}),
+    ):
         message = await call_error(client, tool, session_id=victim_session, **args)
         assert "404" in message and "not_found" in message, message
     with pytest.raises(Exception, match="404|not found|not_found"):  # the SDK's MCPError
@@ -149,8 +167,14 @@ async def authorisation_checks(client: Client, victim_session: str, ops_client) 
     own = await call(client, "recall")
     # Proposing into a scope the key does not own is the API's 403, surfaced as a tool error.
     project = await anyio.to_thread.run_sync(lambda: ops_client.create_project("secret-project", "Secret"))
-    message = await call_error(client, "remember", content="The budget is large.", scope="project",
-                               project_id=project.project_id, session_id=own["session_id"])
+    message = await call_error(
+        client,
+        "remember",
+        content="The budget is large.",
+        scope="project",
+        project_id=project.project_id,
+        session_id=own["session_id"],
+    )
     assert "403" in message and "scope_forbidden" in message, message
     # No MCP tool publishes, revokes or changes policy: the only writes are proposals and run reports.
     tools = {tool.name for tool in (await client.list_tools()).tools}
@@ -201,14 +225,18 @@ def test_mcp_over_streamable_http(http_mcp, agent_client, agent_key, other_agent
 
 
 def test_mcp_http_requires_a_valid_key(http_mcp):
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "0"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     headers = {"Accept": "application/json, text/event-stream"}
     missing = httpx2.post(http_mcp, json=body, headers=headers, timeout=TIMEOUT)
     assert missing.status_code == 401 and "Bearer" in missing.headers.get("www-authenticate", "")
-    wrong = httpx2.post(http_mcp, json=body, headers={**headers, "Authorization": "Bearer khm_bad_key"},
-                        timeout=TIMEOUT)
+    wrong = httpx2.post(
+        http_mcp, json=body, headers={**headers, "Authorization": "Bearer khm_bad_key"}, timeout=TIMEOUT
+    )
     assert wrong.status_code == 401
 
 
@@ -220,14 +248,16 @@ def test_mcp_http_passes_the_auth_failure_limit_through(http_mcp, settings, agen
     caches["auth_failures"].clear()  # committed counts of earlier tests (this test's data is committed too)
     settings.KHEISH_AUTH_FAILURES_PER_ADDRESS = "3/5m"
     settings.KHEISH_AUTH_FAILURES_PER_PREFIX = "off"
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "0"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     headers = {"Accept": "application/json, text/event-stream"}
 
     def post(key: str):
-        return httpx2.post(http_mcp, json=body, headers={**headers, "Authorization": f"Bearer {key}"},
-                           timeout=TIMEOUT)
+        return httpx2.post(http_mcp, json=body, headers={**headers, "Authorization": f"Bearer {key}"}, timeout=TIMEOUT)
 
     for n in range(3):
         wrong = post(f"khm_{n:012x}_{'0' * 48}")

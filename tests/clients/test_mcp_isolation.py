@@ -14,16 +14,20 @@ pytest.importorskip("mcp")
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_mcp_recall_follows_a_withdrawn_grant_and_never_crosses_agents(base_url, agent_key, other_agent_key,
-                                                                      agent_client, other_agent_client,
-                                                                      ops_client, grant):
+def test_mcp_recall_follows_a_withdrawn_grant_and_never_crosses_agents(
+    base_url, agent_key, other_agent_key, agent_client, other_agent_client, ops_client, grant
+):
     ops_client.create_project("atlas", "Atlas")
     ops_client.create_project("borealis", "Borealis")
     agent, other = agent_key.api_key.user, other_agent_key.api_key.user
     grant(agent, projects=["atlas"])
     grant(other, projects=["borealis"])
-    learning = LearningFactory(scope_kind="project", scope_id="atlas", kind="preference",
-                               content="Atlas deploys always go through the blue pipeline.")
+    learning = LearningFactory(
+        scope_kind="project",
+        scope_id="atlas",
+        kind="preference",
+        content="Atlas deploys always go through the blue pipeline.",
+    )
     policy = ops_client.get_run_memory_policy().model_dump()
     ops_client.set_run_memory_policy({**policy, "search_visibility": "learning_scopes"})
     mine = agent_client.create_session(project_ids=["atlas"]).session_id
@@ -41,8 +45,9 @@ def test_mcp_recall_follows_a_withdrawn_grant_and_never_crosses_agents(base_url,
             after = await call(client, "recall", query=query)
             assert after["learnings"] == [] and "always go through" not in after["memory"]
             assert not [m for m in after["matches"] if m["kind"] == "learning"]
-            message = await call_error(client, "remember", content="Atlas has a new owner.", scope="project",
-                                       project_id="atlas")
+            message = await call_error(
+                client, "remember", content="Atlas has a new owner.", scope="project", project_id="atlas"
+            )
             assert "403" in message and "scope_forbidden" in message, message
 
             await anyio.to_thread.run_sync(lambda: grant(agent, projects=["atlas"]))

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # slow
 
 
 def test_the_example_project_config_fails_helpfully_then_works_after_the_documented_steps(
-        base_url, agent_key, ops_client):
+    base_url, agent_key, ops_client
+):
     agent_id = agent_key.api_key.user.username
 
     async def recall() -> tuple[bool, str | dict]:
@@ -32,8 +33,10 @@ def test_the_example_project_config_fails_helpfully_then_works_after_the_documen
 
     ok, error = anyio.run(recall)
     assert not ok
-    assert ("403 sessions/binding_not_granted: project my-project is not granted to this agent: an operator "
-            "creates the project if it does not exist yet (POST /v1/projects)") in error
+    assert (
+        "403 sessions/binding_not_granted: project my-project is not granted to this agent: an operator "
+        "creates the project if it does not exist yet (POST /v1/projects)"
+    ) in error
     assert "KHEISH_PROJECT_IDS" in error
 
     # docs/agents.md, "Projects and grants": an operator creates the project and grants it to the agent.
@@ -52,15 +55,27 @@ def test_the_example_project_config_fails_helpfully_then_works_after_the_documen
 def _stdio_exchange(base_url: str, api_key: str, *extra_args: str, **env: str) -> str:
     """One initialize + tools/call over the stdio transport, by hand; returns what the server wrote to stderr."""
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "test", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {}}},
     ]
-    proc = subprocess.Popen([sys.executable, "-m", "kheish_memory.mcp", *extra_args],
-                            env={**os.environ, **_env(KHEISH_BASE_URL=base_url, KHEISH_API_KEY=api_key, **env)},
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kheish_memory.mcp", *extra_args],
+        env={**os.environ, **_env(KHEISH_BASE_URL=base_url, KHEISH_API_KEY=api_key, **env)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     answers = []
     try:
         for message in messages:
@@ -87,8 +102,15 @@ def test_the_stdio_server_is_quiet_unless_asked_to_log(base_url, agent_key):
 
 
 def test_an_unknown_log_level_is_refused_in_one_line(base_url, agent_key):
-    done = subprocess.run([sys.executable, "-m", "kheish_memory.mcp"], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **_env(KHEISH_BASE_URL=base_url, KHEISH_API_KEY=agent_key.plaintext,
-                                                    KHEISH_MCP_LOG_LEVEL="loud")})
+    done = subprocess.run(
+        [sys.executable, "-m", "kheish_memory.mcp"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            **_env(KHEISH_BASE_URL=base_url, KHEISH_API_KEY=agent_key.plaintext, KHEISH_MCP_LOG_LEVEL="loud"),
+        },
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "KHEISH_MCP_LOG_LEVEL" in done.stderr or "--log-level" in done.stderr

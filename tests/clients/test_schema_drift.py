@@ -53,8 +53,10 @@ def test_every_model_matches_its_schema_component(served_schema):
         fields = model.model_fields
         if set(served) != set(fields):
             missing, unknown = sorted(set(served) - set(fields)), sorted(set(fields) - set(served))
-            problems.append(f"{model.__name__} vs {model.schema_component}: missing in the client {missing}, "
-                            f"unknown to the server {unknown}")
+            problems.append(
+                f"{model.__name__} vs {model.schema_component}: missing in the client {missing}, "
+                f"unknown to the server {unknown}"
+            )
         for name, prop in served.items():
             if name in fields and _nullable(prop) and not _admits_none(fields[name].annotation):
                 problems.append(f"{model.__name__}.{name} is nullable on the server but not in the client")
@@ -72,8 +74,10 @@ def test_every_request_body_matches_its_schema_component(served_schema):
             continue
         served = set(components[name].get("properties", {}))
         if served != set(sent):
-            problems.append(f"{name}: the server takes {sorted(served - sent)} the client cannot send; "
-                            f"the client sends {sorted(sent - served)} the server does not take")
+            problems.append(
+                f"{name}: the server takes {sorted(served - sent)} the client cannot send; "
+                f"the client sends {sorted(sent - served)} the server does not take"
+            )
     assert not problems, "\n".join(problems)
 
 
@@ -103,8 +107,11 @@ def test_every_client_call_is_a_documented_operation(served_schema):
 
     client = KheishClient("http://kheish.invalid", "k", transport=httpx2.MockTransport(record), retries=0)
     undocumented = []
-    methods = [name for name, fn in inspect.getmembers(_Surface, inspect.isfunction)
-               if not name.startswith("_") and name != "openapi_schema"]  # the schema does not list itself
+    methods = [
+        name
+        for name, fn in inspect.getmembers(_Surface, inspect.isfunction)
+        if not name.startswith("_") and name != "openapi_schema"
+    ]  # the schema does not list itself
     assert len(methods) > 50
     for name in methods:
         fn = getattr(client, name)

@@ -20,15 +20,25 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 if os.environ.get("KHEISH_SKIP_E2E") == "1":
     pytest.skip("browser tests disabled by KHEISH_SKIP_E2E=1", allow_module_level=True)
 if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); browser tests need Debian's Chromium",
-                allow_module_level=True)
+    pytest.skip(
+        f"{CHROMIUM} is missing (apt-get install chromium); browser tests need Debian's Chromium",
+        allow_module_level=True,
+    )
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
 from tests.support.console_data import (  # noqa: E402
@@ -110,10 +120,13 @@ def candidate(page, kind_label: str):
 def test_worked_scenario_through_the_console(page):
     # --- setup through the services, as agents and automation would ---------------------------------------
     operator = staff_user(superuser=True)
-    set_learning_policy({"mode": "shadow",
-                         "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}},
-                         "publication": {"rules": [{"name": "prefs", "kind": "preference",
-                                                    "action": "publish_active"}]}})
+    set_learning_policy(
+        {
+            "mode": "shadow",
+            "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}},
+            "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]},
+        }
+    )
     session = new_session()
     statement_run = completed_run(session, PREFERENCE_STATEMENT)  # on commit: capture, then shadow review
     api_candidate(PROCEDURE, kind="procedure")
@@ -129,8 +142,8 @@ def test_worked_scenario_through_the_console(page):
     subtitle = "What your agents learn, remember, and are allowed to keep."
     expect(page.get_by_role("heading", name=subtitle)).to_be_visible()
     expect(page.locator("#automation-status")).to_contain_text(
-        "automated review dry run (rules propose, people decide) · capture: run summaries on, semantic on · "
-        "judge off")
+        "automated review dry run (rules propose, people decide) · capture: run summaries on, semantic on · judge off"
+    )
     # the preference and the procedure: run summaries are review material, apart from the work (issue 24.4)
     expect(page.locator("#stat-1 .value")).to_have_text("2")
     shot(page, "03-dashboard")
@@ -253,8 +266,9 @@ def test_worked_scenario_through_the_console(page):
     from learnings.models import Learning
     from skills.models import LearningSkill
 
-    statuses = dict(Learning.objects.filter(content__in=[PREFERENCE, CORRECTED_PREFERENCE])
-                    .values_list("content", "status"))
+    statuses = dict(
+        Learning.objects.filter(content__in=[PREFERENCE, CORRECTED_PREFERENCE]).values_list("content", "status")
+    )
     assert statuses == {PREFERENCE: "superseded", CORRECTED_PREFERENCE: "revoked"}
     assert LearningSkill.objects.get(skill_name="release:checklist").status == "active"
 
@@ -297,7 +311,8 @@ def test_policy_editors_dry_run_before_saving(page):
     page.get_by_label("Entries per prompt").fill("40")
     page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.locator("#policy-errors")).to_contain_text(
-        "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session")
+        "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session"
+    )
     page.get_by_label("Entries per prompt").fill("2")
     page.get_by_role("button", name="Dry run", exact=True).click()
     expect(page.locator("#dry-run-summary")).to_contain_text("would be deleted")

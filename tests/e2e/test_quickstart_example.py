@@ -20,10 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.django_db(transaction=True)
 def test_the_quickstart_example_runs_to_completion(live_server, agent_key, operator_key, llm_unconfigured):
     python3 = shutil.which("python3") or sys.executable
-    env = {**os.environ, "KHEISH_BASE_URL": live_server.url, "KHEISH_AGENT_KEY": agent_key.plaintext,
-           "KHEISH_OPERATOR_KEY": operator_key.plaintext}
-    done = subprocess.run([python3, "examples/quickstart.py"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "KHEISH_BASE_URL": live_server.url,
+        "KHEISH_AGENT_KEY": agent_key.plaintext,
+        "KHEISH_OPERATOR_KEY": operator_key.plaintext,
+    }
+    done = subprocess.run(
+        [python3, "examples/quickstart.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     # the documented rules showed up: one active run per session, a problem+json naming the field
@@ -35,6 +40,7 @@ def test_the_quickstart_example_runs_to_completion(live_server, agent_key, opera
 
 def test_the_example_needs_both_keys():
     env = {k: v for k, v in os.environ.items() if not k.startswith("KHEISH_")}
-    done = subprocess.run([sys.executable, "examples/quickstart.py"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "examples/quickstart.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 2 and "make key NAME=my-agent ROLE=agent" in done.stderr

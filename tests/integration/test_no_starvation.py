@@ -44,8 +44,7 @@ def _complete_one(base_url: str, key: str, text: str) -> float:
         return time.perf_counter() - start
 
 
-def test_pathological_completions_do_not_stall_other_callers(live_server, agent_key, other_agent_key,
-                                                             operator_key):
+def test_pathological_completions_do_not_stall_other_callers(live_server, agent_key, other_agent_key, operator_key):
     keys = [agent_key.plaintext, other_agent_key.plaintext]
     jobs = [(keys[i % 2], PATHOLOGICAL[FAMILIES[i % len(FAMILIES)]](199_000)) for i in range(8)]
     status_latencies: list[float] = []

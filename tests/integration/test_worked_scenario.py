@@ -39,12 +39,21 @@ def redis_worker(transactional_db, llm_unconfigured):
     from kheish.celery import app
 
     prefix = f"kheish-test-{uuid.uuid4().hex[:12]}:"
-    keys = ("broker_url", "task_always_eager", "task_eager_propagates", "broker_transport_options",
-            "broker_connection_retry_on_startup")
+    keys = (
+        "broker_url",
+        "task_always_eager",
+        "task_eager_propagates",
+        "broker_transport_options",
+        "broker_connection_retry_on_startup",
+    )
     saved = {key: app.conf.get(key) for key in keys}
-    app.conf.update(broker_url=REDIS_URL, task_always_eager=False, task_eager_propagates=False,
-                    broker_transport_options={"global_keyprefix": prefix},
-                    broker_connection_retry_on_startup=False)
+    app.conf.update(
+        broker_url=REDIS_URL,
+        task_always_eager=False,
+        task_eager_propagates=False,
+        broker_transport_options={"global_keyprefix": prefix},
+        broker_connection_retry_on_startup=False,
+    )
     _reset_producer_pool(app)
     try:
         with start_worker(app, perform_ping_check=False, pool="solo", loglevel="WARNING", shutdown_timeout=20):
@@ -96,9 +105,11 @@ def learned_section(run: dict) -> dict | None:
 
 def test_preference_from_statement_to_recall(redis_worker, api_client, operator_client, session_id):
     # 1. The operator lets automation act, with a rule allowing active publication of preferences.
-    policy = {"mode": "enabled",
-              "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}},
-              "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]}}
+    policy = {
+        "mode": "enabled",
+        "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}},
+        "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]},
+    }
     response = operator_client.post("/v1/runtime/learning-policy", {"policy": policy}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["learning_policy"]["mode"] == "enabled"
@@ -116,7 +127,10 @@ def test_preference_from_statement_to_recall(redis_worker, api_client, operator_
     learning = wait_for(published, "the automatic publication of the preference")
     assert learning["content"] == "always report sizes in gigabytes, not gibibytes"
     assert (learning["verification_status"], learning["policy_actor"], learning["publish_tier"]) == (
-        "verified", "daemon", "active")
+        "verified",
+        "daemon",
+        "active",
+    )
     assert learning["scope"] == {"kind": "session", "id": session_id}
     assert learning["source"]["run_id"] == first["run_id"]
     candidate = api_client.get(f"/v1/learning-candidates/{learning['source_candidate_id']}").json()
@@ -133,12 +147,17 @@ def test_preference_from_statement_to_recall(redis_worker, api_client, operator_
     assert section is not None and section["entries"] == [learning["learning_id"]]
     assert "always report sizes in gigabytes, not gibibytes" in section["content"]
     other_session = api_client.post("/v1/sessions", {}, format="json").json()["session_id"]
-    assert api_client.get(f"/v1/sessions/{other_session}/memory-context?query={QUESTION}").json()[
-        "learned_context"] is None
+    assert (
+        api_client.get(f"/v1/sessions/{other_session}/memory-context?query={QUESTION}").json()["learned_context"]
+        is None
+    )
 
     # 7. The operator supersedes it; the next run gets the new value only, the old one is kept, superseded.
-    replaced = operator_client.post(f"/v1/learnings/{learning['learning_id']}/supersede",
-                                    {"content": "always report sizes in gibibytes, not gigabytes"}, format="json")
+    replaced = operator_client.post(
+        f"/v1/learnings/{learning['learning_id']}/supersede",
+        {"content": "always report sizes in gibibytes, not gigabytes"},
+        format="json",
+    )
     assert replaced.status_code == 200, replaced.content
     new = replaced.json()
     third = run_to_completion(api_client, session_id, QUESTION)

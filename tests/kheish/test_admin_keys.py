@@ -31,7 +31,7 @@ def issued_key(response) -> str:
     marker = "id='new-api-key'>"
     assert marker in html, html[:3000]
     start = html.index(marker) + len(marker)
-    return html[start:html.index("</code>", start)]
+    return html[start : html.index("</code>", start)]
 
 
 def test_the_add_form_explains_principal_and_role(admin_browser):
@@ -50,8 +50,9 @@ def test_an_agent_key_with_no_principal_creates_an_agent(admin_browser, operator
     # over HTTP it acts as the agent, not the operator
     session = client_for(key).post("/v1/sessions", {}, format="json")
     assert session.status_code == 201, session.content
-    run = client_for(key).post(f"/v1/sessions/{session.json()['session_id']}/runs",
-                               {"input": {"content": "hi"}}, format="json")
+    run = client_for(key).post(
+        f"/v1/sessions/{session.json()['session_id']}/runs", {"input": {"content": "hi"}}, format="json"
+    )
     assert run.json()["agent_id"] == "my-agent"
     assert client_for(key).put("/v1/runtime/learning-policy", {}, format="json").status_code == 403
 
@@ -77,10 +78,14 @@ def test_operator_keys_belong_to_staff_users(admin_browser, operator_user, djang
     assert "is not a staff user: operator keys belong to staff users" in refused.content.decode()
     assert not ApiKey.objects.exists()
 
-    picked = authenticate_key(issued_key(admin_browser.post(
-        ADD, {"name": "ops-key", "role": "operator", "user": operator_user.pk}, follow=True)))
+    picked = authenticate_key(
+        issued_key(
+            admin_browser.post(ADD, {"name": "ops-key", "role": "operator", "user": operator_user.pk}, follow=True)
+        )
+    )
     assert picked.user == operator_user and picked.role == "operator"
 
-    created = authenticate_key(issued_key(admin_browser.post(
-        ADD, {"name": "scraper", "role": "operator", "user": ""}, follow=True)))
+    created = authenticate_key(
+        issued_key(admin_browser.post(ADD, {"name": "scraper", "role": "operator", "user": ""}, follow=True))
+    )
     assert created.user.username == "scraper" and created.user.is_staff  # as create_api_key --role operator

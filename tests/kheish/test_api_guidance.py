@@ -36,25 +36,33 @@ def _resolve(doc: dict, node: dict) -> dict:
 
 def test_an_unknown_or_ungranted_project_says_how_to_create_and_grant_it(api_client, operator_client, agent):
     # To an agent an unknown project and an ungranted one get the same answer (no probing), with the steps.
-    body = assert_problem(api_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"),
-                          403, "sessions/binding_not_granted", field="project_ids")
-    steps = ("project my-project is not granted to this agent: an operator creates the project if it does not "
-             "exist yet (POST /v1/projects) and grants it to this agent (PUT /v1/agents/<agent>/grants")
+    body = assert_problem(
+        api_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"),
+        403,
+        "sessions/binding_not_granted",
+        field="project_ids",
+    )
+    steps = (
+        "project my-project is not granted to this agent: an operator creates the project if it does not "
+        "exist yet (POST /v1/projects) and grants it to this agent (PUT /v1/agents/<agent>/grants"
+    )
     assert body["detail"].startswith(steps) and "docs/agents.md" in body["detail"]
     # An operator naming an unknown project is told how to create it.
-    body = assert_problem(operator_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"),
-                          400, field="project_ids")
+    body = assert_problem(
+        operator_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"), 400, field="project_ids"
+    )
     assert body["detail"].startswith("unknown project my-project: an operator creates it first (POST /v1/projects")
 
     # The documented steps (docs/agents.md, "Projects and grants"), as an operator would follow them:
-    created = operator_client.post("/v1/projects", {"project_id": "my-project", "name": "My project"},
-                                   format="json")
+    created = operator_client.post("/v1/projects", {"project_id": "my-project", "name": "My project"}, format="json")
     assert created.status_code == 201, created.content
-    body = assert_problem(api_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"),
-                          403, field="project_ids")
+    body = assert_problem(
+        api_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json"), 403, field="project_ids"
+    )
     assert body["detail"].startswith(steps)
-    granted = operator_client.put(f"/v1/agents/{agent.username}/grants",
-                                  {"project_ids": ["my-project"], "persona_ids": []}, format="json")
+    granted = operator_client.put(
+        f"/v1/agents/{agent.username}/grants", {"project_ids": ["my-project"], "persona_ids": []}, format="json"
+    )
     assert granted.status_code == 200, granted.content
     session = api_client.post("/v1/sessions", {"project_ids": ["my-project"]}, format="json")
     assert session.status_code == 201, session.content
@@ -63,7 +71,7 @@ def test_an_unknown_or_ungranted_project_says_how_to_create_and_grant_it(api_cli
 
 def test_docs_give_the_project_steps_for_the_mcp_config():
     docs = (REPO_DIR / "docs" / "agents.md").read_text()
-    section = docs[docs.index("### Projects and grants"):]
+    section = docs[docs.index("### Projects and grants") :]
     assert '-X POST "$KHEISH_URL/v1/projects"' in section
     assert '-X PUT "$KHEISH_URL/v1/agents/my-agent/grants"' in section
     assert '"KHEISH_PROJECT_IDS": "my-project"' in docs
@@ -96,8 +104,9 @@ def test_the_documented_header_is_checked_like_the_body_field(api_client, sessio
     """Documenting the header invites any value: a too long or blank key is a 400 naming the field, never a 500."""
     url = f"/v1/sessions/{session_id}/runs"
     body = {"input": {"content": "hello"}}
-    assert_problem(api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 201), 400,
-                   field="idempotency_key")
+    assert_problem(
+        api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 201), 400, field="idempotency_key"
+    )
     assert_problem(api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="   "), 400, field="idempotency_key")
     first = api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 200)
     again = api_client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="k" * 200)
@@ -132,16 +141,20 @@ def test_every_request_field_has_a_description(operator_client):
 
 
 def _running(api_client, session_id: str) -> str:
-    run_id = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "deploy"}},
-                             format="json").json()["run_id"]
+    run_id = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "deploy"}}, format="json").json()[
+        "run_id"
+    ]
     assert api_client.post(f"/v1/runs/{run_id}/start", {}, format="json").status_code == 200
     return run_id
 
 
 def test_wait_for_approval_keeps_the_question_until_resume(api_client, session_id):
     run_id = _running(api_client, session_id)
-    waiting = api_client.post(f"/v1/runs/{run_id}/wait-for-approval",
-                              {"request_ids": ["req-1"], "question": "Deploy to production?"}, format="json")
+    waiting = api_client.post(
+        f"/v1/runs/{run_id}/wait-for-approval",
+        {"request_ids": ["req-1"], "question": "Deploy to production?"},
+        format="json",
+    )
     assert waiting.status_code == 200, waiting.content
     assert waiting.json()["pending_approvals"] == [{"request_id": "req-1", "question": "Deploy to production?"}]
     assert api_client.get(f"/v1/runs/{run_id}").json()["pending_approvals"][0]["question"] == "Deploy to production?"
@@ -162,8 +175,9 @@ def test_wait_for_approval_keeps_the_question_until_resume(api_client, session_i
 
 def test_wait_for_user_question_shows_the_question(api_client, session_id):
     run_id = _running(api_client, session_id)
-    waiting = api_client.post(f"/v1/runs/{run_id}/wait-for-user-question",
-                              {"request_ids": ["q-1"], "question": "Which disk?"}, format="json").json()
+    waiting = api_client.post(
+        f"/v1/runs/{run_id}/wait-for-user-question", {"request_ids": ["q-1"], "question": "Which disk?"}, format="json"
+    ).json()
     assert waiting["pending_questions"] == [{"request_id": "q-1", "question": "Which disk?"}]
     done = api_client.post(f"/v1/runs/{run_id}/complete", {}, format="json").json()
     assert done["pending_questions"] == []
@@ -201,8 +215,9 @@ def test_recovered_memory_holds_every_finished_run_as_the_docs_say(api_client, s
     """Spec: one record per terminal run; docs/agents.md must not say "completed" runs only."""
     finish(api_client, session_id, "Cancelled turn about the quarterly report", how="cancel")
     finish(api_client, session_id, "Failed turn about the quarterly report", how="fail", error="tool crashed")
-    run = api_client.post(f"/v1/sessions/{session_id}/runs",
-                          {"input": {"content": "the quarterly report again"}}, format="json").json()
+    run = api_client.post(
+        f"/v1/sessions/{session_id}/runs", {"input": {"content": "the quarterly report again"}}, format="json"
+    ).json()
     recovered = next(s for s in run["prompt"]["sections"] if s["name"] == "recovered_memory")
     assert "(cancelled)" in recovered["content"] and "(failed)" in recovered["content"]
     docs = (REPO_DIR / "docs" / "agents.md").read_text()

@@ -76,12 +76,14 @@ def test_publish_conflict_shows_the_literal_message_and_offers_supersede(ops, op
     response = ops.post(url("candidate-publish", candidate.pk), {"publish_tier": "active"})
     assert response.status_code == 400
     html = response.content.decode()
-    assert (f"learning conflicts with active learning {existing.public_id}; publish with supersedes to replace it"
-            in html)
+    assert (
+        f"learning conflicts with active learning {existing.public_id}; publish with supersedes to replace it" in html
+    )
     assert f'name="supersedes" value="{existing.public_id}"' in html
     assert LearningCandidate.objects.get(pk=candidate.pk).state == "pending"
-    response = ops.post(url("candidate-publish", candidate.pk),
-                        {"publish_tier": "active", "supersedes": existing.public_id})
+    response = ops.post(
+        url("candidate-publish", candidate.pk), {"publish_tier": "active", "supersedes": existing.public_id}
+    )
     assert response.status_code == 302
     existing.refresh_from_db()
     assert existing.status == "superseded"
@@ -90,8 +92,9 @@ def test_publish_conflict_shows_the_literal_message_and_offers_supersede(ops, op
 
 def test_publish_external_next_is_ignored(ops):
     candidate = api_candidate("The staging cluster is called Borealis.")
-    response = ops.post(url("candidate-publish", candidate.pk),
-                        {"publish_tier": "active", "next": "https://evil.example/"})
+    response = ops.post(
+        url("candidate-publish", candidate.pk), {"publish_tier": "active", "next": "https://evil.example/"}
+    )
     assert response["Location"] == url("review")
 
 
@@ -106,7 +109,11 @@ def test_reject_is_two_step(ops, operator):
     assert LearningCandidate.objects.get(pk=candidate.pk).state == "rejected"
     event = audit("learning_candidate", candidate.public_id, "reject")
     assert (event.actor, event.from_state, event.to_state, event.reason) == (
-        operator.username, "pending", "rejected", "not a fact")
+        operator.username,
+        "pending",
+        "rejected",
+        "not a fact",
+    )
 
 
 def test_reject_published_candidate_shows_the_literal_message(ops):
@@ -143,8 +150,11 @@ def test_revoke_reason_with_a_secret_shows_the_literal_message(ops):
 
 def test_revoking_a_promoted_procedure_revokes_its_skill(ops, operator):
     procedure = procedure_learning()
-    skill_services.skill_promote(learning=procedure, actor="tests", request=skill_services.PromotionRequest(
-        skill_name="release:checklist", instructions=procedure.content))
+    skill_services.skill_promote(
+        learning=procedure,
+        actor="tests",
+        request=skill_services.PromotionRequest(skill_name="release:checklist", instructions=procedure.content),
+    )
     confirm = ops.get(url("learning-revoke", procedure.pk)).content.decode()
     assert "release:checklist" in confirm  # the cascade is announced
     ops.post(url("learning-revoke", procedure.pk), {"confirm": "yes"})
@@ -161,7 +171,10 @@ def test_supersede(ops, operator):
     learning.refresh_from_db()
     replacement = learning.superseded_by
     assert (learning.status, replacement.content, replacement.status) == (
-        "superseded", "The project codename is Nova.", "active")
+        "superseded",
+        "The project codename is Nova.",
+        "active",
+    )
     event = audit("learning", learning.public_id, "supersede")
     assert (event.actor, event.to_state) == (operator.username, "superseded")
 
@@ -178,9 +191,16 @@ def test_supersede_errors_show_the_literal_messages(ops):
 
 def test_promote_to_skill(ops, operator):
     procedure = procedure_learning()
-    response = ops.post(url("learning-promote", procedure.pk), {
-        "skill_name": "release:checklist", "description": "Run the release checklist.", "version": "1",
-        "instructions": procedure.content, "allowed_tools": "shell, git"})
+    response = ops.post(
+        url("learning-promote", procedure.pk),
+        {
+            "skill_name": "release:checklist",
+            "description": "Run the release checklist.",
+            "version": "1",
+            "instructions": procedure.content,
+            "allowed_tools": "shell, git",
+        },
+    )
     assert response.status_code == 302
     skill = LearningSkill.objects.get(skill_name="release:checklist")
     assert skill.status == "draft" and skill.source_learning_id == procedure.pk
@@ -191,11 +211,14 @@ def test_promote_to_skill(ops, operator):
 
 def test_promote_errors_show_the_literal_messages(ops):
     procedure = procedure_learning()
-    response = ops.post(url("learning-promote", procedure.pk), {"skill_name": "bad!name",
-                                                                 "instructions": procedure.content})
+    response = ops.post(
+        url("learning-promote", procedure.pk), {"skill_name": "bad!name", "instructions": procedure.content}
+    )
     assert response.status_code == 400
-    assert "skill_name may contain only ASCII letters, digits, &#x27;:&#x27;, &#x27;_&#x27; and &#x27;-&#x27;" in \
-        response.content.decode()  # the literal message, HTML-escaped
+    assert (
+        "skill_name may contain only ASCII letters, digits, &#x27;:&#x27;, &#x27;_&#x27; and &#x27;-&#x27;"
+        in response.content.decode()
+    )  # the literal message, HTML-escaped
     fact = published("The build server is Hera.")
     response = ops.post(url("learning-promote", fact.pk), {"skill_name": "hera", "instructions": "x"})
     assert f"learning {fact.public_id} is not a procedure learning" in response.content.decode()
@@ -208,8 +231,13 @@ def test_promote_errors_show_the_literal_messages(ops):
 @pytest.fixture
 def draft():
     procedure = procedure_learning()
-    return skill_services.skill_promote(learning=procedure, actor="tests", request=skill_services.PromotionRequest(
-        skill_name="release:checklist", instructions=procedure.content, description="Run the release checklist."))
+    return skill_services.skill_promote(
+        learning=procedure,
+        actor="tests",
+        request=skill_services.PromotionRequest(
+            skill_name="release:checklist", instructions=procedure.content, description="Run the release checklist."
+        ),
+    )
 
 
 @pytest.fixture
@@ -218,9 +246,15 @@ def session():
 
 
 def check(ops, skill, kind, run, marker=MARKER):
-    return ops.post(url("skill-rollout", skill.pk), {
-        "kind": kind, "run_id": run.public_id, "expected_output_contains": marker,
-        "definition_fingerprint": skill.definition_fingerprint})
+    return ops.post(
+        url("skill-rollout", skill.pk),
+        {
+            "kind": kind,
+            "run_id": run.public_id,
+            "expected_output_contains": marker,
+            "definition_fingerprint": skill.definition_fingerprint,
+        },
+    )
 
 
 def move(ops, skill, status):
@@ -233,7 +267,10 @@ def test_record_verification_check(ops, operator, draft, session):
     assert response.status_code == 302
     draft.refresh_from_db()
     assert (draft.verification_status, draft.successful_run_count, draft.verifier_run_ids) == (
-        "verified", 1, [run.public_id])
+        "verified",
+        1,
+        [run.public_id],
+    )
     event = audit("learning_skill", "release:checklist", "rollout_result")
     assert event.actor == operator.username
     assert event.data["kind"] == "verification" and event.data["run_id"] == run.public_id
@@ -246,11 +283,19 @@ def test_rollout_errors_show_the_literal_messages(ops, draft, session):
     assert response.status_code == 400
     assert "verification rollout evidence requires a completed run with matching output" in response.content.decode()
     good = completed_run(session, "Use the release skill.", output=MARKER)
-    response = ops.post(url("skill-rollout", draft.pk), {"kind": "verification", "run_id": good.public_id,
-                                                         "expected_output_contains": MARKER,
-                                                         "definition_fingerprint": "0" * 64})
-    assert ("rollout evidence definition_fingerprint does not match current promoted skill definition"
-            in response.content.decode())
+    response = ops.post(
+        url("skill-rollout", draft.pk),
+        {
+            "kind": "verification",
+            "run_id": good.public_id,
+            "expected_output_contains": MARKER,
+            "definition_fingerprint": "0" * 64,
+        },
+    )
+    assert (
+        "rollout evidence definition_fingerprint does not match current promoted skill definition"
+        in response.content.decode()
+    )
     response = check(ops, draft, "canary", good)
     assert "canary rollout evidence requires promoted skill status canary" in response.content.decode()
     assert not AuditEvent.objects.filter(subject_type="learning_skill", action="rollout_result").exists()

@@ -53,19 +53,30 @@ def test_different_events_stay_apart_and_order_is_kept():
     assert "Publication rule “facts” matched" in reviews[1].why
 
 
-@pytest.mark.parametrize(("reason", "words"), [
-    (FALLBACK, "No publication rule matched, so the default applies: wait for a person to review it."),
-    ("no publication rule matched; falling back to Reject",
-     "No publication rule matched, so the default applies: reject it."),
-    ("matched publication rule `prefs`; escalated because candidate conflicts with active learning learning-7",
-     "Publication rule “prefs” matched; it contradicts active learning learning-7, so a person decides."),
-    ("candidate content matched the anti-secret learning classifier",
-     "It looks like it holds a secret, so it is rejected."),
-    ("matched publication rule `prefs`; retained as provisional because no daemon-owned evidence matched the "
-     "candidate content",
-     "Publication rule “prefs” matched; its source run did not back it up, so it stays out of prompts "
-     "(provisional)."),
-])
+@pytest.mark.parametrize(
+    ("reason", "words"),
+    [
+        (FALLBACK, "No publication rule matched, so the default applies: wait for a person to review it."),
+        (
+            "no publication rule matched; falling back to Reject",
+            "No publication rule matched, so the default applies: reject it.",
+        ),
+        (
+            "matched publication rule `prefs`; escalated because candidate conflicts with active learning learning-7",
+            "Publication rule “prefs” matched; it contradicts active learning learning-7, so a person decides.",
+        ),
+        (
+            "candidate content matched the anti-secret learning classifier",
+            "It looks like it holds a secret, so it is rejected.",
+        ),
+        (
+            "matched publication rule `prefs`; retained as provisional because no daemon-owned evidence matched the "
+            "candidate content",
+            "Publication rule “prefs” matched; its source run did not back it up, so it stays out of prompts "
+            "(provisional).",
+        ),
+    ],
+)
 def test_reasons_in_plain_words(reason, words):
     assert activity.reason_words(reason) == words
     assert "daemon" not in words and "ManualReview" not in words

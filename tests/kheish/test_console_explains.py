@@ -80,12 +80,17 @@ def section_html(html: str, element_id: str) -> str:
 
 
 def test_dashboard_turns_semantic_capture_on_through_the_policy_service(ops, llm_unconfigured):
-    set_learning_policy({"mode": "enabled", "judge": {"enabled": False},
-                         "publication": {"rules": [{"name": "prefs", "kind": "preference",
-                                                    "action": "publish_active"}]}})
+    set_learning_policy(
+        {
+            "mode": "enabled",
+            "judge": {"enabled": False},
+            "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]},
+        }
+    )
     before, revision = policy_in_force.current_policy_and_revision()
-    response = ops.post(reverse("console:dashboard"), {"action": "semantic_on", "expected_revision": revision},
-                        follow=True)
+    response = ops.post(
+        reverse("console:dashboard"), {"action": "semantic_on", "expected_revision": revision}, follow=True
+    )
     after, new_revision = policy_in_force.current_policy_and_revision()
     assert new_revision == revision + 1 and after.capture.semantic_candidates.enabled
     expected = before.to_dict()
@@ -99,16 +104,18 @@ def test_dashboard_turns_semantic_capture_on_through_the_policy_service(ops, llm
     assert "Semantic capture: on" in panel
     assert "heuristic: on" in panel and "No model needed" in panel
     assert "model extractor: off, no model configured" in panel and "heuristic only" in panel
-    assert ("automated review on (rules publish) · capture: run summaries on, "
-            "semantic on") in section(html, "automation-status")
+    assert ("automated review on (rules publish) · capture: run summaries on, semantic on") in section(
+        html, "automation-status"
+    )
 
 
 def test_dashboard_refuses_a_stale_revision_and_keeps_the_policy(ops):
     set_learning_policy({"mode": "shadow"})
     revision = policy_in_force.policy_revision()
     set_learning_policy({"mode": "shadow", "judge": {"enabled": False}})
-    response = ops.post(reverse("console:dashboard"), {"action": "semantic_on", "expected_revision": revision},
-                        follow=True)
+    response = ops.post(
+        reverse("console:dashboard"), {"action": "semantic_on", "expected_revision": revision}, follow=True
+    )
     page = text_of(response.content.decode())
     assert "Runtime config revision conflict: expected 1, current 2" in page
     assert not policy_in_force.current_policy().capture.semantic_candidates.enabled
@@ -144,8 +151,10 @@ def publish_page(ops, candidate) -> str:
 
 def options(html: str) -> dict[str, str]:
     select = section_html(html, "id_publish_tier")
-    return {value: " ".join(label.split()) for value, label in
-            re.findall(r'<option value="(\w+)"[^>]*>(.*?)</option>', select, flags=re.S)}
+    return {
+        value: " ".join(label.split())
+        for value, label in re.findall(r'<option value="(\w+)"[^>]*>(.*?)</option>', select, flags=re.S)
+    }
 
 
 def test_publish_form_never_promises_a_prompt_to_a_run_summary(ops, llm_unconfigured):
@@ -161,13 +170,17 @@ def test_publish_form_never_promises_a_prompt_to_a_run_summary(ops, llm_unconfig
     assert "Never reaches a prompt, whatever the tier" in section(html, f"prompt-note-{summary.pk}")
 
 
-@pytest.mark.parametrize(("kind", "sensitivity", "expected"), [
-    ("procedure", "scoped", "procedures never reach a prompt"),
-    ("fact", "sensitive", "sensitive: never injected"),
-])
+@pytest.mark.parametrize(
+    ("kind", "sensitivity", "expected"),
+    [
+        ("procedure", "scoped", "procedures never reach a prompt"),
+        ("fact", "sensitive", "sensitive: never injected"),
+    ],
+)
 def test_publish_form_names_why_a_candidate_cannot_reach_a_prompt(ops, kind, sensitivity, expected):
-    candidate = api_candidate("To release, run the checklist." if kind == "procedure" else "The vault code is 7.",
-                              kind=kind)
+    candidate = api_candidate(
+        "To release, run the checklist." if kind == "procedure" else "The vault code is 7.", kind=kind
+    )
     type(candidate).objects.filter(pk=candidate.pk).update(sensitivity=sensitivity)
     candidate.refresh_from_db()
     html = publish_page(ops, candidate)
@@ -179,8 +192,10 @@ def test_publish_form_names_why_a_candidate_cannot_reach_a_prompt(ops, kind, sen
 def test_publish_form_promises_a_prompt_only_at_the_active_tier(ops):
     candidate = api_candidate("The staging cluster is called Borealis.", kind="fact")
     labels = options(publish_page(ops, candidate))
-    assert labels == {"active": "active: eligible for prompts (when the input matches)",
-                      "provisional": "provisional: kept, never injected"}
+    assert labels == {
+        "active": "active: eligible for prompts (when the input matches)",
+        "provisional": "provisional: kept, never injected",
+    }
 
 
 # ---- why not in the prompt: reasons agree with the predicate ----------------------------------------------
@@ -190,12 +205,25 @@ def test_exclusion_reasons_agree_with_is_prompt_eligible():
     """For every combination of the gates, ``learning_exclusion`` is empty exactly when the model's predicate
     passes (so the card can never explain a rule the code does not apply)."""
     combos = itertools.product(
-        LearningKind.values, ["active", "provisional", "superseded", "revoked"], PublishTier.values,
-        Sensitivity.values, VerificationStatus.values, [None, *PolicyDecision.values], [None, 1, 10**15])
+        LearningKind.values,
+        ["active", "provisional", "superseded", "revoked"],
+        PublishTier.values,
+        Sensitivity.values,
+        VerificationStatus.values,
+        [None, *PolicyDecision.values],
+        [None, 1, 10**15],
+    )
     checked = 0
     for kind, status, tier, sensitivity, verification, decision, expires in combos:
-        learning = Learning(kind=kind, status=status, publish_tier=tier, sensitivity=sensitivity,
-                            verification_status=verification, policy_decision=decision, expires_at_ms=expires)
+        learning = Learning(
+            kind=kind,
+            status=status,
+            publish_tier=tier,
+            sensitivity=sensitivity,
+            verification_status=verification,
+            policy_decision=decision,
+            expires_at_ms=expires,
+        )
         assert (learning_exclusion(learning) == []) == learning.is_prompt_eligible, learning.__dict__
         checked += 1
     assert checked > 1000
@@ -216,8 +244,10 @@ def test_memory_card_explains_an_empty_prompt_after_the_worked_scenario(ops, llm
     card = section(session_page(ops, session), "memory-card")
     assert "0 learnings" in card
     assert "Only 1 run_summary candidate exists: run summaries never reach a prompt." in card
-    assert ("Labelled statements (Preference: / Fact: / Decision:) in a run's input become candidates only with "
-            "semantic capture, off") in card
+    assert (
+        "Labelled statements (Preference: / Fact: / Decision:) in a run's input become candidates only with "
+        "semantic capture, off"
+    ) in card
     table = section(session_page(ops, session), "memory-left-out")
     assert "candidate pending, not published" in table and "run summaries never reach a prompt" in table
 
@@ -233,13 +263,18 @@ def test_memory_card_gives_a_reason_for_each_learning_left_out(ops, llm_unconfig
     from learnings import services as learning_services
 
     sensitive = learning_services.candidate_publish(candidate=sensitive_candidate.pk, actor="tests")
-    revoked = learning_services.learning_revoke(learning=published("Old fact here.", scope=scope), actor="tests",
-                                                reason="wrong")
+    revoked = learning_services.learning_revoke(
+        learning=published("Old fact here.", scope=scope), actor="tests", reason="wrong"
+    )
     html = session_page(ops, session)
     card = section(html, "memory-card")
     assert "1 learning ·" in card  # singular
-    rows = {row_id: text_of(row) for row_id, row in re.findall(
-        r'<tr class="left-out-learning"><td><a href="[^"]+"><code>([\w-]+)</code>(.*?)</tr>', html, flags=re.S)}
+    rows = {
+        row_id: text_of(row)
+        for row_id, row in re.findall(
+            r'<tr class="left-out-learning"><td><a href="[^"]+"><code>([\w-]+)</code>(.*?)</tr>', html, flags=re.S
+        )
+    }
     assert shown.public_id not in rows
     assert "provisional tier: kept, never injected" in rows[provisional.public_id]
     assert "procedures never reach a prompt" in rows[procedure.public_id]
@@ -255,10 +290,14 @@ def test_memory_card_gives_a_reason_for_each_learning_left_out(ops, llm_unconfig
 
 
 def test_memory_card_after_semantic_capture_shows_the_preference(ops, llm_unconfigured):
-    set_learning_policy({"mode": "enabled", "judge": {"enabled": False},
-                         "capture": {"semantic_candidates": {"enabled": True}},
-                         "publication": {"rules": [{"name": "prefs", "kind": "preference",
-                                                    "action": "publish_active"}]}})
+    set_learning_policy(
+        {
+            "mode": "enabled",
+            "judge": {"enabled": False},
+            "capture": {"semantic_candidates": {"enabled": True}},
+            "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]},
+        }
+    )
     session = new_session()
     from learnings.review import review_candidate
 
@@ -273,11 +312,18 @@ def test_memory_card_after_semantic_capture_shows_the_preference(ops, llm_unconf
 EPOCH_MS = re.compile(r"\b1\d{12}\b")  # a 13-digit epoch-ms value (2001-2286)
 
 
-@pytest.mark.parametrize("changelist", [
-    "admin:memory_session_changelist", "admin:memory_run_changelist", "admin:memory_auditevent_changelist",
-    "admin:memory_runmemoryrecord_changelist", "admin:memory_policyrevision_changelist",
-    "admin:learnings_learningcandidate_changelist", "admin:learnings_learning_changelist",
-])
+@pytest.mark.parametrize(
+    "changelist",
+    [
+        "admin:memory_session_changelist",
+        "admin:memory_run_changelist",
+        "admin:memory_auditevent_changelist",
+        "admin:memory_runmemoryrecord_changelist",
+        "admin:memory_policyrevision_changelist",
+        "admin:learnings_learningcandidate_changelist",
+        "admin:learnings_learning_changelist",
+    ],
+)
 def test_changelists_show_dates_not_epoch_ms(ops, changelist, llm_unconfigured):
     set_learning_policy({"mode": "shadow"})
     session = new_session()
@@ -294,11 +340,14 @@ def test_record_pages_show_dates_and_pretty_json(ops, llm_unconfigured):
     session = new_session()
     run = completed_run(session, PREFERENCE_STATEMENT)
     [summary] = capture(run)
-    for name, pk in (("admin:memory_run_change", run.pk), ("admin:memory_session_change", session.pk),
-                     ("admin:learnings_learningcandidate_change", summary.pk),
-                     ("admin:memory_auditevent_change", AuditEvent.objects.order_by("id").first().pk)):
+    for name, pk in (
+        ("admin:memory_run_change", run.pk),
+        ("admin:memory_session_change", session.pk),
+        ("admin:learnings_learningcandidate_change", summary.pk),
+        ("admin:memory_auditevent_change", AuditEvent.objects.order_by("id").first().pk),
+    ):
         html = ops.get(reverse(name, args=[pk])).content.decode()
-        fields = text_of(html[html.index('id="content-main"'):])
+        fields = text_of(html[html.index('id="content-main"') :])
         assert " UTC" in fields, name
         assert not EPOCH_MS.search(fields), (name, EPOCH_MS.search(fields))
     html = ops.get(reverse("admin:memory_run_change", args=[run.pk])).content.decode()
@@ -310,9 +359,11 @@ def test_skill_counters_are_pluralised():
     from skills.admin import LearningSkillAdmin
     from skills.models import LearningSkill
 
-    one = LearningSkill(successful_run_count=1, distinct_session_count=1, canary_success_count=0,
-                        canary_failure_count=0)
-    two = LearningSkill(successful_run_count=2, distinct_session_count=0, canary_success_count=0,
-                        canary_failure_count=0)
+    one = LearningSkill(
+        successful_run_count=1, distinct_session_count=1, canary_success_count=0, canary_failure_count=0
+    )
+    two = LearningSkill(
+        successful_run_count=2, distinct_session_count=0, canary_success_count=0, canary_failure_count=0
+    )
     assert LearningSkillAdmin.counters(None, one).startswith("1 run · 1 session · ")
     assert LearningSkillAdmin.counters(None, two).startswith("2 runs · 0 sessions · ")

@@ -51,10 +51,13 @@ def world():
     """A shadow-mode policy with semantic capture, a run that states a preference (captured: a daemon
     preference candidate and a run_summary candidate), an API fact, a published procedure promoted to a draft
     skill, and a few published learnings in every status."""
-    set_learning_policy({"mode": "shadow", "capture": {"run_summary_candidates": True,
-                                                       "semantic_candidates": {"enabled": True}},
-                         "publication": {"rules": [{"name": "prefs", "kind": "preference",
-                                                    "action": "publish_active"}]}})
+    set_learning_policy(
+        {
+            "mode": "shadow",
+            "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}},
+            "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]},
+        }
+    )
     session = new_session()
     run = completed_run(session, PREFERENCE_STATEMENT)
     captured = capture(run)
@@ -65,17 +68,28 @@ def world():
     fact = api_candidate("The staging cluster is called Borealis.", scope=("session", session.public_id))
     active = published("Deploys happen on Tuesdays.", kind="decision")
     provisional = published("The on-call rota rotates weekly.", tier="provisional")
-    revoked = learning_services.learning_revoke(learning=published("Old fact is here."), actor="tests",
-                                                reason="wrong")
+    revoked = learning_services.learning_revoke(learning=published("Old fact is here."), actor="tests", reason="wrong")
     old = published("The project codename is Atlas.")
     new = learning_services.learning_supersede(learning=old, actor="tests", content="The project codename is Nova.")
     procedure = procedure_learning()
     skill = skill_services.skill_promote(
-        learning=procedure, actor="tests",
-        request=skill_services.PromotionRequest(skill_name="release:checklist", instructions=procedure.content))
-    return {"session": session, "run": run, "captured": captured, "fact": fact, "active": active,
-            "provisional": provisional, "revoked": revoked, "old": old, "new": new, "procedure": procedure,
-            "skill": skill}
+        learning=procedure,
+        actor="tests",
+        request=skill_services.PromotionRequest(skill_name="release:checklist", instructions=procedure.content),
+    )
+    return {
+        "session": session,
+        "run": run,
+        "captured": captured,
+        "fact": fact,
+        "active": active,
+        "provisional": provisional,
+        "revoked": revoked,
+        "old": old,
+        "new": new,
+        "procedure": procedure,
+        "skill": skill,
+    }
 
 
 def test_dashboard(ops, world):
@@ -83,8 +97,9 @@ def test_dashboard(ops, world):
     assert "What your agents learn, remember, and are allowed to keep." in html
     for label in ("Awaiting review", "Active learnings", "Facts", "Preferences &amp; decisions"):
         assert label in html
-    assert ("automated review dry run (rules propose, people decide) · capture: run summaries on, "
-            "semantic on · judge off") in html
+    assert (
+        "automated review dry run (rules propose, people decide) · capture: run summaries on, semantic on · judge off"
+    ) in html
     assert 'class="dot shadow"' in html
     assert reverse("console:learning-policy") in html and ">Policy<" in html
     review = reverse("console:review")
@@ -138,9 +153,14 @@ def test_review_queue(ops, world):
 
 def test_review_queue_shows_the_judge_callout(ops, world):
     candidate = world["fact"]
-    review = {"mode": "shadow", "action": "manual_review", "reviewed_at_ms": 1, "matched_rule_name": None,
-              "judge": {"action": "manual_review", "judged_at_ms": 1, "reason": "names a cluster, not a fact"},
-              "reason": "no publication rule matched; falling back to ManualReview"}
+    review = {
+        "mode": "shadow",
+        "action": "manual_review",
+        "reviewed_at_ms": 1,
+        "matched_rule_name": None,
+        "judge": {"action": "manual_review", "judged_at_ms": 1, "reason": "names a cluster, not a fact"},
+        "reason": "no publication rule matched; falling back to ManualReview",
+    }
     learning_services.candidate_record_review(candidate=candidate, review=review, revision=1)
     assert "Judge: names a cluster, not a fact" in page(ops, "review")
 

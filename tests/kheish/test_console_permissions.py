@@ -23,8 +23,11 @@ def objects(settings, tmp_path):
     candidate = api_candidate("The staging cluster is called Borealis.")
     learning = published("Deploys happen on Tuesdays.", kind="decision")
     procedure = procedure_learning()
-    skill = skill_services.skill_promote(learning=procedure, actor="tests", request=skill_services.PromotionRequest(
-        skill_name="release:checklist", instructions=procedure.content))
+    skill = skill_services.skill_promote(
+        learning=procedure,
+        actor="tests",
+        request=skill_services.PromotionRequest(skill_name="release:checklist", instructions=procedure.content),
+    )
     learning_services.learning_revoke(learning=published("Revoked fact is here."), actor="tests")
     return {"candidate": candidate, "learning": learning, "procedure": procedure, "skill": skill}
 
@@ -45,8 +48,11 @@ def console_requests(o) -> list[tuple[str, str, dict]]:
         ("post", reverse("console:learning-revoke", args=[lrn]), yes),
         ("post", reverse("console:learning-supersede", args=[lrn]), {"content": "Deploys happen on Mondays."}),
         ("post", reverse("console:learning-promote", args=[p]), {"skill_name": "other", "instructions": "x"}),
-        ("post", reverse("console:skill-rollout", args=[s]), {"kind": "verification", "run_id": "run-1",
-                                                              "expected_output_contains": "x"}),
+        (
+            "post",
+            reverse("console:skill-rollout", args=[s]),
+            {"kind": "verification", "run_id": "run-1", "expected_output_contains": "x"},
+        ),
         ("post", reverse("console:skill-status", args=[s]), {"status": "verified"}),
         ("post", reverse("console:skill-revoke", args=[s]), yes),
         ("post", reverse("console:skill-rollback", args=[s]), yes),
@@ -56,10 +62,13 @@ def console_requests(o) -> list[tuple[str, str, dict]]:
 
 
 def state() -> tuple:
-    return (AuditEvent.objects.count(), PolicyRevision.objects.count(),
-            tuple(LearningCandidate.objects.order_by("id").values_list("state", flat=True)),
-            tuple(Learning.objects.order_by("id").values_list("status", flat=True)),
-            tuple(LearningSkill.objects.order_by("id").values_list("status", flat=True)))
+    return (
+        AuditEvent.objects.count(),
+        PolicyRevision.objects.count(),
+        tuple(LearningCandidate.objects.order_by("id").values_list("state", flat=True)),
+        tuple(Learning.objects.order_by("id").values_list("status", flat=True)),
+        tuple(LearningSkill.objects.order_by("id").values_list("status", flat=True)),
+    )
 
 
 def assert_refused(client, objects, **headers):

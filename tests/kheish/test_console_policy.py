@@ -23,8 +23,19 @@ pytestmark = pytest.mark.django_db
 
 LEARNING = reverse("console:learning-policy")
 RUN_MEMORY = reverse("console:run-memory-policy")
-RULE_FIELDS = ("name", "scope_kind", "scope_id", "kind", "sensitivity", "min_confidence", "require_evidence",
-               "require_source_run", "require_source_session", "action", "expires_after_ms")
+RULE_FIELDS = (
+    "name",
+    "scope_kind",
+    "scope_id",
+    "kind",
+    "sensitivity",
+    "min_confidence",
+    "require_evidence",
+    "require_source_run",
+    "require_source_session",
+    "action",
+    "expires_after_ms",
+)
 
 
 @pytest.fixture
@@ -44,8 +55,15 @@ def _value(value) -> str | None:
     return "on" if value is True else str(value)
 
 
-def learning_form(policy: dict, *, action: str = "dry_run", expected_revision: int = 0, previewed: str = "",
-                  extra_rows: int = 0, size: int = 20) -> dict:
+def learning_form(
+    policy: dict,
+    *,
+    action: str = "dry_run",
+    expected_revision: int = 0,
+    previewed: str = "",
+    extra_rows: int = 0,
+    size: int = 20,
+) -> dict:
     """The form data the console posts for ``policy`` (the API's JSON shape)."""
     capture_ = policy.get("capture", {})
     semantic = capture_.get("semantic_candidates", {})
@@ -73,8 +91,14 @@ def learning_form(policy: dict, *, action: str = "dry_run", expected_revision: i
         "previewed": previewed or None,
     }
     rules = publication.get("rules", [])
-    fields.update({"rules-TOTAL_FORMS": len(rules) + extra_rows, "rules-INITIAL_FORMS": 0,
-                   "rules-MIN_NUM_FORMS": 0, "rules-MAX_NUM_FORMS": 1000})
+    fields.update(
+        {
+            "rules-TOTAL_FORMS": len(rules) + extra_rows,
+            "rules-INITIAL_FORMS": 0,
+            "rules-MIN_NUM_FORMS": 0,
+            "rules-MAX_NUM_FORMS": 1000,
+        }
+    )
     for index, rule in enumerate(rules):
         for name in RULE_FIELDS:
             fields[f"rules-{index}-{name}"] = rule.get(name)
@@ -90,34 +114,63 @@ def preview_digest(html: str) -> str:
 # ---- same validation, same literal messages as the API ----------------------------------------------------
 
 LEARNING_CASES = [
-    ({"mode": "shadow", "publication": {"default_action": "publish_active"}},
-     "learning publication default_action cannot be publish_active"),
-    ({"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 9}}},
-     "semantic capture max_candidates_per_run must be 8 or lower"),
-    ({"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 0}}},
-     "semantic capture max_candidates_per_run must be greater than zero"),
-    ({"mode": "shadow", "judge": {"enabled": True, "timeout_ms": 0}},
-     "learning judge timeout_ms must be greater than zero"),
-    ({"mode": "shadow", "publication": {"quarantined_rule_names": ["prefs", "PREFS"]}},
-     "learning publication quarantine names must be unique"),
-    ({"mode": "shadow", "publication": {"rules": [{"kind": "fact", "action": "reject"},
-                                                  {"min_confidence": 150, "action": "reject"}]}},
-     "learning publication rule #1 min_confidence must be between 0 and 100"),
-    ({"mode": "shadow", "publication": {"rules": [{"action": "publish_active"}]}},
-     "learning publication rule #0 cannot use publish_active without an explicit kind filter"),
-    ({"mode": "shadow", "publication": {"rules": [{"kind": "procedure", "action": "publish_active"}]}},
-     "automatic active publication is not supported for procedure learnings"),
-    ({"mode": "shadow", "publication": {"rules": [{"scope_kind": "project", "scope_id": "   ",
-                                                   "action": "reject"}]}},
-     "learning publication rule #0 uses an empty scope_id"),
-    ({"mode": "shadow", "publication": {"rules": [{"name": "orphan", "kind": "fact"}]}},
-     "publication.rules[0].action is required"),
-    ({"mode": "shadow", "retrieval": {"max_tokens": 150_001}},
-     "learning retrieval max_tokens must be between 0 and 150000"),
-    ({"mode": "shadow", "retrieval": {"max_entries": 0}},
-     "learning retrieval max_entries must be between 1 and 500"),
-    ({"mode": "shadow", "retrieval": {"standing_tokens": 150_001}},
-     "learning retrieval standing_tokens must be between 0 and 150000"),
+    (
+        {"mode": "shadow", "publication": {"default_action": "publish_active"}},
+        "learning publication default_action cannot be publish_active",
+    ),
+    (
+        {"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 9}}},
+        "semantic capture max_candidates_per_run must be 8 or lower",
+    ),
+    (
+        {"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 0}}},
+        "semantic capture max_candidates_per_run must be greater than zero",
+    ),
+    (
+        {"mode": "shadow", "judge": {"enabled": True, "timeout_ms": 0}},
+        "learning judge timeout_ms must be greater than zero",
+    ),
+    (
+        {"mode": "shadow", "publication": {"quarantined_rule_names": ["prefs", "PREFS"]}},
+        "learning publication quarantine names must be unique",
+    ),
+    (
+        {
+            "mode": "shadow",
+            "publication": {
+                "rules": [{"kind": "fact", "action": "reject"}, {"min_confidence": 150, "action": "reject"}]
+            },
+        },
+        "learning publication rule #1 min_confidence must be between 0 and 100",
+    ),
+    (
+        {"mode": "shadow", "publication": {"rules": [{"action": "publish_active"}]}},
+        "learning publication rule #0 cannot use publish_active without an explicit kind filter",
+    ),
+    (
+        {"mode": "shadow", "publication": {"rules": [{"kind": "procedure", "action": "publish_active"}]}},
+        "automatic active publication is not supported for procedure learnings",
+    ),
+    (
+        {
+            "mode": "shadow",
+            "publication": {"rules": [{"scope_kind": "project", "scope_id": "   ", "action": "reject"}]},
+        },
+        "learning publication rule #0 uses an empty scope_id",
+    ),
+    (
+        {"mode": "shadow", "publication": {"rules": [{"name": "orphan", "kind": "fact"}]}},
+        "publication.rules[0].action is required",
+    ),
+    (
+        {"mode": "shadow", "retrieval": {"max_tokens": 150_001}},
+        "learning retrieval max_tokens must be between 0 and 150000",
+    ),
+    ({"mode": "shadow", "retrieval": {"max_entries": 0}}, "learning retrieval max_entries must be between 1 and 500"),
+    (
+        {"mode": "shadow", "retrieval": {"standing_tokens": 150_001}},
+        "learning retrieval standing_tokens must be between 0 and 150000",
+    ),
 ]
 
 
@@ -133,11 +186,15 @@ def test_learning_policy_messages_match_the_api(ops, operator_client, policy, me
 
 RUN_MEMORY_CASES = [
     ({"retention_ms": 0}, "run memory retention_ms must be greater than zero when enabled"),
-    ({"max_tracked_per_session": 0, "max_prompt_entries": 0},
-     "run memory max_tracked_per_session must be greater than zero when enabled"),
+    (
+        {"max_tracked_per_session": 0, "max_prompt_entries": 0},
+        "run memory max_tracked_per_session must be greater than zero when enabled",
+    ),
     ({"max_prompt_entries": 0}, "run memory max_prompt_entries must be greater than zero when enabled"),
-    ({"max_prompt_entries": 40},
-     "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session"),
+    (
+        {"max_prompt_entries": 40},
+        "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session",
+    ),
 ]
 
 
@@ -181,14 +238,29 @@ def candidates():
     run = completed_run(new_session(), PREFERENCE_STATEMENT)
     captured = capture(run)
     fact = api_candidate("The staging cluster is called Borealis.", confidence=70)
-    return {"preference": next(c for c in captured if c.kind == "preference"),
-            "summary": next(c for c in captured if c.kind == "run_summary"), "fact": fact}
+    return {
+        "preference": next(c for c in captured if c.kind == "preference"),
+        "summary": next(c for c in captured if c.kind == "run_summary"),
+        "fact": fact,
+    }
 
 
-NEW_POLICY = {"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}},
-              "publication": {"rules": [{"name": "prefs", "kind": "preference", "min_confidence": 90,
-                                         "require_source_run": True, "action": "publish_active"},
-                                        {"name": "noise", "kind": "run_summary", "action": "reject"}]}}
+NEW_POLICY = {
+    "mode": "enabled",
+    "capture": {"semantic_candidates": {"enabled": True}},
+    "publication": {
+        "rules": [
+            {
+                "name": "prefs",
+                "kind": "preference",
+                "min_confidence": 90,
+                "require_source_run": True,
+                "action": "publish_active",
+            },
+            {"name": "noise", "kind": "run_summary", "action": "reject"},
+        ]
+    },
+}
 
 
 def test_dry_run_shows_decisions_and_writes_nothing(ops, candidates):
@@ -239,8 +311,10 @@ def test_a_stale_revision_is_refused_with_the_conflict_message(ops, candidates):
 
 
 def test_rules_can_be_added_moved_and_removed(ops):
-    rules = [{"name": "first", "kind": "fact", "action": "reject"},
-             {"name": "second", "kind": "decision", "action": "manual_review"}]
+    rules = [
+        {"name": "first", "kind": "fact", "action": "reject"},
+        {"name": "second", "kind": "decision", "action": "manual_review"},
+    ]
     policy = {"mode": "shadow", "publication": {"rules": rules}}
     added = ops.post(LEARNING, learning_form(policy, action="add_rule")).content.decode()
     assert 'name="rules-2-name"' in added and 'id="policy-errors"' not in added
@@ -259,8 +333,10 @@ def test_rules_can_be_added_moved_and_removed(ops):
 
 
 def test_model_overrides_are_kept(ops):
-    model = {"provider": "local", "generation": {"model": "judge-1", "fallback_model": None,
-                                                 "max_output_tokens": None, "temperature": None}}
+    model = {
+        "provider": "local",
+        "generation": {"model": "judge-1", "fallback_model": None, "max_output_tokens": None, "temperature": None},
+    }
     set_learning_policy({"mode": "shadow", "judge": {"enabled": False, "model": model}})
     policy = {"mode": "enabled", "judge": {"enabled": True}}
     digest = preview_digest(ops.post(LEARNING, learning_form(policy, expected_revision=1)).content.decode())
@@ -295,8 +371,10 @@ def test_run_memory_dry_run_then_save(ops, operator_user):
     assert "session_overflow" in html
     assert RunMemoryRecord.objects.count() == 4 and AuditEvent.objects.count() == events  # nothing written
     digest = preview_digest(html)
-    response = ops.post(RUN_MEMORY, run_memory_form({"max_tracked_per_session": 3, "max_prompt_entries": 2},
-                                                    action="save", previewed=digest))
+    response = ops.post(
+        RUN_MEMORY,
+        run_memory_form({"max_tracked_per_session": 3, "max_prompt_entries": 2}, action="save", previewed=digest),
+    )
     assert response.status_code == 302
     assert RunMemoryRecord.objects.count() == 3
     assert run_memory.current_policy().max_tracked_per_session == 3
@@ -310,9 +388,14 @@ def test_saved_policy_is_the_policy_in_force(ops, operator_user):
     the policy code, as revision 1 by the operator, and the status line shows it."""
     html = ops.get(LEARNING).content.decode()
     assert "automated review dry run (rules propose, people decide)" in html
-    policy = {"mode": "enabled", "capture": {"run_summary_candidates": True,
-                                             "semantic_candidates": {"enabled": True, "max_candidates_per_run": 3}},
-              "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]}}
+    policy = {
+        "mode": "enabled",
+        "capture": {
+            "run_summary_candidates": True,
+            "semantic_candidates": {"enabled": True, "max_candidates_per_run": 3},
+        },
+        "publication": {"rules": [{"name": "prefs", "kind": "preference", "action": "publish_active"}]},
+    }
     digest = preview_digest(ops.post(LEARNING, learning_form(policy)).content.decode())
     response = ops.post(LEARNING, learning_form(policy, action="save", previewed=digest))
     assert response.status_code == 302
@@ -327,8 +410,10 @@ def test_saved_policy_is_the_policy_in_force(ops, operator_user):
 def test_retrieval_settings_are_edited_dry_run_and_saved(ops):
     """The retrieval block (ranker and learned-context bounds) is edited in the console like the rest: the
     dry run shows the change, save writes a revision, and the policy in force then carries it."""
-    policy = {"mode": "shadow", "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 6,
-                                              "standing_tokens": 150}}
+    policy = {
+        "mode": "shadow",
+        "retrieval": {"ranker": "lexical", "max_tokens": 900, "max_entries": 6, "standing_tokens": 150},
+    }
     response = ops.post(LEARNING, learning_form(policy))
     assert response.status_code == 200
     html = response.content.decode()

@@ -56,8 +56,11 @@ class _VisibleText(HTMLParser):
         if tag in self.VOID:
             return
         named = dict(attrs)
-        hidden = (tag in ("script", "style", "template") or named.get("id") in self.skip
-                  or named.get("aria-labelledby") in self.skip)
+        hidden = (
+            tag in ("script", "style", "template")
+            or named.get("id") in self.skip
+            or named.get("aria-labelledby") in self.skip
+        )
         self.stack.append(hidden or bool(self.stack and self.stack[-1]))
 
     def handle_endtag(self, tag):
@@ -79,15 +82,16 @@ def jargon_in(text: str) -> list[str]:
     found = []
     for pattern, name in JARGON:
         for match in pattern.finditer(text):
-            found.append(f"{name}: …{text[max(match.start() - 60, 0):match.end() + 60]}…")
+            found.append(f"{name}: …{text[max(match.start() - 60, 0) : match.end() + 60]}…")
     return found
 
 
 @pytest.fixture
 def world(agent_key):
     """A dry-run review of a captured preference, a published learning, a policy change, grants, audit events."""
-    set_learning_policy({"mode": "shadow", "capture": {"run_summary_candidates": True,
-                                                       "semantic_candidates": {"enabled": True}}})
+    set_learning_policy(
+        {"mode": "shadow", "capture": {"run_summary_candidates": True, "semantic_candidates": {"enabled": True}}}
+    )
     session = new_session(agent_key.api_key.user)
     run = completed_run(session, PREFERENCE_STATEMENT)
     candidates = capture(run)
@@ -160,9 +164,14 @@ def test_the_candidate_page_puts_the_review_reason_and_mode_in_words(ops, world)
 def test_error_details_never_say_daemon_or_cite_the_spec(api_client, session_id):
     details = [
         assert_problem(api_client.get("/v1/nope/never"), 404)["detail"],
-        assert_problem(api_client.post("/v1/learning-candidates", {
-            "scope": {"kind": "session", "id": session_id}, "kind": "run_summary", "content": "x"},
-            format="json"), 400)["detail"],
+        assert_problem(
+            api_client.post(
+                "/v1/learning-candidates",
+                {"scope": {"kind": "session", "id": session_id}, "kind": "run_summary", "content": "x"},
+                format="json",
+            ),
+            400,
+        )["detail"],
         assert_problem(api_client.post("/v1/sessions", {"project_ids": ["nope"]}, format="json"), 403)["detail"],
     ]
     assert details[0] == "unknown API route /v1/nope/never"
@@ -175,8 +184,9 @@ def test_prompt_sections_say_who_recovered_and_published_the_notes(api_client, s
 
     finish(api_client, session_id, "Deploy the quarterly report", output="Deployed.")
     published("Quarterly reports are deployed on Mondays.", scope=("session", session_id))
-    run = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "the quarterly report"}},
-                          format="json").json()
+    run = api_client.post(
+        f"/v1/sessions/{session_id}/runs", {"input": {"content": "the quarterly report"}}, format="json"
+    ).json()
     sections = {s["name"]: s["content"] for s in run["prompt"]["sections"]}
     assert "Kheish Memory recovered the following compact notes" in sections["recovered_memory"]
     assert "Kheish Memory published the following durable notes" in sections["learned_context"]
@@ -228,8 +238,16 @@ def test_retention_is_shown_and_accepted_in_human_units(ops):
         dry_run = ops.post(url, dict(form, retention_ms=retention, action="dry_run", expected_revision=str(revision)))
         previewed = re.search(r'name="previewed" value="([0-9a-f]+)"', dry_run.content.decode())
         assert previewed, dry_run.content.decode()[-3000:]
-        return ops.post(url, dict(form, retention_ms=retention, action="save", expected_revision=str(revision),
-                                  previewed=previewed.group(1)))
+        return ops.post(
+            url,
+            dict(
+                form,
+                retention_ms=retention,
+                action="save",
+                expected_revision=str(revision),
+                previewed=previewed.group(1),
+            ),
+        )
 
     assert save("12h", 0).status_code == 302
     assert run_memory.current_policy().retention_ms == 12 * 3_600_000

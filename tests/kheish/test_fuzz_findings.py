@@ -10,12 +10,19 @@ from tests.conftest import assert_problem
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize(("path", "param"), [
-    ("/v1/runs", "kind"), ("/v1/runs", "status"),
-    ("/v1/learnings", "kind"), ("/v1/learnings", "status"), ("/v1/learnings", "policy_decision"),
-    ("/v1/learning-candidates", "kind"), ("/v1/learning-candidates", "state"),
-    ("/v1/learning-candidates", "origin"),
-])
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("/v1/runs", "kind"),
+        ("/v1/runs", "status"),
+        ("/v1/learnings", "kind"),
+        ("/v1/learnings", "status"),
+        ("/v1/learnings", "policy_decision"),
+        ("/v1/learning-candidates", "kind"),
+        ("/v1/learning-candidates", "state"),
+        ("/v1/learning-candidates", "origin"),
+    ],
+)
 def test_an_enum_filter_sent_empty_is_refused_naming_it(operator_client, path, param):
     """django-filter reads ``?kind=`` as "no filter" and listed everything; the schema says one of the choices."""
     response = operator_client.get(path, {param: ""})
@@ -25,8 +32,12 @@ def test_an_enum_filter_sent_empty_is_refused_naming_it(operator_client, path, p
 
 
 def test_an_unknown_supersedes_is_a_documented_404_naming_the_field(operator_client):
-    body = {"scope": {"kind": "workspace"}, "kind": "decision", "content": "Deploys go out on Tuesdays.",
-            "supersedes": "learning-999999"}
+    body = {
+        "scope": {"kind": "workspace"},
+        "kind": "decision",
+        "content": "Deploys go out on Tuesdays.",
+        "supersedes": "learning-999999",
+    }
     response = operator_client.post("/v1/learnings", body, format="json")
     assert_problem(response, 404, field="supersedes")
     schema = operator_client.get("/v1/schema/", HTTP_ACCEPT="application/json").json()

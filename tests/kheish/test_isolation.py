@@ -60,7 +60,13 @@ def world(operator_client, api_client, other_client, agent, other_agent_key, mak
         return response.json()["session_id"]
 
     return SimpleNamespace(
-        a=agent, b=b, c=c, a_client=api_client, b_client=other_client, c_client=c_client, ops=operator_client,
+        a=agent,
+        b=b,
+        c=c,
+        a_client=api_client,
+        b_client=other_client,
+        c_client=c_client,
+        ops=operator_client,
         sa=session(api_client, {"project_ids": ["atlas"], "persona_id": "ops-bot", "metadata": {"note": MARK}}),
         sa_bare=session(api_client, {}),
         sb=session(other_client, {"project_ids": ["borealis"], "persona_id": "admin-bot"}),
@@ -113,21 +119,32 @@ def _names(response) -> list[str]:
 
 
 def test_withdrawn_grant_cuts_off_a_session_already_bound(world):
-    atlas = LearningFactory(scope_kind="project", scope_id="atlas", kind="preference",
-                            content="Atlas deploys always go through the blue pipeline.")
-    persona = LearningFactory(scope_kind="persona", scope_id="ops-bot", kind="fact",
-                              content="The ops-bot pager rotation starts on Monday.")
-    skill = LearningSkillFactory(active=True, skill_name="atlas:release",
-                                 source_learning=LearningFactory(scope_kind="project", scope_id="atlas",
-                                                                 procedure=True))
+    atlas = LearningFactory(
+        scope_kind="project",
+        scope_id="atlas",
+        kind="preference",
+        content="Atlas deploys always go through the blue pipeline.",
+    )
+    persona = LearningFactory(
+        scope_kind="persona", scope_id="ops-bot", kind="fact", content="The ops-bot pager rotation starts on Monday."
+    )
+    skill = LearningSkillFactory(
+        active=True,
+        skill_name="atlas:release",
+        source_learning=LearningFactory(scope_kind="project", scope_id="atlas", procedure=True),
+    )
     a, sa = world.a_client, world.sa
     query = "blue pipeline deploys pager rotation"
     assert set(_learned_ids(_context(a, sa, query))) == {atlas.public_id, persona.public_id}
     assert a.get("/v1/learnings", {"scope_kind": "project", "scope_id": "atlas"}).json()["count"] == 2
     assert "atlas:release" in _names(a.get(f"/v1/sessions/{sa}/skills"))
 
-    assert world.ops.put(f"/v1/agents/{world.a.username}/grants", {"project_ids": [], "persona_ids": []},
-                         format="json").status_code == 200
+    assert (
+        world.ops.put(
+            f"/v1/agents/{world.a.username}/grants", {"project_ids": [], "persona_ids": []}, format="json"
+        ).status_code
+        == 200
+    )
 
     session = a.get(f"/v1/sessions/{sa}").json()
     assert session["learning_scopes"] == [f"session:{sa}", "workspace:default"]
@@ -136,16 +153,34 @@ def test_withdrawn_grant_cuts_off_a_session_already_bound(world):
     assert _learned_ids(context) == [] and context["learning_scopes"] == [f"session:{sa}", "workspace:default"]
     assert _hits(_search(a, sa, query), "learning") == []
     assert "learned_context" not in _new_run_prompt(a, sa, "How do atlas deploys and the pager rotation work?")
-    for params in ({"scope_kind": "project", "scope_id": "atlas"}, {"scope_kind": "persona", "scope_id": "ops-bot"},
-                   {"query": "blue pipeline"}, {}):
+    for params in (
+        {"scope_kind": "project", "scope_id": "atlas"},
+        {"scope_kind": "persona", "scope_id": "ops-bot"},
+        {"query": "blue pipeline"},
+        {},
+    ):
         assert a.get("/v1/learnings", params).json()["count"] == 0, params
     assert_problem(a.get(f"/v1/learnings/{atlas.public_id}"), 404, "learnings/learning_not_found")
-    assert_problem(a.post("/v1/learning-candidates", {"scope": {"kind": "project", "id": "atlas"}, "kind": "fact",
-                                                      "content": "Atlas has a new owner."}, format="json"),
-                   403, "learnings/scope_forbidden", field="scope")
-    assert_problem(a.post("/v1/learning-candidates", {"scope": {"kind": "persona", "id": "ops-bot"}, "kind": "fact",
-                                                      "content": "Ops-bot has a new owner."}, format="json"),
-                   403, "learnings/scope_forbidden", field="scope")
+    assert_problem(
+        a.post(
+            "/v1/learning-candidates",
+            {"scope": {"kind": "project", "id": "atlas"}, "kind": "fact", "content": "Atlas has a new owner."},
+            format="json",
+        ),
+        403,
+        "learnings/scope_forbidden",
+        field="scope",
+    )
+    assert_problem(
+        a.post(
+            "/v1/learning-candidates",
+            {"scope": {"kind": "persona", "id": "ops-bot"}, "kind": "fact", "content": "Ops-bot has a new owner."},
+            format="json",
+        ),
+        403,
+        "learnings/scope_forbidden",
+        field="scope",
+    )
     assert "atlas:release" not in _names(a.get(f"/v1/sessions/{sa}/skills"))
     assert "atlas:release" not in _names(a.get("/v1/skills"))
     assert_problem(a.get("/v1/skills/atlas:release"), 404)
@@ -157,8 +192,7 @@ def test_withdrawn_grant_cuts_off_a_session_already_bound(world):
     assert _learned_ids(_context(world.c_client, world.sc, query)) == [atlas.public_id]
 
     # granted again, the same session sees the project again (its binding never changed)
-    world.ops.put(f"/v1/agents/{world.a.username}/grants", {"project_ids": ["atlas"], "persona_ids": []},
-                  format="json")
+    world.ops.put(f"/v1/agents/{world.a.username}/grants", {"project_ids": ["atlas"], "persona_ids": []}, format="json")
     assert _learned_ids(_context(a, sa, query)) == [atlas.public_id]
     assert skill.skill_name in _names(a.get(f"/v1/sessions/{sa}/skills"))
 
@@ -197,12 +231,17 @@ def test_learning_scopes_search_shares_run_records_only_through_granted_projects
 def test_search_visibility_values_are_validated(operator_client):
     current = operator_client.get("/v1/runtime/run-memory-policy").json()
     for value in ("everything", "", None, 1):
-        assert_problem(operator_client.post("/v1/runtime/run-memory-policy",
-                                            {"policy": {**current, "search_visibility": value}}, format="json"),
-                       400, field="policy.search_visibility")
+        assert_problem(
+            operator_client.post(
+                "/v1/runtime/run-memory-policy", {"policy": {**current, "search_visibility": value}}, format="json"
+            ),
+            400,
+            field="policy.search_visibility",
+        )
     assert operator_client.get("/v1/runtime/run-memory-policy").json() == current
-    response = operator_client.post("/v1/runtime/run-memory-policy",
-                                    {"policy": {**current, "search_visibility": "workspace"}}, format="json")
+    response = operator_client.post(
+        "/v1/runtime/run-memory-policy", {"policy": {**current, "search_visibility": "workspace"}}, format="json"
+    )
     assert response.status_code == 200, response.content
     assert operator_client.get("/v1/runtime/run-memory-policy").json()["search_visibility"] == "workspace"
     doc = operator_client.get("/v1/schema/", {"format": "json"}).json()
@@ -220,21 +259,33 @@ def test_search_visibility_values_are_validated(operator_client):
 
 def test_pending_candidates_are_private_to_their_proposer(world):
     a, b = world.a_client, world.b_client
-    proposed = a.post("/v1/learning-candidates", {"scope": {"kind": "workspace"}, "kind": "fact",
-                                                   "content": f"The {MARK} vault sits behind the second gateway."},
-                      format="json").json()
+    proposed = a.post(
+        "/v1/learning-candidates",
+        {
+            "scope": {"kind": "workspace"},
+            "kind": "fact",
+            "content": f"The {MARK} vault sits behind the second gateway.",
+        },
+        format="json",
+    ).json()
     run = Run.objects.get(pk=int(finish(a, world.sa, f"Note the {MARK} build", output="ok").split("-")[1]))
-    captured, _ = services.daemon_candidate_create(run=run, kind="fact", content=f"The {MARK} build runs nightly.",
-                                                   confidence=70)
+    captured, _ = services.daemon_candidate_create(
+        run=run, kind="fact", content=f"The {MARK} build runs nightly.", confidence=70
+    )
     mine = {proposed["candidate_id"], captured.public_id}
     assert mine <= {c["candidate_id"] for c in a.get("/v1/learning-candidates").json()["results"]}
     for candidate_id in mine:
         assert a.get(f"/v1/learning-candidates/{candidate_id}").status_code == 200
-        assert_problem(b.get(f"/v1/learning-candidates/{candidate_id}"), 404,
-                       "learnings/learning_candidate_not_found")
+        assert_problem(b.get(f"/v1/learning-candidates/{candidate_id}"), 404, "learnings/learning_candidate_not_found")
         assert_problem(world.c_client.get(f"/v1/learning-candidates/{candidate_id}"), 404)
-    for params in ({}, {"scope_kind": "workspace"}, {"query": MARK}, {"state": "pending"}, {"origin": "daemon"},
-                   {"scope_kind": "session", "scope_id": world.sa}):
+    for params in (
+        {},
+        {"scope_kind": "workspace"},
+        {"query": MARK},
+        {"state": "pending"},
+        {"origin": "daemon"},
+        {"scope_kind": "session", "scope_id": world.sa},
+    ):
         listed = b.get("/v1/learning-candidates", params)
         assert listed.status_code == 200 and listed.json()["count"] == 0, (params, listed.content)
     assert {c["candidate_id"] for c in world.ops.get("/v1/learning-candidates").json()["results"]} >= mine
@@ -242,8 +293,7 @@ def test_pending_candidates_are_private_to_their_proposer(world):
 
     # once an operator publishes it, the learning follows scope visibility (workspace: everyone) - the candidate
     # with its provenance stays a's
-    learning = world.ops.post(f"/v1/learning-candidates/{proposed['candidate_id']}/publish", {},
-                              format="json").json()
+    learning = world.ops.post(f"/v1/learning-candidates/{proposed['candidate_id']}/publish", {}, format="json").json()
     assert b.get(f"/v1/learnings/{learning['learning_id']}").status_code == 200
     assert_problem(b.get(f"/v1/learning-candidates/{proposed['candidate_id']}"), 404)
 
@@ -251,8 +301,10 @@ def test_pending_candidates_are_private_to_their_proposer(world):
 # ---- 19.6: no existence oracle -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("field", "existing", "unknown"), [("persona_id", "ops-bot", "no-such-persona"),
-                                                            ("project_ids", "atlas", "no-such-project")])
+@pytest.mark.parametrize(
+    ("field", "existing", "unknown"),
+    [("persona_id", "ops-bot", "no-such-persona"), ("project_ids", "atlas", "no-such-project")],
+)
 def test_unknown_and_ungranted_bindings_answer_alike(world, field, existing, unknown):
     def attempt(value):
         body = {field: [value] if field == "project_ids" else value}
@@ -291,21 +343,29 @@ def test_a_hostile_agent_sees_nothing_of_another_agents_through_any_route(world)
     a, b, sa = world.a_client, world.b_client, world.sa
     _policy(world.ops, search_visibility="learning_scopes")
     run_id = finish(a, sa, f"Deploy the {MARK} atlas service", output=f"{MARK} deployed")
-    open_run = a.post(f"/v1/sessions/{sa}/runs", {"input": {"content": f"Audit {MARK} again"}},
-                      format="json").json()["run_id"]
-    candidate = a.post("/v1/learning-candidates", {"scope": {"kind": "workspace"}, "kind": "fact",
-                                                    "content": f"The {MARK} key lives in vault four."},
-                       format="json").json()["candidate_id"]
-    project_learning = LearningFactory(scope_kind="project", scope_id="atlas", kind="fact",
-                                       content=f"Atlas {MARK} runs on port 8443.")
-    persona_learning = LearningFactory(scope_kind="persona", scope_id="ops-bot", kind="preference",
-                                       content=f"Ops-bot answers {MARK} pages in French.")
-    session_learning = LearningFactory(scope_kind="session", scope_id=sa, kind="fact",
-                                       content=f"This session's {MARK} ticket is 42.")
-    skill = LearningSkillFactory(active=True, skill_name="atlas:zephyr",
-                                 description=f"Release {MARK} atlas builds",
-                                 source_learning=LearningFactory(scope_kind="project", scope_id="atlas",
-                                                                 procedure=True))
+    open_run = a.post(f"/v1/sessions/{sa}/runs", {"input": {"content": f"Audit {MARK} again"}}, format="json").json()[
+        "run_id"
+    ]
+    candidate = a.post(
+        "/v1/learning-candidates",
+        {"scope": {"kind": "workspace"}, "kind": "fact", "content": f"The {MARK} key lives in vault four."},
+        format="json",
+    ).json()["candidate_id"]
+    project_learning = LearningFactory(
+        scope_kind="project", scope_id="atlas", kind="fact", content=f"Atlas {MARK} runs on port 8443."
+    )
+    persona_learning = LearningFactory(
+        scope_kind="persona", scope_id="ops-bot", kind="preference", content=f"Ops-bot answers {MARK} pages in French."
+    )
+    session_learning = LearningFactory(
+        scope_kind="session", scope_id=sa, kind="fact", content=f"This session's {MARK} ticket is 42."
+    )
+    skill = LearningSkillFactory(
+        active=True,
+        skill_name="atlas:zephyr",
+        description=f"Release {MARK} atlas builds",
+        source_learning=LearningFactory(scope_kind="project", scope_id="atlas", procedure=True),
+    )
     hidden_learnings = [project_learning, persona_learning, session_learning, skill.source_learning]
 
     responses = []
@@ -329,8 +389,15 @@ def test_a_hostile_agent_sees_nothing_of_another_agents_through_any_route(world)
     for rid in (run_id, open_run):
         for suffix in ("", "/outputs", "/events"):
             probe("get", f"/v1/runs/{rid}{suffix}", denied=True)
-        for action, body in (("start", {}), ("output", {"content": "x"}), ("complete", {}), ("fail", {"error": "x"}),
-                             ("cancel", {}), ("interrupt", {}), ("resume", {})):
+        for action, body in (
+            ("start", {}),
+            ("output", {"content": "x"}),
+            ("complete", {}),
+            ("fail", {"error": "x"}),
+            ("cancel", {}),
+            ("interrupt", {}),
+            ("resume", {}),
+        ):
             probe("post", f"/v1/runs/{rid}/{action}", body, denied=True)
     probe("get", "/v1/projects/atlas", denied=True)
     probe("get", "/v1/personas/ops-bot", denied=True)
@@ -340,12 +407,24 @@ def test_a_hostile_agent_sees_nothing_of_another_agents_through_any_route(world)
     probe("get", f"/v1/skills/{skill.skill_name}", denied=True)
     probe("get", f"/v1/learning-skills/{skill.skill_name}", denied=True)
     # proposing into a's scopes, or claiming a's work
-    for scope in ({"kind": "project", "id": "atlas"}, {"kind": "persona", "id": "ops-bot"},
-                  {"kind": "session", "id": sa}, {"kind": "project", "id": "no-such-project"}):
-        probe("post", "/v1/learning-candidates", {"scope": scope, "kind": "fact", "content": "Mine now."},
-              denied=True)
-    probe("post", "/v1/learning-candidates", {"scope": {"kind": "workspace"}, "kind": "fact", "content": "Mine.",
-                                              "source": {"run_id": run_id, "session_id": sa}}, denied=True)
+    for scope in (
+        {"kind": "project", "id": "atlas"},
+        {"kind": "persona", "id": "ops-bot"},
+        {"kind": "session", "id": sa},
+        {"kind": "project", "id": "no-such-project"},
+    ):
+        probe("post", "/v1/learning-candidates", {"scope": scope, "kind": "fact", "content": "Mine now."}, denied=True)
+    probe(
+        "post",
+        "/v1/learning-candidates",
+        {
+            "scope": {"kind": "workspace"},
+            "kind": "fact",
+            "content": "Mine.",
+            "source": {"run_id": run_id, "session_id": sa},
+        },
+        denied=True,
+    )
     for body in ({"project_ids": ["atlas"]}, {"persona_id": "ops-bot"}):
         probe("post", "/v1/sessions", body, denied=True)
 
@@ -353,12 +432,19 @@ def test_a_hostile_agent_sees_nothing_of_another_agents_through_any_route(world)
     lists = {
         "/v1/sessions": [{}, {"persona_id": "ops-bot"}],
         "/v1/runs": [{}, {"session_id": sa}, {"status": "completed"}, {"status": "queued"}],
-        "/v1/projects": [{}], "/v1/personas": [{}],
-        "/v1/learnings": [{}, {"scope_kind": "project", "scope_id": "atlas"},
-                          {"scope_kind": "persona", "scope_id": "ops-bot"}, {"scope_kind": "session", "scope_id": sa},
-                          {"query": MARK}, {"kind": "fact"}],
+        "/v1/projects": [{}],
+        "/v1/personas": [{}],
+        "/v1/learnings": [
+            {},
+            {"scope_kind": "project", "scope_id": "atlas"},
+            {"scope_kind": "persona", "scope_id": "ops-bot"},
+            {"scope_kind": "session", "scope_id": sa},
+            {"query": MARK},
+            {"kind": "fact"},
+        ],
         "/v1/learning-candidates": [{}, {"scope_kind": "workspace"}, {"query": MARK}, {"state": "pending"}],
-        "/v1/skills": [{}, {"query": MARK}], "/v1/learning-skills": [{}, {"status": "active"}],
+        "/v1/skills": [{}, {"query": MARK}],
+        "/v1/learning-skills": [{}, {"status": "active"}],
     }
     for url, variants in lists.items():
         for params in variants:
@@ -369,18 +455,34 @@ def test_a_hostile_agent_sees_nothing_of_another_agents_through_any_route(world)
         probe("get", f"/v1/sessions/{session_id}/memory-search", params={"query": MARK, "limit": 50})
         probe("get", f"/v1/sessions/{session_id}/memory-search", params={"query": "atlas deploy", "limit": 50})
         probe("get", f"/v1/sessions/{session_id}/skills", params={"query": "atlas"})
-        response = probe("post", f"/v1/sessions/{session_id}/runs",
-                         {"input": {"content": f"What about {MARK} and atlas deploys?"}})
+        response = probe(
+            "post", f"/v1/sessions/{session_id}/runs", {"input": {"content": f"What about {MARK} and atlas deploys?"}}
+        )
         assert response.status_code in (200, 201, 202), response.content
         run = response.json()
         probe("post", f"/v1/runs/{run['run_id']}/cancel")
         probe("get", f"/v1/runs/{run['run_id']}")
 
     # what only a's data holds (b's probes type the marker and a's ids, so a refusal may echo those)
-    secrets = ["8443", "vault four", "in French", "ticket is 42", "atlas service", f"{MARK} deployed",
-               f"Release {MARK}", f"Audit {MARK}"]
-    ids = [sa, world.sa_bare, run_id, open_run, candidate, skill.skill_name,
-           *(learning.public_id for learning in hidden_learnings)]
+    secrets = [
+        "8443",
+        "vault four",
+        "in French",
+        "ticket is 42",
+        "atlas service",
+        f"{MARK} deployed",
+        f"Release {MARK}",
+        f"Audit {MARK}",
+    ]
+    ids = [
+        sa,
+        world.sa_bare,
+        run_id,
+        open_run,
+        candidate,
+        skill.skill_name,
+        *(learning.public_id for learning in hidden_learnings),
+    ]
     leaked = []
     for method, url, response in responses:
         text = response.content.decode()
@@ -408,15 +510,21 @@ def test_the_migration_gives_existing_candidates_their_proposer(world):
     run = TerminalRunFactory(session=world.a.agent_sessions.first())
     captured = LearningCandidateFactory(daemon=True, source_run=run)
     proposed = LearningCandidateFactory()
-    record_audit(subject_type="learning_candidate", subject_id=proposed.public_id, action="create",
-                 actor=world.b, to_state="pending")
+    record_audit(
+        subject_type="learning_candidate",
+        subject_id=proposed.public_id,
+        action="create",
+        actor=world.b,
+        to_state="pending",
+    )
     orphan = LearningCandidateFactory()
     assert {c.proposed_by_id for c in (captured, proposed, orphan)} == {None}
     migration = importlib.import_module("learnings.migrations.0004_candidate_proposed_by")
     with connection.schema_editor() as editor:
         migration.backfill(apps, editor)
-    owners = dict(LearningCandidate.objects.filter(pk__in=[captured.pk, proposed.pk, orphan.pk])
-                  .values_list("pk", "proposed_by"))
+    owners = dict(
+        LearningCandidate.objects.filter(pk__in=[captured.pk, proposed.pk, orphan.pk]).values_list("pk", "proposed_by")
+    )
     assert owners == {captured.pk: world.a.pk, proposed.pk: world.b.pk, orphan.pk: None}
     assert world.b_client.get(f"/v1/learning-candidates/{proposed.public_id}").status_code == 200
     assert world.b_client.get(f"/v1/learning-candidates/{orphan.public_id}").status_code == 404

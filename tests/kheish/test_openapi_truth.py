@@ -9,8 +9,19 @@ import pytest
 
 pytestmark = pytest.mark.django_db
 
-RUN_ACTIONS = ["start", "output", "tool-call-started", "tool-call-finished", "wait-for-approval",
-               "wait-for-user-question", "resume", "complete", "fail", "interrupt", "cancel"]
+RUN_ACTIONS = [
+    "start",
+    "output",
+    "tool-call-started",
+    "tool-call-finished",
+    "wait-for-approval",
+    "wait-for-user-question",
+    "resume",
+    "complete",
+    "fail",
+    "interrupt",
+    "cancel",
+]
 
 
 def schema(client) -> dict:
@@ -35,8 +46,11 @@ def example(doc: dict, node: dict, *, every_field: bool):
     if kind == "object" or "properties" in node:
         props = node.get("properties", {})
         names = props if every_field else node.get("required", [])
-        return {name: example(doc, props[name], every_field=every_field) for name in names
-                if not props[name].get("readOnly")}
+        return {
+            name: example(doc, props[name], every_field=every_field)
+            for name in names
+            if not props[name].get("readOnly")
+        }
     if kind == "array":
         return [example(doc, node.get("items", {}), every_field=every_field)] if node.get("minItems") else []
     if kind == "string":
@@ -64,8 +78,9 @@ def test_run_action_bodies_are_the_real_request_shapes(operator_client, api_clie
         if name not in ("start", "fail", "cancel"):
             api_client.post(f"/v1/runs/{run['run_id']}/start", {}, format="json")
         if name == "tool-call-finished":
-            api_client.post(f"/v1/runs/{run['run_id']}/tool-call-started", {"call_id": "call-1", "name": "t"},
-                            format="json")
+            api_client.post(
+                f"/v1/runs/{run['run_id']}/tool-call-started", {"call_id": "call-1", "name": "t"}, format="json"
+            )
         if name == "resume":
             api_client.post(f"/v1/runs/{run['run_id']}/wait-for-approval", {"request_ids": ["r"]}, format="json")
         body = {} if node is None else example(doc, node, every_field=every_field)
@@ -93,8 +108,11 @@ def operations(doc: dict):
 
 def test_every_operation_has_a_summary_a_description_and_its_caller(operator_client):
     doc = schema(operator_client)
-    undescribed = [name for name, _, op in operations(doc)
-                   if not (op.get("summary") and op.get("description") and "Callers:" in op["description"])]
+    undescribed = [
+        name
+        for name, _, op in operations(doc)
+        if not (op.get("summary") and op.get("description") and "Callers:" in op["description"])
+    ]
     assert len(list(operations(doc))) > 50
     assert not undescribed, undescribed
     callers = {name: op.get("x-kheish-caller") for name, _, op in operations(doc)}
@@ -136,8 +154,11 @@ def test_a_documented_error_is_what_the_server_answers(operator_client, api_clie
     """The 401/403/404 the schema documents come back as problem+json with the Problem fields."""
     doc = schema(operator_client)
     required = set(doc["components"]["schemas"]["Problem"]["required"])
-    answers = [anon_client.get("/v1/sessions"), api_client.get("/v1/runtime/run-memory-policy"),
-               api_client.get("/v1/runs/run-999999999")]
+    answers = [
+        anon_client.get("/v1/sessions"),
+        api_client.get("/v1/runtime/run-memory-policy"),
+        api_client.get("/v1/runs/run-999999999"),
+    ]
     assert [a.status_code for a in answers] == [401, 403, 404]
     for answer in answers:
         assert answer["Content-Type"].startswith("application/problem+json")
@@ -148,7 +169,9 @@ def test_candidate_create_is_documented_as_it_answers(operator_client, api_clien
     doc = schema(operator_client)
     responses = doc["paths"]["/v1/learning-candidates"]["post"]["responses"]
     assert "200" in responses and "201" not in responses
-    answer = api_client.post("/v1/learning-candidates", {"scope": {"kind": "session", "id": session_id},
-                                                          "kind": "fact", "content": "the build uses make"},
-                             format="json")
+    answer = api_client.post(
+        "/v1/learning-candidates",
+        {"scope": {"kind": "session", "id": session_id}, "kind": "fact", "content": "the build uses make"},
+        format="json",
+    )
     assert answer.status_code == 200, answer.content

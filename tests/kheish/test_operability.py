@@ -50,8 +50,9 @@ def staff_client(client, django_user_model):
 
 @pytest.mark.django_db
 def test_admin_pages_for_sessions_runs_and_run_memory(staff_client, api_client, session_id):
-    rid = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "hello admin"}},
-                          format="json").json()["run_id"]
+    rid = api_client.post(
+        f"/v1/sessions/{session_id}/runs", {"input": {"content": "hello admin"}}, format="json"
+    ).json()["run_id"]
     api_client.post(f"/v1/runs/{rid}/start", {}, format="json")
     api_client.post(f"/v1/runs/{rid}/complete", {"output": {"content": "hi there"}}, format="json")
     pk = session_id.split("-")[1]
@@ -61,10 +62,17 @@ def test_admin_pages_for_sessions_runs_and_run_memory(staff_client, api_client, 
     assert "Journal (newest first, read-only)" in html and "input_received" in html
     assert html.index("run_lifecycle") < html.index("input_received")  # newest first
     assert "1 recovered run eligible for the next prompt" in html
-    for url in ["/admin/memory/run/?status__exact=completed", "/admin/memory/run/?kind__exact=input",
-                f"/admin/memory/run/{rid.split('-')[1]}/change/", "/admin/memory/runmemoryrecord/",
-                "/admin/memory/apikey/", "/admin/memory/policyrevision/", "/admin/memory/auditevent/",
-                "/admin/memory/persona/", "/admin/memory/project/"]:
+    for url in [
+        "/admin/memory/run/?status__exact=completed",
+        "/admin/memory/run/?kind__exact=input",
+        f"/admin/memory/run/{rid.split('-')[1]}/change/",
+        "/admin/memory/runmemoryrecord/",
+        "/admin/memory/apikey/",
+        "/admin/memory/policyrevision/",
+        "/admin/memory/auditevent/",
+        "/admin/memory/persona/",
+        "/admin/memory/project/",
+    ]:
         assert staff_client.get(url).status_code == 200, url
     record = RunMemoryRecord.objects.get()
     assert staff_client.get(f"/admin/memory/runmemoryrecord/{record.pk}/change/").status_code == 200
@@ -73,12 +81,13 @@ def test_admin_pages_for_sessions_runs_and_run_memory(staff_client, api_client, 
 @pytest.mark.django_db
 def test_admin_creates_api_key_and_shows_it_once(staff_client, django_user_model):
     agent = django_user_model.objects.create_user("bot")
-    response = staff_client.post("/admin/memory/apikey/add/", {"name": "bot-key", "role": "agent",
-                                                              "user": agent.pk}, follow=True)
+    response = staff_client.post(
+        "/admin/memory/apikey/add/", {"name": "bot-key", "role": "agent", "user": agent.pk}, follow=True
+    )
     assert response.status_code == 200
     html = response.content.decode()
     start = html.index("id='new-api-key'>") + len("id='new-api-key'>")
-    key = html[start:html.index("</code>", start)]
+    key = html[start : html.index("</code>", start)]
     assert authenticate_key(key).user == agent
     listing = staff_client.get("/admin/memory/apikey/").content.decode()
     assert key not in listing
@@ -116,11 +125,21 @@ def _database_url() -> str:
 
 
 def _start_server(port: int) -> subprocess.Popen:
-    env = dict(os.environ, DATABASE_URL=_database_url(), SECRET_KEY="restart-test", ALLOWED_HOSTS="127.0.0.1",
-               DJANGO_SETTINGS_MODULE="kheish.settings", CELERY_BROKER_URL="memory://", LOG_LEVEL="WARNING")
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "kheish.wsgi:application", "--bind",
-                             f"127.0.0.1:{port}", "--workers", "1"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        DATABASE_URL=_database_url(),
+        SECRET_KEY="restart-test",
+        ALLOWED_HOSTS="127.0.0.1",
+        DJANGO_SETTINGS_MODULE="kheish.settings",
+        CELERY_BROKER_URL="memory://",
+        LOG_LEVEL="WARNING",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "kheish.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 30
     while time.time() < deadline:
         try:
@@ -143,13 +162,19 @@ def test_restarting_the_server_loses_nothing(make_key):
     try:
         sid = requests.post(f"{base}/sessions", json={}, headers=headers, timeout=10).json()["session_id"]
         for i in range(3):
-            rid = requests.post(f"{base}/sessions/{sid}/runs", json={"input": {"content": f"step {i}"}},
-                                headers=headers, timeout=10).json()["run_id"]
+            rid = requests.post(
+                f"{base}/sessions/{sid}/runs", json={"input": {"content": f"step {i}"}}, headers=headers, timeout=10
+            ).json()["run_id"]
             requests.post(f"{base}/runs/{rid}/start", json={}, headers=headers, timeout=10)
-            requests.post(f"{base}/runs/{rid}/complete", json={"output": {"content": f"done {i}"}},
-                          headers=headers, timeout=10)
-        requests.post(f"{base}/sessions/{sid}/compact", json={"strategy": "snip", "budget_tokens": 200},
-                      headers=headers, timeout=10)
+            requests.post(
+                f"{base}/runs/{rid}/complete", json={"output": {"content": f"done {i}"}}, headers=headers, timeout=10
+            )
+        requests.post(
+            f"{base}/sessions/{sid}/compact",
+            json={"strategy": "snip", "budget_tokens": 200},
+            headers=headers,
+            timeout=10,
+        )
         before = requests.get(f"{base}/sessions/{sid}/context", headers=headers, timeout=10).json()
     finally:
         server.terminate()

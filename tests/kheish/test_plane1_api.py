@@ -17,10 +17,18 @@ def open_run(client, session_id, content="hello there", **extra):
 
 
 def test_every_v1_endpoint_requires_authentication(anon_client, session_id):
-    for method, path in [("get", "/v1/sessions"), ("post", "/v1/sessions"), ("get", f"/v1/sessions/{session_id}"),
-                         ("get", "/v1/runs"), ("get", "/v1/status"), ("get", "/v1/schema/"), ("get", "/v1/docs/"),
-                         ("get", "/v1/runtime/run-memory-policy"), ("get", "/v1/personas"),
-                         ("post", f"/v1/sessions/{session_id}/runs")]:
+    for method, path in [
+        ("get", "/v1/sessions"),
+        ("post", "/v1/sessions"),
+        ("get", f"/v1/sessions/{session_id}"),
+        ("get", "/v1/runs"),
+        ("get", "/v1/status"),
+        ("get", "/v1/schema/"),
+        ("get", "/v1/docs/"),
+        ("get", "/v1/runtime/run-memory-policy"),
+        ("get", "/v1/personas"),
+        ("post", f"/v1/sessions/{session_id}/runs"),
+    ]:
         response = getattr(anon_client, method)(path)
         assert_problem(response, 401, "auth/unauthenticated")
 
@@ -45,20 +53,29 @@ def test_unknown_route_is_problem_404(api_client):
 
 
 def test_session_create_and_view(api_client, operator_client, agent, grant):
-    operator_client.post("/v1/personas", {"persona_id": "ops-bot", "display_name": "Ops",
-                                          "capability_scope": ["shell", "web"]}, format="json")
+    operator_client.post(
+        "/v1/personas",
+        {"persona_id": "ops-bot", "display_name": "Ops", "capability_scope": ["shell", "web"]},
+        format="json",
+    )
     operator_client.post("/v1/projects", {"project_id": "atlas", "name": "Atlas"}, format="json")
     grant(agent, projects=["atlas"], personas=["ops-bot"])
-    response = api_client.post("/v1/sessions", {"persona_id": "ops-bot", "project_ids": ["atlas"],
-                                                "capability_scope": ["web", "mail"], "metadata": {"a": 1}},
-                               format="json")
+    response = api_client.post(
+        "/v1/sessions",
+        {"persona_id": "ops-bot", "project_ids": ["atlas"], "capability_scope": ["web", "mail"], "metadata": {"a": 1}},
+        format="json",
+    )
     assert response.status_code == 201, response.content
     view = response.json()
     assert view["session_id"].startswith("session-")
     assert view["agent_id"] == "agent-one"
     assert view["effective_capability_scope"] == ["web"]
-    assert view["learning_scopes"] == [f"session:{view['session_id']}", "persona:ops-bot", "project:atlas",
-                                       "workspace:default"]
+    assert view["learning_scopes"] == [
+        f"session:{view['session_id']}",
+        "persona:ops-bot",
+        "project:atlas",
+        "workspace:default",
+    ]
     assert view["active_run_id"] is None
     listed = api_client.get("/v1/sessions?persona_id=ops-bot").json()
     assert listed["count"] == 1 and listed["results"][0]["session_id"] == view["session_id"]
@@ -69,12 +86,15 @@ def test_agents_cannot_create_personas(api_client):
     assert_problem(api_client.post("/v1/personas", {"persona_id": "x", "display_name": "X"}, format="json"), 403)
 
 
-@pytest.mark.parametrize("body,field", [
-    ({"project_ids": "atlas"}, "project_ids"),
-    ({"capability_scope": [1, 2]}, "capability_scope[0]"),
-    ({"metadata": [1]}, "metadata"),
-    ({"bogus": 1}, "bogus"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"project_ids": "atlas"}, "project_ids"),
+        ({"capability_scope": [1, 2]}, "capability_scope[0]"),
+        ({"metadata": [1]}, "metadata"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
 def test_session_create_bad_input(api_client, body, field):
     before = JournalEvent.objects.count()
     body_json = assert_problem(api_client.post("/v1/sessions", body, format="json"), 400)
@@ -85,16 +105,22 @@ def test_session_create_bad_input(api_client, body, field):
 def test_session_create_unknown_persona(api_client, operator_client):
     """To an agent an unknown persona is an ungranted one (403, issue 19.6); an operator is told it is unknown."""
     before = JournalEvent.objects.count()
-    assert_problem(api_client.post("/v1/sessions", {"persona_id": "missing"}, format="json"), 403,
-                   "sessions/binding_not_granted", field="persona_id")
-    assert_problem(operator_client.post("/v1/sessions", {"persona_id": "missing"}, format="json"), 400,
-                   field="persona_id")
+    assert_problem(
+        api_client.post("/v1/sessions", {"persona_id": "missing"}, format="json"),
+        403,
+        "sessions/binding_not_granted",
+        field="persona_id",
+    )
+    assert_problem(
+        operator_client.post("/v1/sessions", {"persona_id": "missing"}, format="json"), 400, field="persona_id"
+    )
     assert JournalEvent.objects.count() == before
 
 
 def test_malformed_json_and_oversized_body(api_client, session_id, settings):
-    response = api_client.generic("POST", f"/v1/sessions/{session_id}/runs", "{not json",
-                                  content_type="application/json")
+    response = api_client.generic(
+        "POST", f"/v1/sessions/{session_id}/runs", "{not json", content_type="application/json"
+    )
     assert_problem(response, 400, "api/malformed_json")
     settings.KHEISH_MAX_BODY_BYTES = 1000
     response = open_run(api_client, session_id, content="x" * 2000)
@@ -102,14 +128,17 @@ def test_malformed_json_and_oversized_body(api_client, session_id, settings):
     assert Run.objects.count() == 0
 
 
-@pytest.mark.parametrize("body,field", [
-    ({}, "input"),
-    ({"input": {}}, "input.content"),
-    ({"input": {"content": 5}}, "input.content"),
-    ({"input": {"content": "hi"}, "kind": "nope"}, "kind"),
-    ({"input": {"content": "hi"}, "model": {"context_window": "big"}}, "model.context_window"),
-    ({"input": {"content": "hi"}, "idempotency_key": ""}, "idempotency_key"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({}, "input"),
+        ({"input": {}}, "input.content"),
+        ({"input": {"content": 5}}, "input.content"),
+        ({"input": {"content": "hi"}, "kind": "nope"}, "kind"),
+        ({"input": {"content": "hi"}, "model": {"context_window": "big"}}, "model.context_window"),
+        ({"input": {"content": "hi"}, "idempotency_key": ""}, "idempotency_key"),
+    ],
+)
 def test_open_run_bad_input(api_client, session_id, body, field):
     response = api_client.post(f"/v1/sessions/{session_id}/runs", body, format="json")
     problem = assert_problem(response, 400)
@@ -145,9 +174,12 @@ def test_run_lifecycle_journal_and_events(api_client, session_id):
     rid = run["run_id"]
     assert api_client.get(f"/v1/sessions/{session_id}").json()["active_run_id"] == rid
     steps = [
-        ("start", {}), ("tool-call-started", {"call_id": "c1", "name": "du", "input": {"path": "/"}}),
-        ("tool-call-finished", {"call_id": "c1", "output": "12G"}), ("output", {"content": "Disk usage is 12 GB."}),
-        ("wait-for-user-question", {"request_ids": ["q1"], "question": "More detail?"}), ("resume", {}),
+        ("start", {}),
+        ("tool-call-started", {"call_id": "c1", "name": "du", "input": {"path": "/"}}),
+        ("tool-call-finished", {"call_id": "c1", "output": "12G"}),
+        ("output", {"content": "Disk usage is 12 GB."}),
+        ("wait-for-user-question", {"request_ids": ["q1"], "question": "More detail?"}),
+        ("resume", {}),
         ("complete", {"output": {"content": "Done."}}),
     ]
     for name, body in steps:
@@ -160,8 +192,14 @@ def test_run_lifecycle_journal_and_events(api_client, session_id):
     events = api_client.get(f"/v1/runs/{rid}/events").json()["results"]
     types = [e["event"]["type"] for e in events]
     assert types[0] == "input_received"
-    for t in ("tool_call_started", "tool_call_finished", "message_appended", "user_question_requested",
-              "user_question_resolved", "run_lifecycle"):
+    for t in (
+        "tool_call_started",
+        "tool_call_finished",
+        "message_appended",
+        "user_question_requested",
+        "user_question_resolved",
+        "run_lifecycle",
+    ):
         assert t in types
     offsets = [e["offset"] for e in api_client.get(f"/v1/sessions/{session_id}/events?limit=500").json()["results"]]
     assert offsets == list(range(1, len(offsets) + 1))
@@ -175,11 +213,20 @@ def test_status_machine_matches_spec_exactly():
     statuses = list(ALLOWED_TRANSITIONS)
     expected = {
         "queued": {"running", "failed", "cancelled"},
-        "running": {"waiting_for_approval", "waiting_for_user_question", "completed", "failed", "interrupted",
-                    "cancelled"},
+        "running": {
+            "waiting_for_approval",
+            "waiting_for_user_question",
+            "completed",
+            "failed",
+            "interrupted",
+            "cancelled",
+        },
         "waiting_for_approval": {"running", "failed", "interrupted", "cancelled"},
         "waiting_for_user_question": {"running", "completed", "failed", "interrupted", "cancelled"},
-        "completed": set(), "failed": set(), "interrupted": set(), "cancelled": set(),
+        "completed": set(),
+        "failed": set(),
+        "interrupted": set(),
+        "cancelled": set(),
     }
     for a in statuses:
         for b in statuses:
@@ -188,8 +235,9 @@ def test_status_machine_matches_spec_exactly():
 
 def test_invalid_transition_is_409_naming_both_statuses(api_client, session_id):
     rid = open_run(api_client, session_id).json()["run_id"]
-    body = assert_problem(api_client.post(f"/v1/runs/{rid}/complete", {}, format="json"), 409,
-                          "runs/invalid_transition")
+    body = assert_problem(
+        api_client.post(f"/v1/runs/{rid}/complete", {}, format="json"), 409, "runs/invalid_transition"
+    )
     assert "queued" in body["detail"] and "completed" in body["detail"]
     api_client.post(f"/v1/runs/{rid}/cancel", {}, format="json")
     body = assert_problem(api_client.post(f"/v1/runs/{rid}/start", {}, format="json"), 409)
@@ -202,23 +250,44 @@ def test_session_busy_and_idempotency(api_client, session_id):
     assert first.status_code == 202
     again = open_run(api_client, session_id, idempotency_key="k-1")
     assert again.status_code == 202 and again.json()["run_id"] == first.json()["run_id"]
-    header = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "hello there"}},
-                             format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    header = api_client.post(
+        f"/v1/sessions/{session_id}/runs",
+        {"input": {"content": "hello there"}},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k-1",
+    )
     assert header.json()["run_id"] == first.json()["run_id"]
-    assert_problem(api_client.post(f"/v1/sessions/{session_id}/runs",
-                                   {"input": {"content": "x"}, "idempotency_key": "a"}, format="json",
-                                   HTTP_IDEMPOTENCY_KEY="b"), 400, field="idempotency_key")
+    assert_problem(
+        api_client.post(
+            f"/v1/sessions/{session_id}/runs",
+            {"input": {"content": "x"}, "idempotency_key": "a"},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY="b",
+        ),
+        400,
+        field="idempotency_key",
+    )
     assert_problem(open_run(api_client, session_id, content="another"), 409, "sessions/session_busy")
     assert Run.objects.count() == 1
 
 
 def test_canonical_input_event_never_holds_memory_sections(api_client, session_id):
-    rid = open_run(api_client, session_id, content="hi",
-                   ).json()["run_id"]
+    rid = open_run(
+        api_client,
+        session_id,
+        content="hi",
+    ).json()["run_id"]
     api_client.post(f"/v1/runs/{rid}/cancel", {}, format="json")
-    response = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {
-        "content": "again", "metadata": {"recovered_memory": {"entries": []}, "learned_context": {}, "k": 1}}},
-        format="json")
+    response = api_client.post(
+        f"/v1/sessions/{session_id}/runs",
+        {
+            "input": {
+                "content": "again",
+                "metadata": {"recovered_memory": {"entries": []}, "learned_context": {}, "k": 1},
+            }
+        },
+        format="json",
+    )
     assert response.status_code == 202
     event = JournalEvent.objects.filter(type="input_received").order_by("-offset").first()
     assert event.event["input"]["metadata"] == {"k": 1}
@@ -236,10 +305,10 @@ def test_context_and_compaction(api_client, session_id):
     small = api_client.get(f"/v1/sessions/{session_id}/context?budget_tokens=200").json()
     assert small["truncated"] and small["estimated_tokens"] <= 200
     assert small["events"][-1]["offset"] == before["events"][-1]["offset"]
-    assert_problem(api_client.get(f"/v1/sessions/{session_id}/context?budget_tokens=abc"), 400,
-                   field="budget_tokens")
-    cp = api_client.post(f"/v1/sessions/{session_id}/compact", {"strategy": "snip", "budget_tokens": 300},
-                         format="json")
+    assert_problem(api_client.get(f"/v1/sessions/{session_id}/context?budget_tokens=abc"), 400, field="budget_tokens")
+    cp = api_client.post(
+        f"/v1/sessions/{session_id}/compact", {"strategy": "snip", "budget_tokens": 300}, format="json"
+    )
     assert cp.status_code == 200, cp.content
     cp = cp.json()
     assert cp["compacted_until_offset"] > 0
@@ -253,8 +322,11 @@ def test_context_and_compaction(api_client, session_id):
     auto = api_client.post(f"/v1/sessions/{session_id}/compact", {"strategy": "autocompact"}, format="json")
     assert auto.status_code == 200
     assert auto.json()["prompt_window_created_by"] == "session_memory"  # no model configured: extractive
-    assert_problem(api_client.post(f"/v1/sessions/{session_id}/compact", {"strategy": "nope"}, format="json"), 400,
-                   field="strategy")
+    assert_problem(
+        api_client.post(f"/v1/sessions/{session_id}/compact", {"strategy": "nope"}, format="json"),
+        400,
+        field="strategy",
+    )
 
 
 def test_autocompact_uses_the_model_when_configured(api_client, session_id, fake_model):

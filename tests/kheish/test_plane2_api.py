@@ -20,15 +20,17 @@ def record_of(rid: str) -> RunMemoryRecord:
     return RunMemoryRecord.objects.get(run_id=int(rid.split("-")[1]))
 
 
-@pytest.mark.parametrize("how,marker,line", [
-    ("complete", None, "Result: all good"),
-    ("fail", "failed", "Error: boom"),
-    ("interrupt", "interrupted", "Status: interrupted before completion."),
-    ("cancel", "cancelled", "Status: cancelled before completion."),
-])
+@pytest.mark.parametrize(
+    "how,marker,line",
+    [
+        ("complete", None, "Result: all good"),
+        ("fail", "failed", "Error: boom"),
+        ("interrupt", "interrupted", "Status: interrupted before completion."),
+        ("cancel", "cancelled", "Status: cancelled before completion."),
+    ],
+)
 def test_every_terminal_transition_records_one_record(api_client, session_id, how, marker, line):
-    rid = finish(api_client, session_id, "Check the backups", how=how,
-                 output="all good" if how == "complete" else None)
+    rid = finish(api_client, session_id, "Check the backups", how=how, output="all good" if how == "complete" else None)
     record = record_of(rid)
     assert record.status == Run.objects.get(pk=record.run_id).status
     assert record.request_preview == "Check the backups"
@@ -48,14 +50,19 @@ def test_non_terminal_runs_have_no_record_and_one_record_per_run(api_client, ses
     api_client.post(f"/v1/runs/{rid['run_id']}/cancel", {}, format="json")
     record = RunMemoryRecord.objects.get()
     with pytest.raises(IntegrityError), transaction.atomic():
-        RunMemoryRecord.objects.create(run_id=record.run_id, session_id=record.session_id, recorded_at_ms=1,
-                                       status="completed", summary="dup")
+        RunMemoryRecord.objects.create(
+            run_id=record.run_id, session_id=record.session_id, recorded_at_ms=1, status="completed", summary="dup"
+        )
 
 
 def test_records_are_scrubbed_but_the_journal_keeps_what_was_sent(api_client, session_id, operator_client):
     secret = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
-    rid = finish(api_client, session_id, f"Mail bob@example.com, key {secret}, call 555-123-4567",
-                 output="Sent to bob@example.com")
+    rid = finish(
+        api_client,
+        session_id,
+        f"Mail bob@example.com, key {secret}, call 555-123-4567",
+        output="Sent to bob@example.com",
+    )
     record = record_of(rid)
     blob = record.summary + (record.request_preview or "") + (record.outcome_preview or "")
     assert "bob@example.com" not in blob and secret not in blob and "555-123-4567" not in blob
@@ -69,43 +76,76 @@ def test_records_are_scrubbed_but_the_journal_keeps_what_was_sent(api_client, se
 
 def test_policy_get_defaults_and_operator_only(api_client, operator_client):
     assert operator_client.get("/v1/runtime/run-memory-policy").json() == {
-        "enabled": True, "retention_ms": 2592000000, "max_tracked_per_session": 32, "max_prompt_entries": 3,
-        "redact_pii": True, "search_visibility": "session_only"}
+        "enabled": True,
+        "retention_ms": 2592000000,
+        "max_tracked_per_session": 32,
+        "max_prompt_entries": 3,
+        "redact_pii": True,
+        "search_visibility": "session_only",
+    }
     assert_problem(api_client.get("/v1/runtime/run-memory-policy"), 403)
     assert_problem(api_client.post("/v1/runtime/run-memory-policy", {"policy": {}}, format="json"), 403)
     assert_problem(api_client.post("/v1/runtime/redaction-preview", {"text": "x"}, format="json"), 403)
 
 
-@pytest.mark.parametrize("policy,message,field", [
-    ({"retention_ms": 0}, "run memory retention_ms must be greater than zero when enabled", "retention_ms"),
-    ({"max_tracked_per_session": 0, "max_prompt_entries": 0},
-     "run memory max_tracked_per_session must be greater than zero when enabled", "max_tracked_per_session"),
-    ({"max_prompt_entries": 0}, "run memory max_prompt_entries must be greater than zero when enabled",
-     "max_prompt_entries"),
-    ({"max_prompt_entries": 40},
-     "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session", "max_prompt_entries"),
-    ({"enabled": False, "max_tracked_per_session": 1, "max_prompt_entries": 2},
-     "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session", "max_prompt_entries"),
-])
+@pytest.mark.parametrize(
+    "policy,message,field",
+    [
+        ({"retention_ms": 0}, "run memory retention_ms must be greater than zero when enabled", "retention_ms"),
+        (
+            {"max_tracked_per_session": 0, "max_prompt_entries": 0},
+            "run memory max_tracked_per_session must be greater than zero when enabled",
+            "max_tracked_per_session",
+        ),
+        (
+            {"max_prompt_entries": 0},
+            "run memory max_prompt_entries must be greater than zero when enabled",
+            "max_prompt_entries",
+        ),
+        (
+            {"max_prompt_entries": 40},
+            "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session",
+            "max_prompt_entries",
+        ),
+        (
+            {"enabled": False, "max_tracked_per_session": 1, "max_prompt_entries": 2},
+            "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session",
+            "max_prompt_entries",
+        ),
+    ],
+)
 def test_policy_validation_literal_messages(operator_client, policy, message, field):
-    body = assert_problem(operator_client.post("/v1/runtime/run-memory-policy", {"policy": policy}, format="json"),
-                          400, "runtime/invalid_run_memory_policy")
+    body = assert_problem(
+        operator_client.post("/v1/runtime/run-memory-policy", {"policy": policy}, format="json"),
+        400,
+        "runtime/invalid_run_memory_policy",
+    )
     assert body["detail"] == message
     assert body["field"] == f"policy.{field}"
     assert PolicyRevision.objects.count() == 0
 
 
-@pytest.mark.parametrize("policy", [{"bogus": 1}, {"enabled": "yes"}, {"retention_ms": -5},
-                                    {"search_visibility": "everyone"}, [1]])
+@pytest.mark.parametrize(
+    "policy", [{"bogus": 1}, {"enabled": "yes"}, {"retention_ms": -5}, {"search_visibility": "everyone"}, [1]]
+)
 def test_policy_rejects_unknown_fields_and_wrong_types(operator_client, policy):
-    assert_problem(operator_client.post("/v1/runtime/run-memory-policy", {"policy": policy}, format="json"), 400,
-                   "runtime/invalid_run_memory_policy")
+    assert_problem(
+        operator_client.post("/v1/runtime/run-memory-policy", {"policy": policy}, format="json"),
+        400,
+        "runtime/invalid_run_memory_policy",
+    )
     assert PolicyRevision.objects.count() == 0
 
 
 def test_an_all_zero_policy_is_valid_only_when_disabled(operator_client):
-    zero = {"enabled": True, "retention_ms": 0, "max_tracked_per_session": 0, "max_prompt_entries": 0,
-            "redact_pii": False, "search_visibility": "session_only"}
+    zero = {
+        "enabled": True,
+        "retention_ms": 0,
+        "max_tracked_per_session": 0,
+        "max_prompt_entries": 0,
+        "redact_pii": False,
+        "search_visibility": "session_only",
+    }
     refused = operator_client.post("/v1/runtime/run-memory-policy", {"policy": zero}, format="json")
     assert_problem(refused, 400, "runtime/invalid_run_memory_policy", field="policy.retention_ms")
     assert PolicyRevision.objects.count() == 0
@@ -117,37 +157,50 @@ def test_an_all_zero_policy_is_valid_only_when_disabled(operator_client):
 
 
 def test_policy_revisions_expected_revision_and_audit(operator_client, operator):
-    first = operator_client.post("/v1/runtime/run-memory-policy",
-                                 {"policy": {"max_prompt_entries": 2}, "expected_revision": 0}, format="json")
+    first = operator_client.post(
+        "/v1/runtime/run-memory-policy", {"policy": {"max_prompt_entries": 2}, "expected_revision": 0}, format="json"
+    )
     assert first.status_code == 200 and first.json()["revision"] == 1
-    stale = operator_client.post("/v1/runtime/run-memory-policy",
-                                 {"policy": {"max_prompt_entries": 1}, "expected_revision": 0}, format="json")
+    stale = operator_client.post(
+        "/v1/runtime/run-memory-policy", {"policy": {"max_prompt_entries": 1}, "expected_revision": 0}, format="json"
+    )
     assert_problem(stale, 409, "runtime/runtime_revision_conflict")
-    second = operator_client.post("/v1/runtime/run-memory-policy",
-                                  {"policy": {"max_prompt_entries": 1}, "expected_revision": 1}, format="json")
+    second = operator_client.post(
+        "/v1/runtime/run-memory-policy", {"policy": {"max_prompt_entries": 1}, "expected_revision": 1}, format="json"
+    )
     assert second.json()["revision"] == 2
     assert list(PolicyRevision.objects.filter(kind="run_memory").values_list("revision", "actor")) == [
-        (2, operator.username), (1, operator.username)]
+        (2, operator.username),
+        (1, operator.username),
+    ]
     audit = AuditEvent.objects.filter(subject_type="policy", subject_id="run_memory").first()
     assert audit.to_state == "r2" and "max_prompt_entries" in audit.data["changed"]
-    assert_problem(operator_client.post("/v1/runtime/run-memory-policy", {"policy": {}, "extra": 1},
-                                        format="json"), 400)
-    assert_problem(operator_client.post("/v1/runtime/run-memory-policy", {"expected_revision": 2},
-                                        format="json"), 400, field="policy")
+    assert_problem(
+        operator_client.post("/v1/runtime/run-memory-policy", {"policy": {}, "extra": 1}, format="json"), 400
+    )
+    assert_problem(
+        operator_client.post("/v1/runtime/run-memory-policy", {"expected_revision": 2}, format="json"),
+        400,
+        field="policy",
+    )
 
 
 def test_policy_change_prunes_at_once(operator_client, api_client, session_id):
     rids = [finish(api_client, session_id, f"task {i}", output=f"out {i}") for i in range(5)]
-    response = operator_client.post("/v1/runtime/run-memory-policy",
-                                    {"policy": {"max_tracked_per_session": 2, "max_prompt_entries": 1}},
-                                    format="json")
+    response = operator_client.post(
+        "/v1/runtime/run-memory-policy",
+        {"policy": {"max_tracked_per_session": 2, "max_prompt_entries": 1}},
+        format="json",
+    )
     assert response.status_code == 200
     assert response.json()["maintenance"]["pruned_overflow_count"] == 3
     kept = {f"run-{pk}" for pk in RunMemoryRecord.objects.values_list("run_id", flat=True)}
     assert kept == set(rids[-2:])
-    operator_client.post("/v1/runtime/run-memory-policy", {"policy": {"enabled": False, "retention_ms": 0,
-                                                                      "max_tracked_per_session": 0,
-                                                                      "max_prompt_entries": 0}}, format="json")
+    operator_client.post(
+        "/v1/runtime/run-memory-policy",
+        {"policy": {"enabled": False, "retention_ms": 0, "max_tracked_per_session": 0, "max_prompt_entries": 0}},
+        format="json",
+    )
     assert RunMemoryRecord.objects.count() == 0
     metrics = operator_client.get("/v1/status").json()["run_memory"]["metrics"]
     assert metrics["pruned_overflow_total"] == 3 and metrics["pruned_ttl_total"] == 2
@@ -169,8 +222,11 @@ def test_injection_ranks_packs_and_records_the_ledger(api_client, session_id, op
     finish(api_client, session_id, "Check disk usage on db-2", output="db-2 disk at 81%")
     finish(api_client, session_id, "Plan the team lunch", output="pizza friday")
     before = operator_client.get("/v1/status").json()["run_memory"]["metrics"]
-    response = api_client.post(f"/v1/sessions/{session_id}/runs",
-                               {"input": {"content": "Is the TLS certificate on web-1 still valid?"}}, format="json")
+    response = api_client.post(
+        f"/v1/sessions/{session_id}/runs",
+        {"input": {"content": "Is the TLS certificate on web-1 still valid?"}},
+        format="json",
+    )
     run = response.json()
     sections = {s["name"]: s for s in run["prompt"]["sections"]}
     recovered = sections["recovered_memory"]
@@ -191,17 +247,20 @@ def test_injection_ranks_packs_and_records_the_ledger(api_client, session_id, op
 
 def test_tiny_context_window_omits_the_section(api_client, session_id):
     finish(api_client, session_id, "Rotate the TLS certificate", output="rotated")
-    run = api_client.post(f"/v1/sessions/{session_id}/runs", {
-        "input": {"content": "TLS certificate?"}, "model": {"context_window": 13100, "max_output_tokens": 0}},
-        format="json").json()
+    run = api_client.post(
+        f"/v1/sessions/{session_id}/runs",
+        {"input": {"content": "TLS certificate?"}, "model": {"context_window": 13100, "max_output_tokens": 0}},
+        format="json",
+    ).json()
     assert run["prompt"]["sections"] == []
 
 
 def test_only_the_current_session_is_injected(api_client, session_id):
     finish(api_client, session_id, "Secret project kiwi launch plan", output="kiwi launches monday")
     other = api_client.post("/v1/sessions", {}, format="json").json()["session_id"]
-    run = api_client.post(f"/v1/sessions/{other}/runs", {"input": {"content": "kiwi launch plan?"}},
-                          format="json").json()
+    run = api_client.post(
+        f"/v1/sessions/{other}/runs", {"input": {"content": "kiwi launch plan?"}}, format="json"
+    ).json()
     assert run["prompt"]["sections"] == []
 
 
@@ -217,8 +276,9 @@ INJECTIONS = [
 def test_prompt_injection_in_run_outputs_renders_inertly(api_client, session_id):
     for text in INJECTIONS:
         finish(api_client, session_id, "injection test " + text[:20], output=text)
-    run = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "injection test"}},
-                          format="json").json()
+    run = api_client.post(
+        f"/v1/sessions/{session_id}/runs", {"input": {"content": "injection test"}}, format="json"
+    ).json()
     content = next(s for s in run["prompt"]["sections"] if s["name"] == "recovered_memory")["content"]
     inside = False
     for line in content.splitlines():
@@ -242,14 +302,14 @@ def test_memory_search_default_and_widened_visibility(api_client, operator_clien
     hits = api_client.get(f"/v1/sessions/{mine}/memory-search?query=atlas").json()
     assert [h["scope"] for h in hits["results"]] == [f"session:{mine}"]
     assert hits["results"][0]["kind"] == "recovered_run" and hits["results"][0]["prompt_eligible"] is True
-    operator_client.post("/v1/runtime/run-memory-policy", {"policy": {"search_visibility": "learning_scopes"}},
-                         format="json")
+    operator_client.post(
+        "/v1/runtime/run-memory-policy", {"policy": {"search_visibility": "learning_scopes"}}, format="json"
+    )
     widened = api_client.get(f"/v1/sessions/{mine}/memory-search?query=atlas billing").json()
     assert widened["results"][0]["scope"] == f"session:{theirs}"
     assert widened["results"][0]["prompt_eligible"] is False
     # search widening never widens injection
-    run = api_client.post(f"/v1/sessions/{mine}/runs", {"input": {"content": "atlas billing"}},
-                          format="json").json()
+    run = api_client.post(f"/v1/sessions/{mine}/runs", {"input": {"content": "atlas billing"}}, format="json").json()
     injected = [e for s in run["prompt"]["sections"] for e in s["entries"]]
     assert all(record_of(e).session_id == int(mine.split("-")[1]) for e in injected)
 
@@ -274,15 +334,15 @@ def test_memory_context_preview_has_no_side_effects(api_client, session_id, oper
 
 
 def test_redaction_preview_stores_nothing(operator_client):
-    response = operator_client.post("/v1/runtime/redaction-preview",
-                                    {"text": "mail a@b.co or call +1 415 555 2671"}, format="json")
+    response = operator_client.post(
+        "/v1/runtime/redaction-preview", {"text": "mail a@b.co or call +1 415 555 2671"}, format="json"
+    )
     body = response.json()
     assert body["text"] == "mail <redacted:email> or call <redacted:phone>"
     assert body["redactions"]["email"] == 1 and body["redactions"]["phone"] == 1
     assert body["redaction_count"] == 2
     assert RunMemoryRecord.objects.count() == 0
-    assert_problem(operator_client.post("/v1/runtime/redaction-preview", {"text": 5}, format="json"), 400,
-                   field="text")
+    assert_problem(operator_client.post("/v1/runtime/redaction-preview", {"text": 5}, format="json"), 400, field="text")
     assert_problem(operator_client.post("/v1/runtime/redaction-preview", {}, format="json"), 400, field="text")
 
 
@@ -290,10 +350,16 @@ def test_status_doctor_and_repair(api_client, session_id, operator_client):
     rid = finish(api_client, session_id, "some task", output="done")
     record = record_of(rid)
     RunMemoryRecord.objects.filter(pk=record.pk).update(scope_keys=["session:stale"])
-    orphan_run = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "in flight"}},
-                                 format="json").json()["run_id"]
-    RunMemoryRecord.objects.create(run_id=int(orphan_run.split("-")[1]), session_id=record.session_id,
-                                   recorded_at_ms=record.recorded_at_ms, status="completed", summary="orphan")
+    orphan_run = api_client.post(
+        f"/v1/sessions/{session_id}/runs", {"input": {"content": "in flight"}}, format="json"
+    ).json()["run_id"]
+    RunMemoryRecord.objects.create(
+        run_id=int(orphan_run.split("-")[1]),
+        session_id=record.session_id,
+        recorded_at_ms=record.recorded_at_ms,
+        status="completed",
+        summary="orphan",
+    )
     out = io.StringIO()
     call_command("repair", stdout=out)
     assert "dry run" in out.getvalue()

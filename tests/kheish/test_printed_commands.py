@@ -27,8 +27,18 @@ from kheish.service_config import REPO_DIR
 
 pytestmark = pytest.mark.integration
 
-_NOT_IN_A_NEW_SHELL = ("DATABASE_URL", "SECRET_KEY", "PORT", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS", "MFLAGS",
-                       "MAKELEVEL", "KHEISH_VAR_DIR", "KHEISH_OPERATOR_PASSWORD", "KHEISH_OPERATOR_USERNAME")
+_NOT_IN_A_NEW_SHELL = (
+    "DATABASE_URL",
+    "SECRET_KEY",
+    "PORT",
+    "DJANGO_SETTINGS_MODULE",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "MAKELEVEL",
+    "KHEISH_VAR_DIR",
+    "KHEISH_OPERATOR_PASSWORD",
+    "KHEISH_OPERATOR_USERNAME",
+)
 
 
 def _free_port() -> int:
@@ -81,8 +91,15 @@ def service(tmp_path):
     var_dir = tmp_path / "var"
     port = _free_port()
     env = dict(_shell_env(var_dir), PORT=str(port), LOG_LEVEL="WARNING")
-    proc = subprocess.Popen([sys.executable, "-m", "kheish.launcher", "run"], cwd=REPO_DIR, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kheish.launcher", "run"],
+        cwd=REPO_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     output = _Output(proc.stdout)
     try:
         output.wait_for("Kheish Memory is up.", timeout=180)
@@ -99,8 +116,16 @@ def service(tmp_path):
 
 def _run_printed(command: str, var_dir: Path, *, stdin: str | None = None) -> subprocess.CompletedProcess:
     # start_new_session: no controlling terminal, so a password prompt reads stdin (as a pipe to it would).
-    return subprocess.run(shlex.split(command), cwd=REPO_DIR, env=_shell_env(var_dir), input=stdin,
-                          capture_output=True, text=True, timeout=120, start_new_session=True)
+    return subprocess.run(
+        shlex.split(command),
+        cwd=REPO_DIR,
+        env=_shell_env(var_dir),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+    )
 
 
 def test_printed_key_and_password_commands_work_in_another_shell(service):
@@ -137,9 +162,17 @@ def test_printed_key_and_password_commands_work_in_another_shell(service):
     browser = requests.Session()
     login = f"{base}/admin/login/"
     browser.get(login, timeout=10)
-    answer = browser.post(login, data={"username": "operator", "password": new_password, "next": "/admin/",
-                                       "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
-                          headers={"Referer": login}, timeout=10)
+    answer = browser.post(
+        login,
+        data={
+            "username": "operator",
+            "password": new_password,
+            "next": "/admin/",
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+        },
+        headers={"Referer": login},
+        timeout=10,
+    )
     assert answer.status_code == 200 and answer.url == f"{base}/admin/", answer.url
     assert "Log out" in answer.text or "logout" in answer.text
 
@@ -147,29 +180,53 @@ def test_printed_key_and_password_commands_work_in_another_shell(service):
 def test_without_a_database_the_settings_refuse_naming_what_to_run(tmp_path):
     """No DATABASE_URL and no embedded server running: a loud error, never another database."""
     env = dict(_shell_env(tmp_path / "var"), SECRET_KEY="x")
-    done = subprocess.run([sys.executable, "-c", "import django; from django.conf import settings; "
-                           "settings.DATABASES"], cwd=REPO_DIR, env=dict(env, DJANGO_SETTINGS_MODULE="kheish.settings"),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; from django.conf import settings; settings.DATABASES"],
+        cwd=REPO_DIR,
+        env=dict(env, DJANGO_SETTINGS_MODULE="kheish.settings"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert "No database configured: DATABASE_URL is unset" in done.stderr
     assert "make run" in done.stderr and ".venv/bin/python manage.py" in done.stderr
 
 
 def test_a_database_other_than_postgresql_is_refused(tmp_path):
-    env = dict(_shell_env(tmp_path / "var"), SECRET_KEY="x", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-               DJANGO_SETTINGS_MODULE="kheish.settings")
-    done = subprocess.run([sys.executable, "-c", "from django.conf import settings; settings.DATABASES"],
-                          cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=60)
+    env = dict(
+        _shell_env(tmp_path / "var"),
+        SECRET_KEY="x",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="kheish.settings",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; settings.DATABASES"],
+        cwd=REPO_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert "runs on PostgreSQL only" in done.stderr
     assert not (tmp_path / "db.sqlite3").exists()
 
 
 def test_without_a_secret_key_the_settings_refuse_naming_what_to_run(tmp_path):
-    env = dict(_shell_env(tmp_path / "var"), DATABASE_URL="postgres://nobody@127.0.0.1:1/none",
-               DJANGO_SETTINGS_MODULE="kheish.settings")
-    done = subprocess.run([sys.executable, "-c", "from django.conf import settings; settings.SECRET_KEY"],
-                          cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=60)
+    env = dict(
+        _shell_env(tmp_path / "var"),
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/none",
+        DJANGO_SETTINGS_MODULE="kheish.settings",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; settings.SECRET_KEY"],
+        cwd=REPO_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert "No secret key" in done.stderr and "make run" in done.stderr
 
@@ -177,7 +234,7 @@ def test_without_a_secret_key_the_settings_refuse_naming_what_to_run(tmp_path):
 def _readme_block(marker: str) -> str:
     """The fenced ```bash block that follows ``marker`` in the README, as a reader copies it."""
     text = (REPO_DIR / "README.md").read_text()
-    after = text[text.index(marker):]
+    after = text[text.index(marker) :]
     match = re.search(r"```bash\n(.*?)\n```", after, re.S)
     assert match, f"no bash block after {marker!r}"
     return match.group(1)
@@ -192,8 +249,15 @@ def test_readme_blocks_run_as_printed_end_with_the_preference_in_the_next_prompt
     assert f"(prints {base})" in output.printed_command("service URL")
     block = _readme_block("<!-- first-steps:")
     assert "localhost:8000" not in block and "$KEY" not in block
-    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=REPO_DIR, env=_shell_env(var_dir),
-                          capture_output=True, text=True, timeout=300, start_new_session=True)
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", block],
+        cwd=REPO_DIR,
+        env=_shell_env(var_dir),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "completed", done.stdout
@@ -205,14 +269,27 @@ def test_readme_blocks_run_as_printed_end_with_the_preference_in_the_next_prompt
     # The README's next block, the runnable example, in the same second shell.
     example = _readme_block("<!-- quickstart:")
     assert "make -s url" in example and "127.0.0.1:8000" not in example
-    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", example], cwd=REPO_DIR, env=_shell_env(var_dir),
-                          capture_output=True, text=True, timeout=300, start_new_session=True)
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", example],
+        cwd=REPO_DIR,
+        env=_shell_env(var_dir),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok: the preference came back in the next run's learned_context" in done.stdout
 
 
 def test_make_url_refuses_in_one_line_without_a_running_service(tmp_path):
-    done = subprocess.run(["make", "-s", "url"], cwd=REPO_DIR, env=_shell_env(tmp_path / "var"),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["make", "-s", "url"],
+        cwd=REPO_DIR,
+        env=_shell_env(tmp_path / "var"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0 and done.stdout == ""
     assert "not running from this checkout: start it with `make run`" in done.stderr

@@ -15,8 +15,12 @@ from tests.support.api import finish
 
 pytestmark = pytest.mark.django_db
 
-COUNTERS = ("run_memory.stored_total", "run_memory.pruned_overflow_total", "run_memory.pruned_ttl_total",
-            "run_memory.pruned_orphan_total")
+COUNTERS = (
+    "run_memory.stored_total",
+    "run_memory.pruned_overflow_total",
+    "run_memory.pruned_ttl_total",
+    "run_memory.pruned_orphan_total",
+)
 
 
 def _nothing_to_fix(summary: dict) -> bool:
@@ -71,8 +75,9 @@ def test_lowering_the_bound_prunes_once_then_converges(api_client, session_id, o
     run_ids = [finish(api_client, session_id, f"task {i}", output=f"done {i}") for i in range(5)]
     # The policy change enforces itself; repair afterwards must not resurrect the pruned runs.
     _set_policy(operator_client, max_tracked_per_session=2, max_prompt_entries=2)
-    assert sorted(RunMemoryRecord.objects.values_list("run_id", flat=True)) == \
-        [int(r.split("-")[1]) for r in run_ids[-2:]]
+    assert sorted(RunMemoryRecord.objects.values_list("run_id", flat=True)) == [
+        int(r.split("-")[1]) for r in run_ids[-2:]
+    ]
     before = metrics.read(COUNTERS)
     assert _nothing_to_fix(maintenance.repair_all(apply=False, source="test"))
     call_command("repair", "--apply", stdout=io.StringIO())

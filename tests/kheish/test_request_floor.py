@@ -17,10 +17,11 @@ from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 
-LOCAL_THROTTLE = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-                  "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "floor"},
-                  "auth_failures": {"BACKEND": "django.core.cache.backends.db.DatabaseCache",
-                                    "LOCATION": "kheish_auth_failures"}}
+LOCAL_THROTTLE = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "floor"},
+    "auth_failures": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "kheish_auth_failures"},
+}
 
 
 @pytest.fixture
@@ -52,8 +53,12 @@ def test_a_bound_session_read_is_two_statements(agent_key, local_throttle, djang
     with django_assert_num_queries(2):
         body = client.get(f"/v1/sessions/{session.public_id}").json()
     assert body["project_ids"] == ["alpha", "beta"] and body["active_run_id"] == run.public_id
-    assert body["learning_scopes"] == [f"session:{session.public_id}", "project:alpha", "project:beta",
-                                       "workspace:default"]
+    assert body["learning_scopes"] == [
+        f"session:{session.public_id}",
+        "project:alpha",
+        "project:beta",
+        "workspace:default",
+    ]
 
 
 def test_the_throttle_costs_one_cache_operation_per_request(api_client, agent, local_throttle, monkeypatch):

@@ -31,22 +31,29 @@ def test_session_metadata_over_the_limit_is_400_naming_field_and_limit(api_clien
 
 
 def test_non_ascii_metadata_is_measured_in_bytes(api_client):
-    response = api_client.post("/v1/sessions", {"metadata": {"k": "é" * (DEFAULT_MAX_METADATA_BYTES // 2)}},
-                               format="json")
+    response = api_client.post(
+        "/v1/sessions", {"metadata": {"k": "é" * (DEFAULT_MAX_METADATA_BYTES // 2)}}, format="json"
+    )
     assert_problem(response, 400, code="metadata_too_large", field="metadata")
 
 
 def test_the_metadata_limit_is_a_setting(api_client, settings):
     settings.KHEISH_MAX_METADATA_BYTES = 100
-    assert_problem(api_client.post("/v1/sessions", {"metadata": blob(101)}, format="json"), 400,
-                   code="metadata_too_large", field="metadata")
+    assert_problem(
+        api_client.post("/v1/sessions", {"metadata": blob(101)}, format="json"),
+        400,
+        code="metadata_too_large",
+        field="metadata",
+    )
     assert api_client.post("/v1/sessions", {"metadata": blob(100)}, format="json").status_code == 201
 
 
 def test_run_input_metadata_over_the_limit_is_400(api_client, session_id):
-    response = api_client.post(f"/v1/sessions/{session_id}/runs",
-                               {"input": {"content": "hi", "metadata": blob(DEFAULT_MAX_METADATA_BYTES + 1)}},
-                               format="json")
+    response = api_client.post(
+        f"/v1/sessions/{session_id}/runs",
+        {"input": {"content": "hi", "metadata": blob(DEFAULT_MAX_METADATA_BYTES + 1)}},
+        format="json",
+    )
     assert_problem(response, 400, code="metadata_too_large", field="input.metadata")
     assert not Run.objects.exists()
 

@@ -58,11 +58,17 @@ def test_memory_payloads_are_typed_components(schema):
     assert "SearchResult" in _refs(components["SessionMemorySearchView"]["properties"]["results"])
     context = components["SessionMemoryContextView"]["properties"]
     assert "LearnedContext" in _refs(context["learned_context"]) and "RecoveredMemory" in _refs(
-        context["recovered_memory"])
+        context["recovered_memory"]
+    )
     assert "retrieval" in context
 
 
 def test_learning_kind_is_an_enum(schema):
     assert set(schema["components"]["schemas"]["LearningKindEnum"]["enum"]) == {
-        "run_summary", "fact", "preference", "decision", "procedure"}
+        "run_summary",
+        "fact",
+        "preference",
+        "decision",
+        "procedure",
+    }
     assert "LearningKindEnum" in _refs(schema["components"]["schemas"]["CreateLearningCandidateRequest"])

@@ -28,9 +28,23 @@ def parameter(doc: dict, path: str, name: str, method: str = "get") -> dict:
 
 # ---- query parameters: strict, and their ranges documented ------------------------------------------------------
 
-@pytest.mark.parametrize("query", ["offset=null&offset=null", "offset=1&offset=2", "offset=null", "offset=-1",
-                                   "limit=0", "limit=abc", "limit=%D9%A1", "limit=1&limit=2", "offset=1e3",
-                                   "offset=", "limit="])
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "offset=null&offset=null",
+        "offset=1&offset=2",
+        "offset=null",
+        "offset=-1",
+        "limit=0",
+        "limit=abc",
+        "limit=%D9%A1",
+        "limit=1&limit=2",
+        "offset=1e3",
+        "offset=",
+        "limit=",
+    ],
+)
 def test_bad_paging_parameters_are_400(api_client, query):
     response = api_client.get(f"/v1/sessions?{query}")
     assert_problem(response, 400, field=query.split("=")[0])
@@ -48,15 +62,19 @@ def test_paging_parameters_are_documented_with_their_ranges(operator_client):
         assert (offset["minimum"], offset["maximum"]) == (0, 2**62), path
 
 
-@pytest.mark.parametrize(("path", "name", "low", "high"), [
-    ("/v1/sessions/{session_id}/context", "budget_tokens", 0, 10_000_000),
-    ("/v1/sessions/{session_id}/events", "after_offset", 0, 2**62),
-    ("/v1/runs/{run_id}/outputs", "limit", 1, 50),
-    ("/v1/runs/{run_id}/outputs", "cursor", 0, 2**62),
-    ("/v1/sessions/{session_id}/memory-search", "limit", -(2**31), 2**31),
-])
-def test_integer_parameters_document_the_range_they_enforce(operator_client, api_client, session_id, path, name,
-                                                            low, high):
+@pytest.mark.parametrize(
+    ("path", "name", "low", "high"),
+    [
+        ("/v1/sessions/{session_id}/context", "budget_tokens", 0, 10_000_000),
+        ("/v1/sessions/{session_id}/events", "after_offset", 0, 2**62),
+        ("/v1/runs/{run_id}/outputs", "limit", 1, 50),
+        ("/v1/runs/{run_id}/outputs", "cursor", 0, 2**62),
+        ("/v1/sessions/{session_id}/memory-search", "limit", -(2**31), 2**31),
+    ],
+)
+def test_integer_parameters_document_the_range_they_enforce(
+    operator_client, api_client, session_id, path, name, low, high
+):
     documented = parameter(schema(operator_client), path, name)["schema"]
     assert (documented["minimum"], documented["maximum"]) == (low, high)
     from tests.support.api import finish
@@ -71,10 +89,16 @@ def test_integer_parameters_document_the_range_they_enforce(operator_client, api
 
 # ---- bodies ---------------------------------------------------------------------------------------------------
 
+
 def test_strict_bodies_say_additional_properties_false(operator_client):
     components = schema(operator_client)["components"]["schemas"]
-    for name in ("CompleteRequest", "OpenSessionRequest", "CreateLearningCandidateRequest", "ToolCallFinishedRequest",
-                 "RevokeMatchingLearningsRequest"):
+    for name in (
+        "CompleteRequest",
+        "OpenSessionRequest",
+        "CreateLearningCandidateRequest",
+        "ToolCallFinishedRequest",
+        "RevokeMatchingLearningsRequest",
+    ):
         if name in components:
             assert components[name].get("additionalProperties") is False, name
     strict = [n for n, c in components.items() if n.endswith("Request") and c.get("additionalProperties") is False]
@@ -86,7 +110,8 @@ def test_non_blank_text_fields_say_so(operator_client):
     wait = components["WaitRequest"]["properties"]["request_ids"]["items"]
     assert wait.get("pattern") == "\\S" or wait.get("minLength") == 1
     assert parameter(schema(operator_client), "/v1/skills/{name}", "name", "get")["schema"]["pattern"] == (
-        "^[A-Za-z0-9:_-]{1,64}$")
+        "^[A-Za-z0-9:_-]{1,64}$"
+    )
 
 
 def test_the_learning_scope_schema_states_the_scope_rules(operator_client):
@@ -99,8 +124,9 @@ def test_the_learning_scope_schema_states_the_scope_rules(operator_client):
 
 @pytest.mark.parametrize("body", ["null", "[]", "false", "0", '""'])
 def test_a_non_object_body_to_a_run_action_is_400(api_client, session_id, body):
-    run_id = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "x"}},
-                             format="json").json()["run_id"]
+    run_id = api_client.post(f"/v1/sessions/{session_id}/runs", {"input": {"content": "x"}}, format="json").json()[
+        "run_id"
+    ]
     api_client.post(f"/v1/runs/{run_id}/start", {}, format="json")
     response = api_client.generic("POST", f"/v1/runs/{run_id}/complete", body, content_type="application/json")
     assert_problem(response, 400)
@@ -113,23 +139,41 @@ def test_a_non_object_body_to_reject_is_400(operator_client):
     from tests.support.learnings import candidate
 
     made = candidate("The release train is weekly.")
-    response = operator_client.generic("POST", f"/v1/learning-candidates/{made.public_id}/reject", "null",
-                                       content_type="application/json")
+    response = operator_client.generic(
+        "POST", f"/v1/learning-candidates/{made.public_id}/reject", "null", content_type="application/json"
+    )
     assert_problem(response, 400)
 
 
 def test_source_null_is_accepted_as_none(api_client):
-    response = api_client.post("/v1/learning-candidates", {"scope": {"kind": "workspace"}, "kind": "fact",
-                                                           "content": "Codename Atlas.", "source": None,
-                                                           "evidence_refs": None}, format="json")
+    response = api_client.post(
+        "/v1/learning-candidates",
+        {
+            "scope": {"kind": "workspace"},
+            "kind": "fact",
+            "content": "Codename Atlas.",
+            "source": None,
+            "evidence_refs": None,
+        },
+        format="json",
+    )
     assert response.status_code == 200, response.content
     assert response.json()["source"] == {} and response.json()["evidence_refs"] == []
 
 
 # ---- paths and the request line --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/v1/skills/a%0A", "/v1/skills/%0A", "/v1/learning-skills/x%0A/revoke",
-                                  "/v1/nothing-here%0A", "/v1/sessions/session-1%0A"])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/skills/a%0A",
+        "/v1/skills/%0A",
+        "/v1/learning-skills/x%0A/revoke",
+        "/v1/nothing-here%0A",
+        "/v1/sessions/session-1%0A",
+    ],
+)
 def test_a_newline_in_a_path_is_a_problem_never_html(operator_client, path):
     response = operator_client.get(path)
     assert response.status_code in (400, 404, 405)
@@ -142,8 +186,10 @@ def test_a_skill_name_with_a_trailing_newline_is_not_the_skill(operator_client, 
 
     skill = tmp_path / "catalog" / "release-notes"
     skill.mkdir(parents=True)
-    skill.joinpath("SKILL.md").write_text("---\nname: release-notes\ndescription: Draft release notes.\n---\n"
-                                          "# Release notes\n\nList the merged changes.\n")
+    skill.joinpath("SKILL.md").write_text(
+        "---\nname: release-notes\ndescription: Draft release notes.\n---\n"
+        "# Release notes\n\nList the merged changes.\n"
+    )
     settings.KHEISH_CATALOG_DIR = tmp_path / "catalog"
     catalog.clear_cache()
     name = "release-notes"
@@ -151,11 +197,16 @@ def test_a_skill_name_with_a_trailing_newline_is_not_the_skill(operator_client, 
     assert operator_client.get(f"/v1/skills/{quote(name)}%0A").status_code in (400, 404)
 
 
-def test_queries_are_documented_and_enforced_at_the_max_that_fits_a_request_line(operator_client, api_client,
-                                                                                  session_id):
+def test_queries_are_documented_and_enforced_at_the_max_that_fits_a_request_line(
+    operator_client, api_client, session_id
+):
     doc = schema(operator_client)
-    for path in ("/v1/sessions/{session_id}/memory-search", "/v1/sessions/{session_id}/memory-context",
-                 "/v1/skills", "/v1/sessions/{session_id}/skills"):
+    for path in (
+        "/v1/sessions/{session_id}/memory-search",
+        "/v1/sessions/{session_id}/memory-context",
+        "/v1/skills",
+        "/v1/sessions/{session_id}/skills",
+    ):
         assert parameter(doc, path, "query")["schema"]["maxLength"] == MAX_QUERY_CHARS, path
     ok = api_client.get(f"/v1/sessions/{session_id}/memory-search", {"query": "a" * MAX_QUERY_CHARS})
     assert ok.status_code == 200
@@ -168,8 +219,7 @@ def test_the_longest_documented_query_fits_gunicorn_s_request_line(monkeypatch):
     line_limit = _Loaded(CONF).cfg.limit_request_line
     assert line_limit == 8190
     worst = quote("\U0001f600" * MAX_QUERY_CHARS)  # 4-byte UTF-8: 12 bytes each, percent-encoded
-    request_line = (f"GET /v1/sessions/session-{'9' * 18}/memory-search?query={worst}&limit=-2147483648"
-                    " HTTP/1.1")
+    request_line = f"GET /v1/sessions/session-{'9' * 18}/memory-search?query={worst}&limit=-2147483648 HTTP/1.1"
     assert len(request_line) <= line_limit
 
 

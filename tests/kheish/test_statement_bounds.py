@@ -28,8 +28,11 @@ def session(agent_key, settings):
     settings.CACHES = LOCAL_THROTTLE  # the throttle counts in local memory: the statements are the request's
     Project.objects.create(project_id="atlas", name="Atlas")
     grants_set(agent=agent_key.api_key.user, project_ids=["atlas"], persona_ids=[], actor="tests")
-    for text in ["My old sneakers are stored under the bed.", "We decided the deploy window is Tuesday.",
-                 "I adopted a grey cat called Miso."]:
+    for text in [
+        "My old sneakers are stored under the bed.",
+        "We decided the deploy window is Tuesday.",
+        "I adopted a grey cat called Miso.",
+    ]:
         learning(text, scope=("project", "atlas"))
     return session_create(owner=agent_key.api_key.user, project_ids=["atlas"])
 
@@ -41,12 +44,14 @@ def _statements(context: CaptureQueriesContext) -> list[str]:
 def test_opening_a_run_is_bounded(agent_key, session):
     client = client_for(agent_key.plaintext)
     for _ in range(3):  # the key verified, the prepared statements prepared
-        run = client.post(f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "where are my sneakers"}},
-                          format="json").json()
+        run = client.post(
+            f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "where are my sneakers"}}, format="json"
+        ).json()
         client.post(f"/v1/runs/{run['run_id']}/cancel", {}, format="json")
     with CaptureQueriesContext(connection) as context:
-        response = client.post(f"/v1/sessions/{session.public_id}/runs",
-                               {"input": {"content": "where are my sneakers"}}, format="json")
+        response = client.post(
+            f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "where are my sneakers"}}, format="json"
+        )
     assert response.status_code == 202
     assert "sneakers" in response.json()["prompt"]["sections"][0]["content"]
     statements = _statements(context)

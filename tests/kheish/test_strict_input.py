@@ -21,16 +21,35 @@ FULLWIDTH_ONE = "\uff11"  # １
 
 # ---- the id helper ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("value", ["session-1", "session-42", "session-" + "9" * 18])
 def test_canonical_ids_parse(value):
     assert public_ids.parse_id(value, "session") == int(value.removeprefix("session-"))
 
 
-@pytest.mark.parametrize("value", [
-    f"session-{ARABIC_ONE}", f"session-{FULLWIDTH_ONE}", "session-01", "session-0", "session-+1", "session- 1",
-    "session-1 ", "session-1\n", "session--1", "session-1e3", "session-" + "9" * 19, "Session-1", "session_1",
-    "session-", "run-1", "", None, 1,
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"session-{ARABIC_ONE}",
+        f"session-{FULLWIDTH_ONE}",
+        "session-01",
+        "session-0",
+        "session-+1",
+        "session- 1",
+        "session-1 ",
+        "session-1\n",
+        "session--1",
+        "session-1e3",
+        "session-" + "9" * 19,
+        "Session-1",
+        "session_1",
+        "session-",
+        "run-1",
+        "",
+        None,
+        1,
+    ],
+)
 def test_everything_else_names_no_record(value):
     assert public_ids.parse_id(value, "session") is None
 
@@ -41,6 +60,7 @@ def test_format_round_trips():
 
 
 # ---- ids in routes ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.django_db
 def test_non_ascii_or_padded_session_ids_are_404(api_client, session_id):
@@ -88,14 +108,21 @@ def test_a_candidate_scoped_to_a_non_canonical_session_id_is_refused(operator_cl
     assert_problem(operator_client.post("/v1/learning-candidates", body, format="json"), 400, field="scope.id")
     # an agent: not one of its sessions' scopes (as for any id that names no session of its own)
     assert_problem(api_client.post("/v1/learning-candidates", body, format="json"), 403, field="scope")
-    assert_problem(operator_client.post("/v1/learning-candidates", {**body, "scope": {
-        "kind": "session", "id": f"session-0{number}"}}, format="json"), 400, field="scope.id")
-    ok = api_client.post("/v1/learning-candidates", {**body, "scope": {"kind": "session", "id": session_id}},
-                         format="json")
+    assert_problem(
+        operator_client.post(
+            "/v1/learning-candidates", {**body, "scope": {"kind": "session", "id": f"session-0{number}"}}, format="json"
+        ),
+        400,
+        field="scope.id",
+    )
+    ok = api_client.post(
+        "/v1/learning-candidates", {**body, "scope": {"kind": "session", "id": session_id}}, format="json"
+    )
     assert ok.status_code == 200 and ok.json()["scope"] == {"kind": "session", "id": session_id}
 
 
 # ---- booleans --------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("flag", ["true", 1, "1", "yes", "True", 1.0, [], {}, None])
@@ -116,11 +143,13 @@ def test_revoke_matching_all_true_still_revokes(operator_client):
 
 @pytest.mark.django_db
 def test_redaction_preview_redact_pii_must_be_a_json_boolean(operator_client):
-    response = operator_client.post("/v1/runtime/redaction-preview", {"text": "a@b.example", "redact_pii": "false"},
-                                    format="json")
+    response = operator_client.post(
+        "/v1/runtime/redaction-preview", {"text": "a@b.example", "redact_pii": "false"}, format="json"
+    )
     assert_problem(response, 400, field="redact_pii")
-    ok = operator_client.post("/v1/runtime/redaction-preview", {"text": "a@b.example", "redact_pii": False},
-                              format="json")
+    ok = operator_client.post(
+        "/v1/runtime/redaction-preview", {"text": "a@b.example", "redact_pii": False}, format="json"
+    )
     assert ok.status_code == 200 and ok.json()["text"] == "a@b.example"
 
 
@@ -130,13 +159,18 @@ def test_tool_call_finished_is_error_must_be_a_json_boolean(api_client, session_
     run_id = run_id["run_id"]
     api_client.post(f"/v1/runs/{run_id}/start", {}, format="json")
     api_client.post(f"/v1/runs/{run_id}/tool-call-started", {"call_id": "c1", "name": "grep"}, format="json")
-    response = api_client.post(f"/v1/runs/{run_id}/tool-call-finished", {"call_id": "c1", "is_error": 0},
-                               format="json")
+    response = api_client.post(f"/v1/runs/{run_id}/tool-call-finished", {"call_id": "c1", "is_error": 0}, format="json")
     assert_problem(response, 400, field="is_error")
 
 
-API_MODULES = ("kheish.api.learnings", "kheish.api.runtime", "kheish.api.runs", "kheish.api.sessions",
-               "kheish.api.skills", "kheish.api.agents")
+API_MODULES = (
+    "kheish.api.learnings",
+    "kheish.api.runtime",
+    "kheish.api.runs",
+    "kheish.api.sessions",
+    "kheish.api.skills",
+    "kheish.api.agents",
+)
 
 
 def _input_serializers():
@@ -163,8 +197,10 @@ def test_every_boolean_read_from_a_body_is_strict():
     serializers_seen = list(_input_serializers())
     assert len(serializers_seen) > 10
     booleans = [(cls.__name__, name, field) for cls in serializers_seen for name, field in _booleans(cls())]
-    assert {(cls, name) for cls, name, _ in booleans} >= {("RevokeMatchingLearningsSerializer", "all"),
-                                                          ("RedactionPreviewSerializer", "redact_pii"),
-                                                          ("ToolCallFinishedSerializer", "is_error")}
+    assert {(cls, name) for cls, name, _ in booleans} >= {
+        ("RevokeMatchingLearningsSerializer", "all"),
+        ("RedactionPreviewSerializer", "redact_pii"),
+        ("ToolCallFinishedSerializer", "is_error"),
+    }
     loose = [(cls, name) for cls, name, field in booleans if not isinstance(field, StrictBooleanField)]
     assert loose == []

@@ -22,8 +22,11 @@ from tests.kheish.test_printed_commands import _free_port, _Output, _shell_env
 
 
 def _pids(output: _Output, name: str) -> list[int]:
-    return [int(m.group(1)) for line in list(output.lines)
-            if (m := re.search(rf"\[kheish\] {name} started \(pid (\d+)\)", line))]
+    return [
+        int(m.group(1))
+        for line in list(output.lines)
+        if (m := re.search(rf"\[kheish\] {name} started \(pid (\d+)\)", line))
+    ]
 
 
 def _alive(pid: int) -> bool:
@@ -50,8 +53,13 @@ def test_a_bad_procfile_line_is_refused(tmp_path):
 def test_a_crashing_process_is_restarted_with_backoff_and_the_others_keep_running(tmp_path):
     marker = tmp_path / "starts"
     lines: list[str] = []
-    sup = supervisor.Supervisor([("steady", "sleep 30"), ("crashy", f"sh -c 'echo x >> {marker}; exit 3'")],
-                                cwd=tmp_path, log=lines.append, stop_timeout=5, out=io.StringIO())
+    sup = supervisor.Supervisor(
+        [("steady", "sleep 30"), ("crashy", f"sh -c 'echo x >> {marker}; exit 3'")],
+        cwd=tmp_path,
+        log=lines.append,
+        stop_timeout=5,
+        out=io.StringIO(),
+    )
     stopper = threading.Timer(4.5, sup.request_stop)
     stopper.start()
     sup.run()
@@ -68,8 +76,15 @@ def test_kill_9_of_the_worker_restarts_it_and_the_api_keeps_answering(tmp_path):
     var_dir = tmp_path / "var"
     port = _free_port()
     env = dict(_shell_env(var_dir), PORT=str(port), LOG_LEVEL="WARNING")
-    proc = subprocess.Popen([sys.executable, "-m", "kheish.launcher", "run"], cwd=REPO_DIR, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kheish.launcher", "run"],
+        cwd=REPO_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     output = _Output(proc.stdout)
     base = f"http://127.0.0.1:{port}"
     children: list[int] = []
@@ -106,8 +121,11 @@ def test_kill_9_of_the_worker_restarts_it_and_the_api_keeps_answering(tmp_path):
             raise
     assert returncode == 0, "\n".join(output.lines[-40:])
     assert not any(_alive(pid) for pid in children)
-    stopped = [i for i, line in enumerate(output.lines) if "embedded PostgreSQL stopped" in line
-               or "embedded PostgreSQL left running" in line]
+    stopped = [
+        i
+        for i, line in enumerate(output.lines)
+        if "embedded PostgreSQL stopped" in line or "embedded PostgreSQL left running" in line
+    ]
     last_child = max(i for i, line in enumerate(output.lines) if re.search(r"\[kheish\] \w+ stopped \(", line))
     assert stopped and stopped[-1] > last_child
     assert not Path(var_dir / "pgdata" / "postmaster.pid").exists() or "left running" in output.lines[stopped[-1]]
@@ -119,8 +137,7 @@ def test_stop_lets_a_process_finish_its_in_flight_work(tmp_path):
     finished = tmp_path / "finished"
     slow = f"sh -c 'trap \"sleep 6; echo done > {finished}; exit 0\" TERM; while true; do sleep 0.1; done'"
     lines: list[str] = []
-    sup = supervisor.Supervisor([("worker", slow)], cwd=tmp_path, log=lines.append, stop_timeout=30,
-                                out=io.StringIO())
+    sup = supervisor.Supervisor([("worker", slow)], cwd=tmp_path, log=lines.append, stop_timeout=30, out=io.StringIO())
     threading.Timer(1.0, sup.request_stop).start()
     started = time.monotonic()
     sup.run()
@@ -154,8 +171,9 @@ def test_a_watched_service_that_dies_is_restarted_with_backoff(tmp_path, monkeyp
     monkeypatch.setattr(supervisor, "WATCH_EVERY_S", 0.2)
     service = _FlakyService()
     lines: list[str] = []
-    sup = supervisor.Supervisor([("steady", "sleep 30")], cwd=tmp_path, log=lines.append, stop_timeout=5,
-                                out=io.StringIO(), watched=[service])
+    sup = supervisor.Supervisor(
+        [("steady", "sleep 30")], cwd=tmp_path, log=lines.append, stop_timeout=5, out=io.StringIO(), watched=[service]
+    )
     threading.Timer(0.5, lambda: setattr(service, "up", False)).start()
     stopper = threading.Timer(6, sup.request_stop)
     stopper.start()

@@ -48,8 +48,9 @@ def test_repeating_a_terminal_action_leaves_the_run_unchanged(api_client, sessio
     assert again.status_code == 200, again.content
     assert again.json() == first.json()  # same timestamps (finished_at_ms, updated_at_ms), same outputs, error
     assert _trace(run_id) == before  # no second lifecycle event, no second audit row
-    lifecycle = JournalEvent.objects.filter(run__pk=int(run_id.split("-")[1]), type="run_lifecycle",
-                                            event__to_status=status)
+    lifecycle = JournalEvent.objects.filter(
+        run__pk=int(run_id.split("-")[1]), type="run_lifecycle", event__to_status=status
+    )
     assert lifecycle.count() == 1
 
 
@@ -63,8 +64,9 @@ def test_another_terminal_action_is_409_naming_both_statuses(api_client, session
     before = _trace(run_id)
 
     other_name, other_body = TERMINAL[other]
-    problem = assert_problem(api_client.post(f"/v1/runs/{run_id}/{other_name}", other_body, format="json"),
-                             409, "runs/invalid_transition")
+    problem = assert_problem(
+        api_client.post(f"/v1/runs/{run_id}/{other_name}", other_body, format="json"), 409, "runs/invalid_transition"
+    )
 
     assert status in problem["detail"] and other in problem["detail"], problem
     assert _trace(run_id) == before
@@ -78,7 +80,10 @@ def test_a_repeated_complete_with_a_new_output_is_refused(api_client, session_id
     before = _trace(run_id)
     again = api_client.post(f"/v1/runs/{run_id}/complete", {}, format="json")
     assert again.status_code == 200 and again.json() == done
-    problem = assert_problem(api_client.post(f"/v1/runs/{run_id}/complete", {"output": {"content": "More."}},
-                                             format="json"), 409, "runs/invalid_transition")
+    problem = assert_problem(
+        api_client.post(f"/v1/runs/{run_id}/complete", {"output": {"content": "More."}}, format="json"),
+        409,
+        "runs/invalid_transition",
+    )
     assert "completed" in problem["detail"]
     assert _trace(run_id) == before

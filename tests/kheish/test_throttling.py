@@ -133,8 +133,9 @@ def test_default_rates_are_far_above_a_busy_agent(settings):
 
 @pytest.fixture
 def staff_user(django_user_model):
-    return django_user_model.objects.create_user("ops-person", password="right-password-123", is_staff=True,
-                                                 is_superuser=True)
+    return django_user_model.objects.create_user(
+        "ops-person", password="right-password-123", is_staff=True, is_superuser=True
+    )
 
 
 def sign_in(client: Client, password: str):

@@ -68,8 +68,14 @@ def web_server(tmp_path):
     port = _free_port()
     env = dict(os.environ, PORT=str(port), KHEISH_WEB_WORKERS="1")
     env.pop("KHEISH_WEB_CONTROL_SOCKET", None)
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", str(CONF), APP], cwd=REPO_DIR, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(CONF), APP],
+        cwd=REPO_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

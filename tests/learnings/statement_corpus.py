@@ -132,8 +132,8 @@ NON_STATEMENTS: list[str] = [
     # quotes and reported speech
     "My boss said I prefer long meetings, which is false.",
     "She told me she lives in Madrid.",
-    "He said, \"I always use tabs.\"",
-    "\"I prefer tea,\" wrote the author.",
+    'He said, "I always use tabs."',
+    '"I prefer tea," wrote the author.',
     "My colleague mentioned that we decided to use Java.",
     "According to the docs, we use port 8080.",
     "Caroline said she works at a bakery.",
@@ -299,25 +299,33 @@ EVENT_NON_STATEMENTS: list[str] = [
 # durable first-person statement sits inside a request, after a lead-in or a comma; and long messages that hold
 # none (help requests, problems, hypotheticals, reported speech, plans of the assistant's work).
 NARRATIVE_STATEMENTS: list[tuple[str, str]] = [
-    ("Can you suggest a few day hikes near Grenoble? By the way, I've been keeping my climbing gear in the "
-     "garage since the move, and it smells of damp.", "fact"),
-    ("I need some ideas for a birthday dinner. Oh, and by the way, I just sold my old piano to a neighbour for "
-     "four hundred euros.", "fact"),
-    ("Thanks, that's useful. Speaking of gardens, I planted three apple trees along the fence last autumn.",
-     "fact"),
+    (
+        "Can you suggest a few day hikes near Grenoble? By the way, I've been keeping my climbing gear in the "
+        "garage since the move, and it smells of damp.",
+        "fact",
+    ),
+    (
+        "I need some ideas for a birthday dinner. Oh, and by the way, I just sold my old piano to a neighbour for "
+        "four hundred euros.",
+        "fact",
+    ),
+    ("Thanks, that's useful. Speaking of gardens, I planted three apple trees along the fence last autumn.", "fact"),
     ("What should I pack for Iceland in March? I'm planning a week in Reykjavik with my brother.", "fact"),
-    ("The list looks good. I've had my Fuji camera with me on six trips now - it has survived all of them!",
-     "fact"),
-    ("Any tips on sourdough hydration? Also, I recently attended a bread workshop at the 'Crumb & Co' bakery, "
-     "which was great.", "fact"),
+    ("The list looks good. I've had my Fuji camera with me on six trips now - it has survived all of them!", "fact"),
+    (
+        "Any tips on sourdough hydration? Also, I recently attended a bread workshop at the 'Crumb & Co' bakery, "
+        "which was great.",
+        "fact",
+    ),
     ("Could you recommend a podcast about history? My daily commute is about 50 minutes each way.", "fact"),
-    ("That helps a lot. Besides the weekday runs, I joined a swimming club that trains on Saturday mornings.",
-     "fact"),
+    ("That helps a lot. Besides the weekday runs, I joined a swimming club that trains on Saturday mornings.", "fact"),
     ("Great suggestions. Anyway, I caught my first pike at Lake Annecy on Sunday, it was huge.", "fact"),
-    ("I'm putting together a photo album. Incidentally, we've been collecting vinyl records since 2019 and "
-     "have about three hundred now.", "fact"),
-    ("Do you know good venues for a small wedding? I'm thinking of booking a barn near Ghent for June.",
-     "fact"),
+    (
+        "I'm putting together a photo album. Incidentally, we've been collecting vinyl records since 2019 and "
+        "have about three hundred now.",
+        "fact",
+    ),
+    ("Do you know good venues for a small wedding? I'm thinking of booking a barn near Ghent for June.", "fact"),
     ("Sounds good to me, I'll try that. I see my physiotherapist every Thursday for my knee.", "fact"),
 ]
 NARRATIVE_NON_STATEMENTS: list[str] = [

@@ -41,9 +41,14 @@ def shows(page: str, row) -> bool:
 
 # ---- candidates -------------------------------------------------------------------------------------------
 
+
 def test_review_queue_defaults_to_pending_and_escalated(admin_client):
-    set_policy({"mode": "enabled", "publication": {"rules": [{"name": "decisions", "kind": "decision",
-                                                              "action": "manual_review"}]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {"rules": [{"name": "decisions", "kind": "decision", "action": "manual_review"}]},
+        }
+    )
     from learnings.review import review_candidate
 
     pending = candidate("Project codename is Atlas.")
@@ -81,10 +86,16 @@ def test_review_queue_defaults_to_pending_and_escalated(admin_client):
 
 def test_judge_reason_is_shown(admin_client):
     cand = candidate()
-    LearningCandidate.objects.filter(pk=cand.pk).update(automation_review={
-        "mode": "shadow", "action": "manual_review", "reviewed_at_ms": 1, "matched_rule_name": None,
-        "judge": {"action": "manual_review", "judged_at_ms": 1, "reason": "too vague to keep"},
-        "reason": "rule reason"})
+    LearningCandidate.objects.filter(pk=cand.pk).update(
+        automation_review={
+            "mode": "shadow",
+            "action": "manual_review",
+            "reviewed_at_ms": 1,
+            "matched_rule_name": None,
+            "judge": {"action": "manual_review", "judged_at_ms": 1, "reason": "too vague to keep"},
+            "reason": "rule reason",
+        }
+    )
     assert "Judge: too vague to keep" in admin_client.get(CANDIDATES).content.decode()
 
 
@@ -111,8 +122,9 @@ def test_bulk_publish_reports_successes_and_failures(admin_client):
     assert response.status_code == 302
     shown = messages_of(admin_client.get(CANDIDATES))
     assert any(f"Published (active) 1: {fine.public_id}" in m for m in shown)
-    assert any(f"{conflicting.public_id}: learning conflicts with active learning {existing.public_id}" in m
-               for m in shown)
+    assert any(
+        f"{conflicting.public_id}: learning conflicts with active learning {existing.public_id}" in m for m in shown
+    )
     conflicting.refresh_from_db()
     assert conflicting.state == "pending"
 
@@ -141,6 +153,7 @@ def test_candidate_detail_is_read_only(admin_client):
 
 
 # ---- learnings --------------------------------------------------------------------------------------------
+
 
 def test_learnings_changelist_filters(admin_client):
     active = learning("Project codename is Atlas.")
@@ -224,11 +237,13 @@ def test_supersede_errors_rerender_the_form(admin_client):
 # The policy editor is the console's (tests/kheish/test_console_policy.py: validation messages, dry run, save,
 # history); the changelist shows the policy in force and links there.
 
+
 def test_the_changelist_shows_the_policy_in_force_and_links_to_its_editor(admin_client):
     set_policy({"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}}, "judge": {"enabled": True}})
     page = admin_client.get(CANDIDATES).content.decode()
-    assert ("● automated review on (rules publish) · capture: run summaries on, semantic on · judge on · "
-            "policy revision 1") in page
+    assert (
+        "● automated review on (rules publish) · capture: run summaries on, semantic on · judge on · policy revision 1"
+    ) in page
     assert f'href="{POLICY}"' in page
     editor = admin_client.get(POLICY)
     assert editor.status_code == 200 and "automated review on (rules publish)" in editor.content.decode()

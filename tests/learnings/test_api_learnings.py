@@ -24,26 +24,50 @@ def ids(response) -> list[str]:
 
 # ---- read -------------------------------------------------------------------------------------------------
 
+
 def test_list_and_get(operator_client):
     atlas = learning("Project codename is Atlas.")
     helix = learning("Preferred editor is Helix.", kind="preference", scope=("project", "atlas"))
     listed = operator_client.get(URL).json()
-    assert listed["count"] == 2 and [i["learning_id"] for i in listed["results"]] == [helix.public_id,
-                                                                                       atlas.public_id]
+    assert listed["count"] == 2 and [i["learning_id"] for i in listed["results"]] == [helix.public_id, atlas.public_id]
     view = operator_client.get(f"{URL}/{atlas.public_id}").json()
     assert view["learning_id"] == atlas.public_id and view["content"] == "Project codename is Atlas."
-    assert set(view) == {"learning_id", "scope", "kind", "sensitivity", "content", "confidence", "source",
-                         "evidence_refs", "source_candidate_id", "created_at_ms", "published_at_ms",
-                         "expires_at_ms", "stated_at_ms", "status", "publish_tier", "policy_decision", "policy_actor",
-                         "verification_status", "supersedes", "superseded_by", "revoked_at_ms", "revoked_reason"}
+    assert set(view) == {
+        "learning_id",
+        "scope",
+        "kind",
+        "sensitivity",
+        "content",
+        "confidence",
+        "source",
+        "evidence_refs",
+        "source_candidate_id",
+        "created_at_ms",
+        "published_at_ms",
+        "expires_at_ms",
+        "stated_at_ms",
+        "status",
+        "publish_tier",
+        "policy_decision",
+        "policy_actor",
+        "verification_status",
+        "supersedes",
+        "superseded_by",
+        "revoked_at_ms",
+        "revoked_reason",
+    }
     for bad in ("learning-999", "learning-candidate-1", "x"):
         problem = assert_problem(operator_client.get(f"{URL}/{bad}"), 404, "learnings/learning_not_found")
         assert problem["detail"] == f"unknown learning {bad}"
 
 
 def test_list_filters(operator_client):
-    set_policy({"mode": "enabled", "publication": {"rules": [
-        {"name": "Auto-Facts", "kind": "fact", "action": "publish_provisional"}]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {"rules": [{"name": "Auto-Facts", "kind": "fact", "action": "publish_provisional"}]},
+        }
+    )
     from learnings.review import review_candidate
     from tests.support.learnings import candidate
 
@@ -64,8 +88,7 @@ def test_list_filters(operator_client):
     assert ids(operator_client.get(URL + "?scope_kind=project&scope_id=atlas")) == [manual.public_id]
     assert ids(operator_client.get(URL + "?query=codename")) == [manual.public_id]
     assert ids(operator_client.get(URL + "?query=workspace:default&kind=fact")) == [auto.public_id]
-    assert ids(operator_client.get(URL + "?policy_decision=manual&status=active")) == [pref.public_id,
-                                                                                       manual.public_id]
+    assert ids(operator_client.get(URL + "?policy_decision=manual&status=active")) == [pref.public_id, manual.public_id]
     problem = assert_problem(operator_client.get(URL + "?scope_kind=session"), 400)
     assert problem["detail"] == "scope_id is required for the selected learning scope"
     problem = assert_problem(operator_client.get(URL + "?scope_id=atlas"), 400)
@@ -74,8 +97,9 @@ def test_list_filters(operator_client):
         assert operator_client.get(URL + bad).status_code == 400
 
 
-def test_agents_read_only_within_their_sessions_scopes(api_client, other_client, operator_client, session_id,
-                                                       other_agent_key, grant):
+def test_agents_read_only_within_their_sessions_scopes(
+    api_client, other_client, operator_client, session_id, other_agent_key, grant
+):
     operator_client.post("/v1/projects", {"project_id": "atlas", "name": "Atlas"}, format="json")
     grant(other_agent_key.api_key.user, projects=["atlas"])
     other_session = other_client.post("/v1/sessions", {"project_ids": ["atlas"]}, format="json").json()
@@ -95,14 +119,17 @@ def test_agents_read_only_within_their_sessions_scopes(api_client, other_client,
 def test_agents_cannot_revoke_supersede_or_revoke_matching(api_client):
     target = learning()
     assert_problem(api_client.post(f"{URL}/{target.public_id}/revoke", {}, format="json"), 403)
-    assert_problem(api_client.post(f"{URL}/{target.public_id}/supersede", {"content": "Project codename is B."},
-                                   format="json"), 403)
+    assert_problem(
+        api_client.post(f"{URL}/{target.public_id}/supersede", {"content": "Project codename is B."}, format="json"),
+        403,
+    )
     assert_problem(api_client.post(f"{URL}/revoke-matching", {}, format="json"), 403)
     target.refresh_from_db()
     assert target.status == "active" and Learning.objects.count() == 1
 
 
 # ---- revoke -----------------------------------------------------------------------------------------------
+
 
 def test_revoke(operator_client):
     target = learning()
@@ -114,10 +141,16 @@ def test_revoke(operator_client):
     assert (audit.actor, audit.from_state, audit.to_state, audit.reason) == ("ops", "active", "revoked", "outdated")
 
 
-@pytest.mark.parametrize("body,status", [
-    ({"reason": "the api key is sk-abcdefghijklmnopqrstuvwx"}, 400), ({"reason": 5}, 400),
-    ({"reason": "x" * 2001}, 400), ({"why": "x"}, 400), ([], 400),
-])
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        ({"reason": "the api key is sk-abcdefghijklmnopqrstuvwx"}, 400),
+        ({"reason": 5}, 400),
+        ({"reason": "x" * 2001}, 400),
+        ({"why": "x"}, 400),
+        ([], 400),
+    ],
+)
 def test_revoke_bad_input(operator_client, body, status):
     target = learning()
     problem = assert_problem(operator_client.post(f"{URL}/{target.public_id}/revoke", body, format="json"), status)
@@ -143,8 +176,9 @@ def test_revoke_matching(operator_client):
     assert sorted(item["learning_id"] for item in again.json()) == sorted([first.public_id, second.public_id])
     assert {item["revoked_reason"] for item in again.json()} == {"cleanup"}  # idempotent: the first reason stays
     assert AuditEvent.objects.filter(subject_id=first.public_id, action="revoke").count() == 1
-    problem = assert_problem(operator_client.post(f"{URL}/revoke-matching", {"scope_kind": "project"},
-                                                  format="json"), 400)
+    problem = assert_problem(
+        operator_client.post(f"{URL}/revoke-matching", {"scope_kind": "project"}, format="json"), 400
+    )
     assert problem["detail"] == "scope_id is required for the selected learning scope"
     problem = assert_problem(operator_client.post(f"{URL}/revoke-matching", {"scope_id": "x"}, format="json"), 400)
     assert problem["detail"] == "scope_kind is required when scope_id is provided"
@@ -164,59 +198,79 @@ def test_revoke_matching_is_all_or_nothing(operator_client):
 
     hooks.register(hooks.LEARNING_REVOKING, refuse)
     try:
-        response = operator_client.post(f"{URL}/revoke-matching", {"reason": "cleanup", "all": True},
-                                        format="json")
+        response = operator_client.post(f"{URL}/revoke-matching", {"reason": "cleanup", "all": True}, format="json")
     finally:
         hooks.unregister(hooks.LEARNING_REVOKING, refuse)
     problem = assert_problem(response, 409, "learnings/revoke_matching_failed")
-    assert problem["detail"] == ("failed to revoke matching learnings after 1 successful updates: "
-                                 "promoted skill could not be revoked")
+    assert problem["detail"] == (
+        "failed to revoke matching learnings after 1 successful updates: promoted skill could not be revoked"
+    )
     assert set(Learning.objects.values_list("status", flat=True)) == {"active"}
-    assert not AuditEvent.objects.filter(subject_id__in=[first.public_id, second.public_id],
-                                         action="revoke").exists()
+    assert not AuditEvent.objects.filter(subject_id__in=[first.public_id, second.public_id], action="revoke").exists()
 
 
 # ---- supersede --------------------------------------------------------------------------------------------
 
+
 def test_supersede(operator_client):
     old = learning("Reports use gigabytes.", kind="preference")
-    response = operator_client.post(f"{URL}/{old.public_id}/supersede", {"content": "Reports use gibibytes.",
-                                                                         "confidence": 90}, format="json")
+    response = operator_client.post(
+        f"{URL}/{old.public_id}/supersede", {"content": "Reports use gibibytes.", "confidence": 90}, format="json"
+    )
     assert response.status_code == 200, response.content
     new = response.json()
     assert (new["status"], new["publish_tier"], new["supersedes"], new["confidence"]) == (
-        "active", "active", old.public_id, 90)
+        "active",
+        "active",
+        old.public_id,
+        90,
+    )
     old_view = operator_client.get(f"{URL}/{old.public_id}").json()
     assert old_view["status"] == "superseded" and old_view["superseded_by"] == new["learning_id"]
     assert old_view["content"] == "Reports use gigabytes."
-    again = operator_client.post(f"{URL}/{old.public_id}/supersede", {"content": "Reports use bytes."},
-                                 format="json").json()
+    again = operator_client.post(
+        f"{URL}/{old.public_id}/supersede", {"content": "Reports use bytes."}, format="json"
+    ).json()
     assert again["learning_id"] == new["learning_id"]
 
 
 def test_supersede_expiry_override_or_current_value(operator_client):
     """``expires_at_ms?`` is an override: a value replaces the current expiry, null or absent keeps it."""
     future = now_ms() + 86_400_000
-    cases = [("audit", {}, future), ("backup", {"expires_at_ms": None}, future),
-             ("cache", {"expires_at_ms": future + 5}, future + 5)]
+    cases = [
+        ("audit", {}, future),
+        ("backup", {"expires_at_ms": None}, future),
+        ("cache", {"expires_at_ms": future + 5}, future + 5),
+    ]
     for subject, body, expected in cases:
         old = learning(f"The {subject} retention is 30 days.", candidate_extra={"expires_at_ms": future})
         assert old.expires_at_ms == future
-        response = operator_client.post(f"{URL}/{old.public_id}/supersede",
-                                        {"content": f"The {subject} retention is 60 days.", **body}, format="json")
+        response = operator_client.post(
+            f"{URL}/{old.public_id}/supersede",
+            {"content": f"The {subject} retention is 60 days.", **body},
+            format="json",
+        )
         assert response.status_code == 200, response.content
         assert response.json()["expires_at_ms"] == expected, body
 
 
-@pytest.mark.parametrize("body,message", [
-    ({}, None), ({"content": ""}, "learning content is required"),
-    ({"content": "x" * 1601}, "learning content exceeds the 1600 character limit"),
-    ({"content": "client_secret=abcdef123456"}, "semantic learning content appears to contain secret material"),
-    ({"content": "ok", "scope": {"kind": "project", "id": "p"}},
-     "superseding learning scope must match the source learning scope"),
-    ({"content": "ok", "confidence": 101}, "learning confidence must be between 0 and 100"),
-    ({"content": "ok", "kind": "gossip"}, None), ({"content": 7}, None), ({"content": "ok", "x": 1}, None),
-])
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ({}, None),
+        ({"content": ""}, "learning content is required"),
+        ({"content": "x" * 1601}, "learning content exceeds the 1600 character limit"),
+        ({"content": "client_secret=abcdef123456"}, "semantic learning content appears to contain secret material"),
+        (
+            {"content": "ok", "scope": {"kind": "project", "id": "p"}},
+            "superseding learning scope must match the source learning scope",
+        ),
+        ({"content": "ok", "confidence": 101}, "learning confidence must be between 0 and 100"),
+        ({"content": "ok", "kind": "gossip"}, None),
+        ({"content": 7}, None),
+        ({"content": "ok", "x": 1}, None),
+    ],
+)
 def test_supersede_bad_input(operator_client, body, message):
     old = learning("Reports use gigabytes.", kind="preference")
     problem = assert_problem(operator_client.post(f"{URL}/{old.public_id}/supersede", body, format="json"), 400)
@@ -228,6 +282,7 @@ def test_supersede_bad_input(operator_client, body, message):
 
 
 # ---- learned_context through runs, memory-context, memory-search -------------------------------------------
+
 
 @pytest.mark.usefixtures("spec_retrieval")  # the reference's ranking and budget
 def test_learned_context_is_packed_first_within_one_budget(api_client, session_id, operator_client):
@@ -241,9 +296,14 @@ def test_learned_context_is_packed_first_within_one_budget(api_client, session_i
     finish(api_client, session_id, "Which editor theme do we use?", output="The editor theme is dark.")
     made = [learning(f"Editor setting {index} is value {index}.", kind="preference") for index in range(40)]
     before = operator_client.get("/v1/status").json()["session_memory"]["metrics"]["prompt_limit_omitted_total"]
-    response = api_client.post(f"/v1/sessions/{session_id}/runs", {
-        "input": {"content": "Which editor setting values do we use?"},
-        "model": {"context_window": 14_000, "max_output_tokens": 0}}, format="json")
+    response = api_client.post(
+        f"/v1/sessions/{session_id}/runs",
+        {
+            "input": {"content": "Which editor setting values do we use?"},
+            "model": {"context_window": 14_000, "max_output_tokens": 0},
+        },
+        format="json",
+    )
     assert response.status_code == 202, response.content
     prompt = response.json()["prompt"]
     names = [section["name"] for section in prompt["sections"]]
@@ -263,8 +323,9 @@ def test_learned_context_reaches_runs_and_previews(api_client, session_id):
     helix = learning("Preferred editor is Helix.", kind="preference")
     learning("Secret project is Falcon.", sensitivity="sensitive")
     learning("Provisional note is here.", tier="provisional")
-    run = api_client.post(f"/v1/sessions/{session_id}/runs",
-                          {"input": {"content": "Which editor is preferred?"}}, format="json")
+    run = api_client.post(
+        f"/v1/sessions/{session_id}/runs", {"input": {"content": "Which editor is preferred?"}}, format="json"
+    )
     assert run.status_code == 202, run.content
     sections = {s["name"]: s for s in run.json()["prompt"]["sections"]}
     learned = sections["learned_context"]

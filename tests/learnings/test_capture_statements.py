@@ -25,13 +25,19 @@ pytestmark = pytest.mark.django_db
 
 
 def capture_on(max_candidates=8):
-    set_policy({"mode": "manual_only", "capture": {"semantic_candidates": {
-        "enabled": True, "max_candidates_per_run": max_candidates}}})
+    set_policy(
+        {
+            "mode": "manual_only",
+            "capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": max_candidates}},
+        }
+    )
 
 
 def drafted(run):
-    return [(c.kind, c.content, c.confidence) for c in
-            LearningCandidate.objects.filter(source_run=run).exclude(kind="run_summary").order_by("id")]
+    return [
+        (c.kind, c.content, c.confidence)
+        for c in LearningCandidate.objects.filter(source_run=run).exclude(kind="run_summary").order_by("id")
+    ]
 
 
 def test_a_labelled_statement_past_the_preview_is_captured(llm_unconfigured):
@@ -46,20 +52,27 @@ def test_a_labelled_statement_past_the_preview_is_captured(llm_unconfigured):
 
 def test_one_candidate_per_labelled_statement_anywhere(llm_unconfigured):
     capture_on()
-    text = ("Preference: answer in British English. Now, about the build: it is slow and the cache is cold, "
-            "and the logs show nothing useful.\n\nA long paragraph " + "about other things " * 30 +
-            "\nDecision: we ship on Fridays.\nFact: the staging host is called Nimbus. Thanks!")
+    text = (
+        "Preference: answer in British English. Now, about the build: it is slow and the cache is cold, "
+        "and the logs show nothing useful.\n\nA long paragraph "
+        + "about other things " * 30
+        + "\nDecision: we ship on Fridays.\nFact: the staging host is called Nimbus. Thanks!"
+    )
     run = terminal_run(SessionFactory(), text)
     capture.capture_run(run.pk)
-    assert drafted(run) == [("preference", "answer in British English", 98),
-                            ("decision", "we ship on Fridays", 98),
-                            ("fact", "the staging host is called Nimbus", 98)]
+    assert drafted(run) == [
+        ("preference", "answer in British English", 98),
+        ("decision", "we ship on Fridays", 98),
+        ("fact", "the staging host is called Nimbus", 98),
+    ]
 
 
 def test_the_captured_input_is_scrubbed(llm_unconfigured):
     capture_on()
-    text = ("x " * 120 + "Fact: the deploy token is ghp_abcdefghijklmnopqrstuvwxyz0123456789. "
-            "Fact: the wiki lives at wiki.example.org")
+    text = (
+        "x " * 120 + "Fact: the deploy token is ghp_abcdefghijklmnopqrstuvwxyz0123456789. "
+        "Fact: the wiki lives at wiki.example.org"
+    )
     run = terminal_run(SessionFactory(), text)
     capture.capture_run(run.pk)
     contents = [content for _, content, _ in drafted(run)]
@@ -67,15 +80,22 @@ def test_the_captured_input_is_scrubbed(llm_unconfigured):
     assert not LearningCandidate.objects.filter(content__contains="ghp_").exists()
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("I prefer dark mode in every editor.", [("preference", "I prefer dark mode in every editor", 90)]),
-    ("My name is Dana and I work at Initech.", [("fact", "My name is Dana and I work at Initech", 90)]),
-    ("We decided to use PostgreSQL 16 for analytics.",
-     [("decision", "We decided to use PostgreSQL 16 for analytics", 90)]),
-    ("Remember that the staging database is read-only.", [("fact", "The staging database is read-only", 90)]),
-    ("Hi! Quick one. I prefer short answers. Also, what's the capital of Peru?",
-     [("preference", "I prefer short answers", 90)]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I prefer dark mode in every editor.", [("preference", "I prefer dark mode in every editor", 90)]),
+        ("My name is Dana and I work at Initech.", [("fact", "My name is Dana and I work at Initech", 90)]),
+        (
+            "We decided to use PostgreSQL 16 for analytics.",
+            [("decision", "We decided to use PostgreSQL 16 for analytics", 90)],
+        ),
+        ("Remember that the staging database is read-only.", [("fact", "The staging database is read-only", 90)]),
+        (
+            "Hi! Quick one. I prefer short answers. Also, what's the capital of Peru?",
+            [("preference", "I prefer short answers", 90)],
+        ),
+    ],
+)
 def test_unlabelled_statements_are_captured_without_a_model(llm_unconfigured, text, expected):
     capture_on()
     run = terminal_run(SessionFactory(), text)
@@ -84,12 +104,20 @@ def test_unlabelled_statements_are_captured_without_a_model(llm_unconfigured, te
     assert all(confidence < 98 for _, _, confidence in drafted(run))
 
 
-@pytest.mark.parametrize("text", ["Do I prefer dark mode?", "If I lived in Paris I would cycle.",
-                                  "She said she works at Initech.", "Write a story where my name is Dana.",
-                                  "I don't prefer dark mode anymore.", "How big is /var/log?",
-                                  "Hypothetically, I prefer the cheaper plan.",
-                                  "According to the docs, we use port 8080.",
-                                  "Any hotel tips? My friend told me, I should stay near the old town."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do I prefer dark mode?",
+        "If I lived in Paris I would cycle.",
+        "She said she works at Initech.",
+        "Write a story where my name is Dana.",
+        "I don't prefer dark mode anymore.",
+        "How big is /var/log?",
+        "Hypothetically, I prefer the cheaper plan.",
+        "According to the docs, we use port 8080.",
+        "Any hotel tips? My friend told me, I should stay near the old town.",
+    ],
+)
 def test_non_statements_yield_nothing(llm_unconfigured, text):
     capture_on()
     run = terminal_run(SessionFactory(), text)
@@ -131,8 +159,11 @@ def test_extractor_precision_and_recall_on_the_corpus(split):
 
 def test_events_of_the_users_life_are_facts_but_work_chatter_is_not(llm_unconfigured):
     capture_on()
-    run = terminal_run(SessionFactory(), "I'm looking for pitch advice. I met the CEO of StartUpX, Alex Chen, and "
-                       "discussed a partnership today. I ran the tests and they failed.")
+    run = terminal_run(
+        SessionFactory(),
+        "I'm looking for pitch advice. I met the CEO of StartUpX, Alex Chen, and "
+        "discussed a partnership today. I ran the tests and they failed.",
+    )
     capture.capture_run(run.pk)
     assert drafted(run) == [("fact", "I met the CEO of StartUpX, Alex Chen, and discussed a partnership today", 85)]
 
@@ -147,9 +178,11 @@ def test_a_narrative_statement_past_the_preview_is_attested_by_the_run_input(llm
     from learnings.review import review_candidate
 
     set_policy(CAREFUL_OPERATOR)
-    text = ("I've read a lot about hiking boots and I'm still comparing the big brands on price and weight, "
-            "and the reviews do not agree at all. Can you suggest a few? By the way, I've been keeping my "
-            "climbing gear in the garage since the move, and it smells of damp.")
+    text = (
+        "I've read a lot about hiking boots and I'm still comparing the big brands on price and weight, "
+        "and the reviews do not agree at all. Can you suggest a few? By the way, I've been keeping my "
+        "climbing gear in the garage since the move, and it smells of damp."
+    )
     run = terminal_run(SessionFactory(), text)
     outcome = capture.capture_run(run.pk)
     for candidate_id in outcome.created:

@@ -49,7 +49,8 @@ def test_source_errors(value, field, message):
 def test_clean_source_keeps_set_fields():
     assert cleaning.clean_source(None) == {}
     assert cleaning.clean_source({"run_id": "r", "session_id": None, "input_event_offset": 0}) == {
-        "run_id": "r", "input_event_offset": 0,
+        "run_id": "r",
+        "input_event_offset": 0,
     }
     assert cleaning.clean_source(MappingProxyType({"agent_id": "x" * 500})) == {"agent_id": "x" * 500}
 

@@ -21,14 +21,19 @@ def test_a_named_speaker_is_preferred():
     scope = ("project", "chat")
     melanie = learning("Melanie: I painted a sunrise over the lake last weekend.", scope=scope)
     caroline = learning("Caroline: I painted a sunset over the lake last weekend.", scope=scope)
-    for text in ("Melanie: The kids loved the museum trip.", "Caroline: The support group meets on Tuesdays.",
-                 "Melanie: I ran a charity race in the rain.", "Caroline: I am researching adoption agencies."):
+    for text in (
+        "Melanie: The kids loved the museum trip.",
+        "Caroline: The support group meets on Tuesdays.",
+        "Melanie: I ran a charity race in the rain.",
+        "Caroline: I am researching adoption agencies.",
+    ):
         learning(text, scope=scope)
     session = SessionFactory(projects=[project])
     keys = learning_scope_keys(session)
     for name, expected in (("Caroline", caroline), ("Melanie", melanie)):
-        records, _ = retrieval.learned_records(session=session, scope_keys=keys,
-                                               query=f"What did {name} paint over the lake?")
+        records, _ = retrieval.learned_records(
+            session=session, scope_keys=keys, query=f"What did {name} paint over the lake?"
+        )
         assert records[0].learning_id == expected.public_id, name
 
 
@@ -41,20 +46,31 @@ def test_one_speaker_pools_get_no_speaker_bonus():
 
 def test_the_generator_names_speakers_dates_and_evidence():
     question = {
-        "question_id": "q1", "question_type": "temporal-reasoning", "question": "What did I buy in May?",
-        "question_date": "2023/06/01 (Thu) 10:00", "answer_session_ids": ["s2"],
-        "haystack_session_ids": ["s1", "s2"], "haystack_dates": ["2023/04/02 (Sun) 09:00", "2023/05/03 (Wed) 18:30"],
+        "question_id": "q1",
+        "question_type": "temporal-reasoning",
+        "question": "What did I buy in May?",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "answer_session_ids": ["s2"],
+        "haystack_session_ids": ["s1", "s2"],
+        "haystack_dates": ["2023/04/02 (Sun) 09:00", "2023/05/03 (Wed) 18:30"],
         "haystack_sessions": [
             [{"role": "user", "content": "Hi there."}, {"role": "assistant", "content": "Hello!"}],
-            [{"role": "user", "content": "I bought a kayak.", "has_answer": True},
-             {"role": "assistant", "content": "Nice."}]],
+            [
+                {"role": "user", "content": "I bought a kayak.", "has_answer": True},
+                {"role": "assistant", "content": "Nice."},
+            ],
+        ],
     }
     [generated] = conversations.generate([question])
     speaker, other = generated["speakers"]
     assert generated["question"] == f"What did {speaker} buy in May?"
-    assert generated["sessions"][1]["rounds"][0] == {"round": 0, "speaker": speaker, "evidence": True,
-                                                     "text": f"{speaker}: I bought a kayak.",
-                                                     "reply": f"{other}: Nice."}
+    assert generated["sessions"][1]["rounds"][0] == {
+        "round": 0,
+        "speaker": speaker,
+        "evidence": True,
+        "text": f"{speaker}: I bought a kayak.",
+        "reply": f"{other}: Nice.",
+    }
     assert generated["sessions"][1]["date_ms"] == conversations.parse_date("2023/05/03 (Wed) 18:30") > 0
     assert generated["question_date_ms"] > generated["sessions"][1]["date_ms"]
 
@@ -79,8 +95,15 @@ def test_speaker_labels_are_who_said_it():
     assert speakers.without_label("Caroline: I adopted a corgi.") == "I adopted a corgi."
     assert speakers.without_label("Preference: always use metric units.") == "Preference: always use metric units."
     assert speakers.named_in("What did Caroline's sister say?", {"Caroline", "Melanie"}) == {"Caroline"}
-    assert speakers.without_names("What kind of dog did Caroline take in?", {"Caroline"}).split() == \
-        ["What", "kind", "of", "dog", "did", "take", "in?"]
+    assert speakers.without_names("What kind of dog did Caroline take in?", {"Caroline"}).split() == [
+        "What",
+        "kind",
+        "of",
+        "dog",
+        "did",
+        "take",
+        "in?",
+    ]
 
 
 def test_the_stored_embedding_is_the_statement_without_its_label():
@@ -94,15 +117,21 @@ def test_a_named_speakers_statement_beats_their_small_talk():
     Caroline's shortest small talk outranked what she said about the question's subject."""
     project = ProjectFactory(project_id="chat3")
     scope = ("project", "chat3")
-    for text in ("Caroline: Haha, that's so typical of you.", "Caroline: I need to get more sleep, honestly.",
-                 "Caroline: We should plan something together soon.", "Caroline: Wow, I didn't expect that.",
-                 "Melanie: We adopted a little spaniel from the shelter.", "Melanie: Work has been hectic.",
-                 "Caroline: Work has been hectic, three deadlines in one week."):
+    for text in (
+        "Caroline: Haha, that's so typical of you.",
+        "Caroline: I need to get more sleep, honestly.",
+        "Caroline: We should plan something together soon.",
+        "Caroline: Wow, I didn't expect that.",
+        "Melanie: We adopted a little spaniel from the shelter.",
+        "Melanie: Work has been hectic.",
+        "Caroline: Work has been hectic, three deadlines in one week.",
+    ):
         learning(text, scope=scope)
     dog = learning("Caroline: We finally brought home a corgi from the rescue centre.", scope=scope)
     session = SessionFactory(projects=[project])
-    records, _ = retrieval.learned_records(session=session, scope_keys=learning_scope_keys(session),
-                                           query="What kind of dog did Caroline take in?")
+    records, _ = retrieval.learned_records(
+        session=session, scope_keys=learning_scope_keys(session), query="What kind of dog did Caroline take in?"
+    )
     assert records[0].learning_id == dog.public_id
     texts = [Learning.objects.get(pk=int(r.learning_id.rsplit("-", 1)[1])).content for r in records]
     assert all(text.startswith("Caroline:") for text in texts[:5]), texts  # her turns first, none dropped

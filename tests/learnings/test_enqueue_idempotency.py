@@ -69,6 +69,7 @@ def claim_of(run_pk: int) -> int | None:
 
 # ---- capture ----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_replaying_twice_queues_each_pending_run_once(captures, llm_unconfigured):
     capture_on()
@@ -204,6 +205,7 @@ def test_concurrent_claims_of_the_same_runs_split_them(captures, sweeps, llm_unc
 
 
 # ---- review -----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.django_db
 def test_a_new_candidates_review_is_queued_once(reviews, django_capture_on_commit_callbacks):

@@ -17,8 +17,24 @@ from memory.clock import now_ms
 
 pytestmark = pytest.mark.django_db
 
-WORDS = ["sneakers", "deploy", "window", "editor", "guitar", "trip", "garden", "invoice", "kitten", "harbour",
-         "violin", "ledger", "rocket", "pepper", "lantern", "meadow"]
+WORDS = [
+    "sneakers",
+    "deploy",
+    "window",
+    "editor",
+    "guitar",
+    "trip",
+    "garden",
+    "invoice",
+    "kitten",
+    "harbour",
+    "violin",
+    "ledger",
+    "rocket",
+    "pepper",
+    "lantern",
+    "meadow",
+]
 K = 10
 
 
@@ -29,12 +45,27 @@ def _rows(scope_id: str, count: int, seed: int) -> list[Learning]:
     rows = []
     for i, (text, vector) in enumerate(zip(texts, embedding.embed_many(texts), strict=True)):
         content_key, subject_key = semantic_key_digests(text)
-        rows.append(Learning(
-            scope_kind="project", scope_id=scope_id, scope_key=f"project:{scope_id}", kind="fact", content=text,
-            confidence=90, content_key=content_key, subject_key=subject_key, created_at_ms=ts,
-            published_at_ms=ts - i, updated_at_ms=ts, status="active", publish_tier="active",
-            policy_decision="manual", policy_actor="operator", verification_status="unverified",
-            embedding=[round(float(x), 6) for x in vector]))
+        rows.append(
+            Learning(
+                scope_kind="project",
+                scope_id=scope_id,
+                scope_key=f"project:{scope_id}",
+                kind="fact",
+                content=text,
+                confidence=90,
+                content_key=content_key,
+                subject_key=subject_key,
+                created_at_ms=ts,
+                published_at_ms=ts - i,
+                updated_at_ms=ts,
+                status="active",
+                publish_tier="active",
+                policy_decision="manual",
+                policy_actor="operator",
+                verification_status="unverified",
+                embedding=[round(float(x), 6) for x in vector],
+            )
+        )
     return rows
 
 
@@ -55,9 +86,10 @@ def _exact_top(scope_key: str, vector: np.ndarray) -> set[int]:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_indexscan = off")
         cursor.execute("SET LOCAL enable_bitmapscan = off")
-        cursor.execute("SELECT id FROM learnings_learning WHERE scope_key = %s "
-                       "ORDER BY embedding_vec <=> %s::vector, id LIMIT %s",
-                       [scope_key, recall_sql.vector_literal(vector), K])
+        cursor.execute(
+            "SELECT id FROM learnings_learning WHERE scope_key = %s ORDER BY embedding_vec <=> %s::vector, id LIMIT %s",
+            [scope_key, recall_sql.vector_literal(vector), K],
+        )
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -84,8 +116,9 @@ def test_a_small_scope_gets_its_exact_neighbours_under_any_plan(stored, plan_mod
 def test_a_scope_above_the_limit_asks_the_index(stored, monkeypatch):
     monkeypatch.setattr(recall_sql, "EXACT_LIMIT", 20)  # the small scope is now "large"
     keys = ["project:small", "workspace:default"]
-    sql, params, _ = recall_sql.pool_statement("search", scope_keys=keys, at_ms=now_ms(), words=[],
-                                               query_vector=np.ones(embedding.DIMENSIONS) / 16, size=K)
+    sql, params, _ = recall_sql.pool_statement(
+        "search", scope_keys=keys, at_ms=now_ms(), words=[], query_vector=np.ones(embedding.DIMENSIONS) / 16, size=K
+    )
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

@@ -30,9 +30,7 @@ PREFIX = "For future turns, retain these durable memory items exactly: "
 
 
 def test_heuristic_extracts_labelled_items_at_98():
-    preview = (
-        PREFIX + "Preference: Preferred editor is Helix. Fact: Project codename is Atlas. Reply exactly OK."
-    )
+    preview = PREFIX + "Preference: Preferred editor is Helix. Fact: Project codename is Atlas. Reply exactly OK."
     assert heuristic_candidates(preview, 4) == [
         Draft(kind="preference", content="Preferred editor is Helix", confidence=98),
         Draft(kind="fact", content="Project codename is Atlas", confidence=98),
@@ -69,9 +67,7 @@ def test_heuristic_labels_are_case_insensitive_and_ordered_by_position():
 
 
 def test_heuristic_skips_empty_segments():
-    assert heuristic_candidates("Fact: . Preference: ; Decision: keep it", 4) == [
-        Draft("decision", "keep it", 98)
-    ]
+    assert heuristic_candidates("Fact: . Preference: ; Decision: keep it", 4) == [Draft("decision", "keep it", 98)]
 
 
 def test_heuristic_stops_at_max():
@@ -102,8 +98,9 @@ def test_heuristic_secret_items_are_not_counted_towards_the_cap():
 def test_heuristic_with_real_classifier(real_secret_classifier):
     # (A scrubbed marker is not a secret any more - issue 20 - so the refused item carries a value the scrubber
     # leaves and the classifier still catches.)
-    preview = (PREFIX + "Fact: The key for staging is aZ3kP9qL2mN8xV5t. Fact: Project codename is Atlas. "
-               "Reply exactly OK.")
+    preview = (
+        PREFIX + "Fact: The key for staging is aZ3kP9qL2mN8xV5t. Fact: Project codename is Atlas. Reply exactly OK."
+    )
     assert heuristic_candidates(preview, 4) == [Draft("fact", "Project codename is Atlas", 98)]
     preview = "Preference: Token budget is 1000. Fact: The API key is sk-proj-secret."
     assert heuristic_candidates(preview, 4) == [Draft("preference", "Token budget is 1000", 98)]
@@ -257,9 +254,7 @@ def test_extraction_messages():
 
 
 def test_extraction_messages_fill_missing_run_fields():
-    payload = json.loads(
-        build_extraction_messages({"run_id": "run-1", "failure_markers": None}, 2)[1]["content"]
-    )
+    payload = json.loads(build_extraction_messages({"run_id": "run-1", "failure_markers": None}, 2)[1]["content"])
     assert payload["run"]["run_id"] == "run-1"
     assert payload["run"]["request_preview"] is None
     assert payload["run"]["failure_markers"] == []
@@ -305,8 +300,10 @@ def test_schemas_accept_what_the_normaliser_reads():
     }
     jsonschema.validate(strict_reply, extraction_json_schema(2))
     assert normalise_model_candidates(strict_reply, 2) == [Draft("fact", "Project codename is Atlas", 80)]
-    lenient_reply = {"candidate_1": None,
-                     "candidate_2": {"kind": "preference", "content": "Dark mode", "confidence": None}}
+    lenient_reply = {
+        "candidate_1": None,
+        "candidate_2": {"kind": "preference", "content": "Dark mode", "confidence": None},
+    }
     jsonschema.validate({}, extraction_json_schema(2, strict=False))
     jsonschema.validate(lenient_reply, extraction_json_schema(2, strict=False))
     assert normalise_model_candidates(lenient_reply, 2) == [Draft("preference", "Dark mode", 80)]

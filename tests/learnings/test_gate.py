@@ -16,8 +16,18 @@ from learnings.vocabulary import LearningKind, PolicyDecision, PublishTier, Sens
 from tests.learnings.test_scoped_sql import AT, SCOPES, _key_lists, _varied_rows
 
 SHAPES = {"for_prompt": "prompt", "search_visible": "search"}
-FIELDS = ("pk", "scope_key", "kind", "status", "publish_tier", "sensitivity", "verification_status",
-          "policy_decision", "expires_at_ms", "supersedes_id")
+FIELDS = (
+    "pk",
+    "scope_key",
+    "kind",
+    "status",
+    "publish_tier",
+    "sensitivity",
+    "verification_status",
+    "policy_decision",
+    "expires_at_ms",
+    "supersedes_id",
+)
 
 
 @pytest.mark.django_db
@@ -59,11 +69,24 @@ def test_the_shapes_are_the_spec_groups():
 
 def test_every_failed_gate_has_a_reason_and_only_failed_ones():
     combos = itertools.product(
-        LearningKind.values, ["active", "provisional", "superseded", "revoked"], PublishTier.values,
-        Sensitivity.values, VerificationStatus.values, [None, *PolicyDecision.values], [None, AT - 1, AT + 1])
+        LearningKind.values,
+        ["active", "provisional", "superseded", "revoked"],
+        PublishTier.values,
+        Sensitivity.values,
+        VerificationStatus.values,
+        [None, *PolicyDecision.values],
+        [None, AT - 1, AT + 1],
+    )
     for kind, status, tier, sensitivity, verification, decision, expires in combos:
-        record = {"kind": kind, "status": status, "publish_tier": tier, "sensitivity": sensitivity,
-                  "verification_status": verification, "policy_decision": decision, "expires_at_ms": expires}
+        record = {
+            "kind": kind,
+            "status": status,
+            "publish_tier": tier,
+            "sensitivity": sensitivity,
+            "verification_status": verification,
+            "policy_decision": decision,
+            "expires_at_ms": expires,
+        }
         failed = gate.failures(gate.PROMPT_ELIGIBLE, record, AT)
         reasons = gate.reasons(gate.PROMPT_ELIGIBLE, record, AT)
         assert all(condition.reason(record, str) for condition in failed)

@@ -77,8 +77,9 @@ def test_an_unrelated_input_gets_nothing_unless_it_asks_for_memory(session, vect
 def test_max_entries_bounds_the_selection(session, vectors):
     keys = learning_scope_keys(session)
     config = RetrievalConfig(ranker="hybrid", max_tokens=2000, max_entries=2)
-    records, truncated = retrieval.learned_records(session=session, scope_keys=keys, query="recall everything",
-                                                   config=config)
+    records, truncated = retrieval.learned_records(
+        session=session, scope_keys=keys, query="recall everything", config=config
+    )
     assert len(records) == 2 and truncated
 
 
@@ -91,13 +92,20 @@ def test_gates_are_the_querysets(session, vectors):
     learning("Other project sneakers note.", scope=("project", "other"))
     keys = learning_scope_keys(session)
     at = now_ms() + 5
-    for shape, queryset in (("prompt", Learning.objects.for_prompt(keys, at)),
-                            ("search", Learning.objects.search_visible(keys, at))):
+    for shape, queryset in (
+        ("prompt", Learning.objects.for_prompt(keys, at)),
+        ("search", Learning.objects.search_visible(keys, at)),
+    ):
         expected = set(queryset.values_list("pk", flat=True))
         got = {row[0] for row in recall_sql.recent(shape, scope_keys=keys, at_ms=at, limit=1000)}
         assert got == expected, shape
-        pool = recall_sql.pool(shape, scope_keys=keys, at_ms=at, words=["sneakers", "note"],
-                               query_vector=retrieval.embedding.embed_many(["sneakers"])[0].astype(float))
+        pool = recall_sql.pool(
+            shape,
+            scope_keys=keys,
+            at_ms=at,
+            words=["sneakers", "note"],
+            query_vector=retrieval.embedding.embed_many(["sneakers"])[0].astype(float),
+        )
         assert {row[0] for row in pool.rows} <= expected
         assert len(pool.cosines) == len(pool.rows)
 
@@ -105,18 +113,19 @@ def test_gates_are_the_querysets(session, vectors):
 def test_the_run_section_is_bounded_by_the_policy(api_client, agent, operator_client):
     budget = ProjectFactory(project_id="budget")
     for n in range(40):
-        learning(f"Note {n}: the sneakers story number {n} " + "with many extra words " * 6,
-                 scope=("project", "budget"))
+        learning(
+            f"Note {n}: the sneakers story number {n} " + "with many extra words " * 6, scope=("project", "budget")
+        )
     set_policy({"mode": "shadow", "retrieval": {"ranker": "hybrid", "max_tokens": 600, "max_entries": 24}})
     session = SessionFactory(owner=agent, projects=[ProjectFactory(project_id="budget2"), budget])  # bound, granted
-    run = api_client.post(f"/v1/sessions/{session.public_id}/runs",
-                          {"input": {"content": "tell me the sneakers story"}}, format="json").json()
+    run = api_client.post(
+        f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "tell me the sneakers story"}}, format="json"
+    ).json()
     section = {s["name"]: s for s in run["prompt"]["sections"]}["learned_context"]
     assert section["truncated"] and 1 <= len(section["entries"]) < 40
     assert composition.estimate_tokens(section["content"]) <= 600
     context = api_client.get(f"/v1/sessions/{session.public_id}/memory-context").json()
-    assert context["retrieval"] == {"ranker": "hybrid", "max_tokens": 600, "max_entries": 24,
-                                    "standing_tokens": 400}
+    assert context["retrieval"] == {"ranker": "hybrid", "max_tokens": 600, "max_entries": 24, "standing_tokens": 400}
 
 
 def test_memory_search_ranks_with_the_same_ranker(session, vectors):
@@ -136,14 +145,16 @@ def test_the_lexical_ranker_stays_selectable(session):
 
 
 def test_policy_rejects_out_of_bound_retrieval(operator_client):
-    response = operator_client.post("/v1/runtime/learning-policy",
-                                    {"policy": {"retrieval": {"max_entries": 0}}}, format="json")
+    response = operator_client.post(
+        "/v1/runtime/learning-policy", {"policy": {"retrieval": {"max_entries": 0}}}, format="json"
+    )
     assert response.status_code == 400
     body = response.json()
     assert body["field"] == "policy.retrieval.max_entries"
     assert body["detail"] == "learning retrieval max_entries must be between 1 and 500"
-    response = operator_client.post("/v1/runtime/learning-policy",
-                                    {"policy": {"retrieval": {"ranker": "magic"}}}, format="json")
+    response = operator_client.post(
+        "/v1/runtime/learning-policy", {"policy": {"retrieval": {"ranker": "magic"}}}, format="json"
+    )
     assert response.status_code == 400 and response.json()["field"] == "policy.retrieval.ranker"
 
 

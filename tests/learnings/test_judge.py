@@ -43,9 +43,7 @@ CLAMP_TABLE = {
 }
 
 
-@pytest.mark.parametrize(
-    ("baseline", "judged", "expected"), [(*key, value) for key, value in CLAMP_TABLE.items()]
-)
+@pytest.mark.parametrize(("baseline", "judged", "expected"), [(*key, value) for key, value in CLAMP_TABLE.items()])
 def test_clamp_table(baseline, judged, expected):
     assert clamp_judge_action(baseline, judged) == expected
 
@@ -85,12 +83,8 @@ def test_reason_normalisation():
 
 def test_parse_verdict_from_object_and_string():
     assert parse_verdict({"action": PA, "reason": " looks   fine "}) == Verdict(PA, "looks fine")
-    assert parse_verdict('{"action": "reject", "reason": "secret-ish", "extra": 1}') == Verdict(
-        R, "secret-ish"
-    )
-    assert parse_verdict(b'{"action": " manual_review ", "reason": ""}') == Verdict(
-        M, "judge did not provide a reason"
-    )
+    assert parse_verdict('{"action": "reject", "reason": "secret-ish", "extra": 1}') == Verdict(R, "secret-ish")
+    assert parse_verdict(b'{"action": " manual_review ", "reason": ""}') == Verdict(M, "judge did not provide a reason")
 
 
 @pytest.mark.parametrize(
@@ -128,21 +122,16 @@ def test_parse_verdict_does_not_clamp():
 
 
 def test_apply_confirmed_verdict():
-    action, reason = apply_judge_verdict(
-        PA, "matched publication rule `session-fact`", Verdict(PA, "looks durable")
-    )
+    action, reason = apply_judge_verdict(PA, "matched publication rule `session-fact`", Verdict(PA, "looks durable"))
     assert action == PA
     assert reason == "matched publication rule `session-fact`; judge confirmed PublishActive: looks durable"
 
 
 def test_apply_changed_verdict():
-    action, reason = apply_judge_verdict(
-        PP, "matched unnamed publication rule", Verdict(R, "one-off request")
-    )
+    action, reason = apply_judge_verdict(PP, "matched unnamed publication rule", Verdict(R, "one-off request"))
     assert action == R
     assert reason == (
-        "matched unnamed publication rule; "
-        "judge changed action from PublishProvisional to Reject: one-off request"
+        "matched unnamed publication rule; judge changed action from PublishProvisional to Reject: one-off request"
     )
 
 

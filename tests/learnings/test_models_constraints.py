@@ -22,25 +22,28 @@ def row(**overrides) -> Learning:
     return LearningFactory.build(**{"policy_decision": None, "policy_actor": None, **overrides})
 
 
-@pytest.mark.parametrize("overrides", [
-    {"status": "provisional", "publish_tier": "active"},
-    {"status": "active", "publish_tier": "provisional"},
-    {"status": "active", "verification_status": "failed"},
-    {"policy_decision": "manual", "policy_actor": None},
-    {"policy_decision": "automatic", "policy_actor": ""},
-    {"status": "revoked", "revoked_at_ms": None},
-    {"status": "superseded"},
-    {"scope_kind": "workspace", "scope_id": "other"},
-    {"scope_id": ""},
-    {"confidence": 101},
-    {"content": ""},
-    {"content": "x" * 1601},
-    {"kind": "gossip"},
-    {"status": "zombie"},
-    {"sensitivity": "public"},
-    {"verification_status": "maybe"},
-    {"policy_decision": "whim", "policy_actor": "x"},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"status": "provisional", "publish_tier": "active"},
+        {"status": "active", "publish_tier": "provisional"},
+        {"status": "active", "verification_status": "failed"},
+        {"policy_decision": "manual", "policy_actor": None},
+        {"policy_decision": "automatic", "policy_actor": ""},
+        {"status": "revoked", "revoked_at_ms": None},
+        {"status": "superseded"},
+        {"scope_kind": "workspace", "scope_id": "other"},
+        {"scope_id": ""},
+        {"confidence": 101},
+        {"content": ""},
+        {"content": "x" * 1601},
+        {"kind": "gossip"},
+        {"status": "zombie"},
+        {"sensitivity": "public"},
+        {"verification_status": "maybe"},
+        {"policy_decision": "whim", "policy_actor": "x"},
+    ],
+)
 def test_learning_constraints(overrides):
     raises_integrity(lambda: row(**overrides).save())
     assert not Learning.objects.exists()
@@ -82,8 +85,9 @@ def test_one_run_summary_per_run_and_daemon_dedup():
     LearningCandidateFactory(kind="run_summary", content="Request: a", **base)
     raises_integrity(lambda: LearningCandidateFactory(kind="run_summary", content="Request: b", **base))
     LearningCandidateFactory(kind="fact", content="A is b.", content_key=key_digest("a=b"), **base)
-    raises_integrity(lambda: LearningCandidateFactory(kind="fact", content="a: b", content_key=key_digest("a=b"),
-                                                      **base))
+    raises_integrity(
+        lambda: LearningCandidateFactory(kind="fact", content="a: b", content_key=key_digest("a=b"), **base)
+    )
 
 
 def test_public_ids_and_views():

@@ -102,17 +102,12 @@ def test_wrapped_request_with_expected_revision():
     assert request.expected_revision == 4
     assert LearningPolicy.from_request({"policy": {"mode": "shadow"}}).expected_revision is None
     assert (
-        LearningPolicy.from_request(
-            {"policy": {"mode": "shadow"}, "expected_revision": None}
-        ).expected_revision
-        is None
+        LearningPolicy.from_request({"policy": {"mode": "shadow"}, "expected_revision": None}).expected_revision is None
     )
 
 
 def test_legacy_flat_request_with_expected_revision():
-    request = LearningPolicy.from_request(
-        {"mode": "shadow", "judge": {"enabled": True}, "expected_revision": 2}
-    )
+    request = LearningPolicy.from_request({"mode": "shadow", "judge": {"enabled": True}, "expected_revision": 2})
     assert request.policy.mode == "shadow"
     assert request.policy.judge.enabled is True
     assert request.expected_revision == 2
@@ -428,9 +423,7 @@ def test_valid_edge_policies_and_their_near_misses():
         {
             "policy": {
                 "mode": "shadow",
-                "capture": {
-                    "semantic_candidates": {"enabled": False, "timeout_ms": 0, "max_candidates_per_run": 0}
-                },
+                "capture": {"semantic_candidates": {"enabled": False, "timeout_ms": 0, "max_candidates_per_run": 0}},
                 "judge": {"enabled": False, "timeout_ms": 0},
             }
         }
@@ -453,19 +446,31 @@ def test_valid_edge_policies_and_their_near_misses():
     )
     # The near misses of those edges are refused, naming the field.
     near_misses = [
-        ({"judge": {"enabled": True, "timeout_ms": 0}}, "judge.timeout_ms",
-         "learning judge timeout_ms must be greater than zero"),
-        ({"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 0}}},
-         "capture.semantic_candidates.max_candidates_per_run",
-         "semantic capture max_candidates_per_run must be greater than zero"),
-        ({"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 9}}},
-         "capture.semantic_candidates.max_candidates_per_run",
-         "semantic capture max_candidates_per_run must be 8 or lower"),
-        ({"publication": {"rules": [{"action": "publish_provisional", "kind": "procedure", "min_confidence": 101}]}},
-         "publication.rules[0].min_confidence",
-         "learning publication rule #0 min_confidence must be between 0 and 100"),
-        ({"publication": {"quarantined_rule_names": ["a", "A"]}}, "publication.quarantined_rule_names[1]",
-         "learning publication quarantine names must be unique"),
+        (
+            {"judge": {"enabled": True, "timeout_ms": 0}},
+            "judge.timeout_ms",
+            "learning judge timeout_ms must be greater than zero",
+        ),
+        (
+            {"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 0}}},
+            "capture.semantic_candidates.max_candidates_per_run",
+            "semantic capture max_candidates_per_run must be greater than zero",
+        ),
+        (
+            {"capture": {"semantic_candidates": {"enabled": True, "max_candidates_per_run": 9}}},
+            "capture.semantic_candidates.max_candidates_per_run",
+            "semantic capture max_candidates_per_run must be 8 or lower",
+        ),
+        (
+            {"publication": {"rules": [{"action": "publish_provisional", "kind": "procedure", "min_confidence": 101}]}},
+            "publication.rules[0].min_confidence",
+            "learning publication rule #0 min_confidence must be between 0 and 100",
+        ),
+        (
+            {"publication": {"quarantined_rule_names": ["a", "A"]}},
+            "publication.quarantined_rule_names[1]",
+            "learning publication quarantine names must be unique",
+        ),
     ]
     for policy, field_name, message in near_misses:
         error = policy_error({"policy": {"mode": "shadow", **policy}})
@@ -479,7 +484,6 @@ def test_validate_checks_default_action_before_rules():
         )
     )
     assert policy_error(policy, request=False).field == "publication.default_action"
-
 
 
 # --- the schema (JSON Schema 2020-12) ------------------------------------------------------------------
@@ -525,16 +529,20 @@ def test_the_first_error_in_document_order_is_reported():
             {"judge": {"model": {"generation": {"temperature": True}}}},
             "judge.model.generation.temperature must be a number",
         ),
-        ({"publication": {"rules": [{"action": "reject", "min_confidence": 9.5}]}},
-         "publication.rules[0].min_confidence must be an integer"),
+        (
+            {"publication": {"rules": [{"action": "reject", "min_confidence": 9.5}]}},
+            "publication.rules[0].min_confidence must be an integer",
+        ),
         ({"publication": {"rules": "x"}}, "publication.rules must be a list"),
         ({"publication": {"rules": [3]}}, "publication.rules[0] must be an object"),
         (
             {"publication": {"quarantined_rule_names": [None]}},
             "publication.quarantined_rule_names[0] must be a string",
         ),
-        ({"publication": {"rules": [{"action": "reject", "kind": None, "scope_kind": "team"}]}},
-         "publication.rules[0].scope_kind must be one of `session`, `persona`, `project`, `workspace`"),
+        (
+            {"publication": {"rules": [{"action": "reject", "kind": None, "scope_kind": "team"}]}},
+            "publication.rules[0].scope_kind must be one of `session`, `persona`, `project`, `workspace`",
+        ),
     ],
 )
 def test_schema_messages(body, message):
@@ -556,8 +564,9 @@ def test_parsing_accepts_tuples_and_other_mappings():
 
 
 def test_retrieval_defaults_and_round_trip():
-    assert LearningPolicy().retrieval == RetrievalConfig(ranker="hybrid", max_tokens=2000, max_entries=24,
-                                                             standing_tokens=400)
+    assert LearningPolicy().retrieval == RetrievalConfig(
+        ranker="hybrid", max_tokens=2000, max_entries=24, standing_tokens=400
+    )
     body = {"ranker": "lexical", "max_tokens": 150_000, "max_entries": 500, "standing_tokens": 150_000}
     policy = LearningPolicy.from_request({"policy": {"retrieval": body}}).policy
     assert policy.retrieval.to_dict() == body
@@ -576,10 +585,16 @@ def test_retrieval_defaults_and_round_trip():
         ({"max_entries": None}, "retrieval.max_entries", "retrieval.max_entries must be an integer"),
         ({"ranker": "bm25"}, "retrieval.ranker", "retrieval.ranker must be one of `hybrid`, `lexical`"),
         ({"rankers": "hybrid"}, "retrieval.rankers", "unknown field `retrieval.rankers`"),
-        ({"standing_tokens": 150_001}, "retrieval.standing_tokens",
-         "learning retrieval standing_tokens must be between 0 and 150000"),
-        ({"standing_tokens": -5}, "retrieval.standing_tokens",
-         "retrieval.standing_tokens must be a non-negative integer"),
+        (
+            {"standing_tokens": 150_001},
+            "retrieval.standing_tokens",
+            "learning retrieval standing_tokens must be between 0 and 150000",
+        ),
+        (
+            {"standing_tokens": -5},
+            "retrieval.standing_tokens",
+            "retrieval.standing_tokens must be a non-negative integer",
+        ),
     ],
 )
 def test_retrieval_bounds(retrieval, field, message):
@@ -590,7 +605,8 @@ def test_retrieval_bounds(retrieval, field, message):
 def test_validate_checks_the_schema_of_a_policy_built_in_code():
     error = policy_error(LearningPolicy(retrieval=RetrievalConfig(max_entries=0)), request=False)
     assert (error.field, error.message) == (
-        "retrieval.max_entries", "learning retrieval max_entries must be between 1 and 500"
+        "retrieval.max_entries",
+        "learning retrieval max_entries must be between 1 and 500",
     )
     # Bounds come before the §3.2 rules, as parsing comes before validation for a submitted body.
     policy = LearningPolicy(
@@ -608,7 +624,8 @@ def test_a_bound_is_one_schema_keyword():
     with pytest.raises(LearningPolicyError) as info:
         policy_module._check(validator, {"judge": {"timeout_ms": 60_001}})
     assert (info.value.field, info.value.message) == (
-        "judge.timeout_ms", "judge.timeout_ms must be between 0 and 60000"
+        "judge.timeout_ms",
+        "judge.timeout_ms must be between 0 and 60000",
     )
     policy_module._check(validator, {"judge": {"timeout_ms": 60_000}})
     rule = schema["properties"]["publication"]["properties"]["rules"]["items"]["properties"]
@@ -623,7 +640,8 @@ def test_a_bound_is_one_schema_keyword():
             {"publication": {"rules": [{"action": "reject"}, {"action": "reject", "expires_after_ms": 11}]}},
         )
     assert (info.value.field, info.value.message) == (
-        "publication.rules[1].expires_after_ms", "rule #1 expires after 10 ms at most"
+        "publication.rules[1].expires_after_ms",
+        "rule #1 expires after 10 ms at most",
     )
 
 
@@ -666,9 +684,7 @@ class Candidate:
     sensitivity: str = "scoped"
     confidence: int = 96
     content: str = "Remember the demo token."
-    evidence_refs: list = field(
-        default_factory=lambda: [{"run_id": "run-1", "artifact_id": "provider-request"}]
-    )
+    evidence_refs: list = field(default_factory=lambda: [{"run_id": "run-1", "artifact_id": "provider-request"}])
     source: object = field(default_factory=Source)
     expires_at_ms: int | None = None
 
@@ -691,9 +707,7 @@ def session_fact_rule(**overrides):
 
 
 def enabled_policy(*rule_list, **publication):
-    return LearningPolicy(
-        mode="enabled", publication=PublicationConfig(rules=tuple(rule_list), **publication)
-    )
+    return LearningPolicy(mode="enabled", publication=PublicationConfig(rules=tuple(rule_list), **publication))
 
 
 def test_matching_rule_gives_its_action_name_and_expiry():
@@ -726,9 +740,7 @@ def test_no_match_falls_back_to_default_action_with_candidate_expiry():
         "no publication rule matched; falling back to Reject"
     )
     policy = enabled_policy(default_action="publish_provisional")
-    assert evaluate_candidate(policy, Candidate(), now_ms=1).reason.endswith(
-        "falling back to PublishProvisional"
-    )
+    assert evaluate_candidate(policy, Candidate(), now_ms=1).reason.endswith("falling back to PublishProvisional")
 
 
 def test_api_candidates_cannot_satisfy_trusted_input_rules():
@@ -752,9 +764,7 @@ def test_each_trusted_input_gate(gate, candidate):
     rule = session_fact_rule(**{**gates, gate: True})
     assert evaluate_candidate(enabled_policy(rule), candidate, now_ms=1).matched_rule_name is None
     # Without the gate the same candidate matches.
-    assert evaluate_candidate(
-        enabled_policy(session_fact_rule(**gates)), candidate, now_ms=1
-    ).matched_rule_name
+    assert evaluate_candidate(enabled_policy(session_fact_rule(**gates)), candidate, now_ms=1).matched_rule_name
 
 
 def test_trusted_gates_accept_mapping_sources():
@@ -777,10 +787,7 @@ def test_api_origin_publish_active_is_downgraded_unless_opted_in():
     )
     opted_in = enabled_policy(rule, allow_api_origin_active_publication=True)
     assert evaluate_candidate(opted_in, Candidate(origin="api"), now_ms=100).action == "publish_active"
-    assert (
-        evaluate_candidate(enabled_policy(rule), Candidate(origin="daemon"), now_ms=100).action
-        == "publish_active"
-    )
+    assert evaluate_candidate(enabled_policy(rule), Candidate(origin="daemon"), now_ms=100).action == "publish_active"
 
 
 def test_quarantined_rule_is_skipped():
@@ -818,28 +825,19 @@ def test_first_matching_rule_wins_and_unnamed_rules_have_a_reason():
     ],
 )
 def test_rule_filters(candidate):
-    assert (
-        evaluate_candidate(enabled_policy(session_fact_rule()), candidate, now_ms=1).matched_rule_name is None
-    )
+    assert evaluate_candidate(enabled_policy(session_fact_rule()), candidate, now_ms=1).matched_rule_name is None
 
 
 def test_scope_id_filter_and_confidence_boundary():
     rule = session_fact_rule(scope_id="demo")
     assert evaluate_candidate(enabled_policy(rule), Candidate(confidence=95), now_ms=1).matched_rule_name
-    assert (
-        evaluate_candidate(enabled_policy(rule), Candidate(scope_id="other"), now_ms=1).matched_rule_name
-        is None
-    )
+    assert evaluate_candidate(enabled_policy(rule), Candidate(scope_id="other"), now_ms=1).matched_rule_name is None
 
 
 def test_secret_candidate_is_rejected_before_rules():
     rule = session_fact_rule(action="publish_active")
-    rejected = evaluate_candidate(
-        enabled_policy(rule), Candidate(content="The API key is sk-proj-secret."), now_ms=1
-    )
-    assert rejected == Evaluation(
-        "reject", None, "candidate content matched the anti-secret learning classifier", None
-    )
+    rejected = evaluate_candidate(enabled_policy(rule), Candidate(content="The API key is sk-proj-secret."), now_ms=1)
+    assert rejected == Evaluation("reject", None, "candidate content matched the anti-secret learning classifier", None)
     accepted = evaluate_candidate(enabled_policy(rule), Candidate(content="Token budget is 1000."), now_ms=1)
     assert (accepted.action, accepted.matched_rule_name) == ("publish_active", "session-fact")
 
@@ -853,9 +851,7 @@ def test_secret_guard_applies_only_to_semantic_kinds():
 
 def test_secret_rejection_with_real_classifier(real_secret_classifier):
     rule = session_fact_rule(action="publish_active")
-    rejected = evaluate_candidate(
-        enabled_policy(rule), Candidate(content="The API key is sk-proj-secret."), now_ms=1
-    )
+    rejected = evaluate_candidate(enabled_policy(rule), Candidate(content="The API key is sk-proj-secret."), now_ms=1)
     assert rejected.action == "reject"
     accepted = evaluate_candidate(enabled_policy(rule), Candidate(content="Token budget is 1000."), now_ms=1)
     assert accepted.action == "publish_active"
@@ -886,10 +882,7 @@ def test_candidates_may_be_mappings():
         "source": {"run_id": "run-1", "session_id": "demo"},
         "expires_at_ms": None,
     }
-    assert (
-        evaluate_candidate(enabled_policy(session_fact_rule()), candidate, now_ms=1).action
-        == "publish_provisional"
-    )
+    assert evaluate_candidate(enabled_policy(session_fact_rule()), candidate, now_ms=1).action == "publish_provisional"
 
 
 def test_evaluation_ignores_mode():
@@ -931,9 +924,8 @@ def test_tier_and_status_helpers():
 
 # --- promoted-skill metadata secret guard -------------------------------------------------------------
 
+
 def test_default_config_objects():
-    assert CaptureConfig() == CaptureConfig(
-        run_summary_candidates=True, semantic_candidates=SemanticCaptureConfig()
-    )
+    assert CaptureConfig() == CaptureConfig(run_summary_candidates=True, semantic_candidates=SemanticCaptureConfig())
     assert PublicationConfig().rules == ()
     assert JudgeConfig().model is None

@@ -21,8 +21,11 @@ QUERIES = ["where are my old sneakers", "what did we decide about the deploy win
 @pytest.fixture
 def session():
     project = ProjectFactory(project_id="atlas")
-    for text in ["My old sneakers are stored under the bed.", "We decided the deploy window is Tuesday.",
-                 "I adopted a grey cat called Miso."]:
+    for text in [
+        "My old sneakers are stored under the bed.",
+        "We decided the deploy window is Tuesday.",
+        "I adopted a grey cat called Miso.",
+    ]:
         learning(text, scope=("project", "atlas"))
     return SessionFactory(projects=[project])
 
@@ -31,16 +34,25 @@ def prepared_pool_plans() -> dict[str, tuple[int, int]]:
     """The pool statements prepared on this connection: statement prefix → (generic plans, custom plans)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
-        return {statement: (generic, custom) for statement, generic, custom in cursor.fetchall()
-                if "FROM learnings_learning" in statement}
+        return {
+            statement: (generic, custom)
+            for statement, generic, custom in cursor.fetchall()
+            if "FROM learnings_learning" in statement
+        }
 
 
 def test_the_pool_text_holds_no_values():
     vector = np.ones(256) / 16
-    first = recall_sql.pool_statement("prompt", scope_keys=["project:atlas", "workspace:default"], at_ms=123456789,
-                                      words=["sneakers"], query_vector=vector)
-    second = recall_sql.pool_statement("prompt", scope_keys=["project:other"], at_ms=987654321,
-                                       words=["deploy", "window"], query_vector=-vector)
+    first = recall_sql.pool_statement(
+        "prompt",
+        scope_keys=["project:atlas", "workspace:default"],
+        at_ms=123456789,
+        words=["sneakers"],
+        query_vector=vector,
+    )
+    second = recall_sql.pool_statement(
+        "prompt", scope_keys=["project:other"], at_ms=987654321, words=["deploy", "window"], query_vector=-vector
+    )
     assert first[0] == second[0]  # one text for every query of a shape (and its arms)
     for value in ("project:atlas", "123456789", "sneakers", "0.0625"):
         assert value not in first[0]

@@ -17,11 +17,29 @@ from tests.factories import LearningFactory
 
 pytestmark = pytest.mark.django_db
 
-SCOPES = [("workspace", "default"), ("project", "atlas"), ("project", "other"), ("session", "session-1"),
-          ("persona", "reviewer")]
+SCOPES = [
+    ("workspace", "default"),
+    ("project", "atlas"),
+    ("project", "other"),
+    ("session", "session-1"),
+    ("persona", "reviewer"),
+]
 AT = 1_800_000_000_000
-FIELDS = ("pk", "kind", "content", "scope_kind", "scope_id", "scope_key", "published_at_ms", "status",
-          "publish_tier", "verification_status", "policy_decision", "sensitivity", "expires_at_ms")
+FIELDS = (
+    "pk",
+    "kind",
+    "content",
+    "scope_kind",
+    "scope_id",
+    "scope_key",
+    "published_at_ms",
+    "status",
+    "publish_tier",
+    "verification_status",
+    "policy_decision",
+    "sensitivity",
+    "expires_at_ms",
+)
 
 
 def _varied_rows(rng: random.Random, count: int) -> list[Learning]:
@@ -30,14 +48,16 @@ def _varied_rows(rng: random.Random, count: int) -> list[Learning]:
         status = rng.choice(["active", "active", "provisional", "revoked", "superseded"])
         decision = rng.choice([None, "manual", "automatic", "escalated"])
         values = {
-            "scope_kind": (scope := rng.choice(SCOPES))[0], "scope_id": scope[1],
+            "scope_kind": (scope := rng.choice(SCOPES))[0],
+            "scope_id": scope[1],
             "kind": rng.choice(["fact", "preference", "decision", "procedure", "run_summary"]),
             "content": f"Varied learning {n} about the editor.",
             "status": status,
             "publish_tier": "provisional" if status == "provisional" else rng.choice(["active", "provisional"]),
             "sensitivity": rng.choice(["scoped", "scoped", "sensitive"]),
             "verification_status": rng.choice(["unverified", "verified", "failed"]),
-            "policy_decision": decision, "policy_actor": None if decision is None else "operator",
+            "policy_decision": decision,
+            "policy_actor": None if decision is None else "operator",
             "expires_at_ms": rng.choice([None, None, AT - 1, AT, AT + 1, AT + 60_000]),
             "revoked_at_ms": AT - 5 if status == "revoked" else None,
         }

@@ -75,16 +75,21 @@ def test_pack_equals_the_one_by_one_reference():
     rng = random.Random(5)
     for _ in range(400):
         count = rng.randint(0, 10)
-        entries = [{"learning_id": random_text(rng, 6), "kind": rng.choice(["fact", "run_summary", "Pre-f x"]),
-                    "content": random_text(rng, 90)} for _ in range(count)]
+        entries = [
+            {
+                "learning_id": random_text(rng, 6),
+                "kind": rng.choice(["fact", "run_summary", "Pre-f x"]),
+                "content": random_text(rng, 90),
+            }
+            for _ in range(count)
+        ]
         truncated = rng.random() < 0.3
         full = estimate_tokens(render_learned_context(entries, truncated)) if entries else 50
         for budget in [rng.randint(-3, full + 30) for _ in range(6)] + [full, full - 1]:
             expected = reference_pack(entries, render_learned_context, budget, truncated)
             assert pack_section(entries, LEARNED_CONTEXT_FORMAT, budget, truncated=truncated) == expected
             blocks = [LEARNED_CONTEXT_FORMAT.block(item) for item in entries]
-            assert pack_section(entries, LEARNED_CONTEXT_FORMAT, budget, truncated=truncated,
-                                blocks=blocks) == expected
+            assert pack_section(entries, LEARNED_CONTEXT_FORMAT, budget, truncated=truncated, blocks=blocks) == expected
 
 
 def test_learned_blocks_are_rendered_once_per_learning():

@@ -93,16 +93,19 @@ def test_later_delimiter_used_when_earlier_one_is_unusable():
     assert semantic_keys("x is build timeout=30").subject_key == "x is build timeout"
 
 
-@pytest.mark.parametrize("text", [
-    "it is set: timeout=30",  # a clause that starts with a pronoun is no subject
-    "What is the best way to store old sneakers?",
-    "How long is the drive from Paris to Lyon?",
-    "User: what is the best way to learn the piano?",
-    "I think the main problem is the router.",
-    "Thanks, the recipe is great",
-    "The weather was nice. The plan is to hike tomorrow morning",
-    "My plan is to travel across Japan next spring with my two brothers and visit every famous temple",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "it is set: timeout=30",  # a clause that starts with a pronoun is no subject
+        "What is the best way to store old sneakers?",
+        "How long is the drive from Paris to Lyon?",
+        "User: what is the best way to learn the piano?",
+        "I think the main problem is the router.",
+        "Thanks, the recipe is great",
+        "The weather was nice. The plan is to hike tomorrow morning",
+        "My plan is to travel across Japan next spring with my two brothers and visit every famous temple",
+    ],
+)
 def test_prose_has_no_subject(text):
     """Beyond the reference: questions, speaker labels, clauses and long prose are not `subject is value`
     statements, so chat turns of the same shape never conflict with each other."""
@@ -237,9 +240,7 @@ def test_search_ranking_matches_unicode_content():
 
 
 def test_search_ranking_weights_and_labels():
-    score, fields = rank_for_search(
-        "Atlas project color is vermilion.", "run_summary", "project", "project summary"
-    )
+    score, fields = rank_for_search("Atlas project color is vermilion.", "run_summary", "project", "project summary")
     # content: "project" term (+40); kind label "run summary": "summary" term (+10); scope "project": +10.
     assert score == 60
     assert fields == ["content", "kind", "scope"]
@@ -350,9 +351,43 @@ def test_selection_excludes_ineligible_kinds_even_when_they_score():
 
 # --- the fast paths against a straightforward reading of §4.7 ------------------------------------------
 
-_VOCAB = ["atlas", "Atlas", "atl", "disk", "usage", "sizes", "GiB", "東京", "école", "ÉCOLE", "the", "is", "a_b",
-          "memory", "remember", "durable", "learning", "x1", "İstanbul", "straße", "-", ".", "?", "  ", "kind",
-          "fact", "run", "summary", "workspace", "project", "editor", "helix", "Ⅻ", "٣", "ǅ"]
+_VOCAB = [
+    "atlas",
+    "Atlas",
+    "atl",
+    "disk",
+    "usage",
+    "sizes",
+    "GiB",
+    "東京",
+    "école",
+    "ÉCOLE",
+    "the",
+    "is",
+    "a_b",
+    "memory",
+    "remember",
+    "durable",
+    "learning",
+    "x1",
+    "İstanbul",
+    "straße",
+    "-",
+    ".",
+    "?",
+    "  ",
+    "kind",
+    "fact",
+    "run",
+    "summary",
+    "workspace",
+    "project",
+    "editor",
+    "helix",
+    "Ⅻ",
+    "٣",
+    "ǅ",
+]
 
 
 def _reference_terms(text: str) -> list[str]:
@@ -373,14 +408,18 @@ def _reference_select(records: list[Rec], query: str | None) -> list[Rec]:
     normalised = (query or "").strip().lower() or None
 
     def order(record: Rec) -> tuple:
-        return {"session": 0, "persona": 1, "project": 2, "workspace": 3}.get(record.scope_kind, 4), \
-            -record.published_at_ms, record.learning_id
+        return (
+            {"session": 0, "persona": 1, "project": 2, "workspace": 3}.get(record.scope_kind, 4),
+            -record.published_at_ms,
+            record.learning_id,
+        )
 
     if normalised is None:
         return sorted(eligible, key=order)
     has_terms = bool(_reference_terms(normalised))
-    scored = [(record, _reference_field_score(record.content, normalised, 4) if has_terms else 0)
-              for record in eligible]
+    scored = [
+        (record, _reference_field_score(record.content, normalised, 4) if has_terms else 0) for record in eligible
+    ]
     if any(score > 0 for _, score in scored):
         scored = [(record, score) for record, score in scored if score > 0]
     elif not is_explicit_memory_request(normalised):
@@ -408,15 +447,23 @@ def test_selection_equals_a_straightforward_reading_of_the_spec():
     rng = random.Random(7)
     for case in range(500):
         records = [
-            Rec(f"learning-{rng.randint(1, 40)}", _random_text(rng, 6), rng.choice(["session", "project", "workspace"]),
-                rng.randint(0, 5), rng.choice(["fact", "preference", "decision", "procedure"]))
+            Rec(
+                f"learning-{rng.randint(1, 40)}",
+                _random_text(rng, 6),
+                rng.choice(["session", "project", "workspace"]),
+                rng.randint(0, 5),
+                rng.choice(["fact", "preference", "decision", "procedure"]),
+            )
             for _ in range(rng.randint(0, 12))
         ]
         query = rng.choice([None, "", "  ", _random_text(rng, 4), _random_text(rng, 2) + " learned context"])
         assert ids(select_for_prompt(records, query)) == ids(_reference_select(records, query)), (case, query)
         for record in records:
-            expected = _reference_field_score(record.content, (query or "").strip().lower(), 4) \
-                if (query or "").strip() and _reference_terms(query.strip().lower()) else 0
+            expected = (
+                _reference_field_score(record.content, (query or "").strip().lower(), 4)
+                if (query or "").strip() and _reference_terms(query.strip().lower())
+                else 0
+            )
             assert score_for_prompt(record.content, query) == expected
 
 
@@ -424,8 +471,13 @@ def test_search_ranking_equals_a_straightforward_reading_of_the_spec():
     import random
 
     rng = random.Random(11)
-    labels = {"fact": "fact", "preference": "preference", "decision": "decision", "procedure": "procedure",
-              "run_summary": "run summary"}
+    labels = {
+        "fact": "fact",
+        "preference": "preference",
+        "decision": "decision",
+        "procedure": "procedure",
+        "run_summary": "run summary",
+    }
     for _ in range(500):
         content = _random_text(rng, 6)
         kind, scope = rng.choice(list(labels)), rng.choice(["session", "persona", "project", "workspace"])

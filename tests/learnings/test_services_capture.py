@@ -18,10 +18,19 @@ PREFERENCE = "Preference: always report sizes in gigabytes, not gibibytes."
 
 
 def semantic_policy(max_candidates=2, timeout_ms=None, run_summary=True, enabled=True):
-    set_policy({"mode": "manual_only", "capture": {
-        "run_summary_candidates": run_summary,
-        "semantic_candidates": {"enabled": enabled, "max_candidates_per_run": max_candidates,
-                                "timeout_ms": timeout_ms}}})
+    set_policy(
+        {
+            "mode": "manual_only",
+            "capture": {
+                "run_summary_candidates": run_summary,
+                "semantic_candidates": {
+                    "enabled": enabled,
+                    "max_candidates_per_run": max_candidates,
+                    "timeout_ms": timeout_ms,
+                },
+            },
+        }
+    )
 
 
 def semantic(run):
@@ -46,10 +55,13 @@ def test_terminal_run_queues_capture_on_commit(session, llm_unconfigured, django
     assert summary.scope_key == f"session:{session.public_id}"
     [pref] = semantic(run)
     assert (pref.kind, pref.content, pref.confidence, pref.origin) == (
-        "preference", "always report sizes in gigabytes, not gibibytes", 98, "daemon")
+        "preference",
+        "always report sizes in gigabytes, not gibibytes",
+        98,
+        "daemon",
+    )
     assert (pref.scope_kind, pref.scope_id, pref.sensitivity) == ("session", session.public_id, "scoped")
-    assert pref.source == {"run_id": run.public_id, "session_id": session.public_id,
-                           "agent_id": session.owner.username}
+    assert pref.source == {"run_id": run.public_id, "session_id": session.public_id, "agent_id": session.owner.username}
     assert pref.evidence_refs == [{"run_id": run.public_id, "note": "source run"}]
     assert pref.created_at_ms == RunMemoryRecord.objects.get(run=run).recorded_at_ms
     assert receipt(run) == "completed"
@@ -59,8 +71,10 @@ def test_heuristic_trims_and_splits_labels(session, llm_unconfigured):
     semantic_policy(max_candidates=3)
     run = terminal_run(session, "Fact: Project codename is Atlas. Decision: ship on Fridays; reply exactly OK.")
     capture.capture_run(run.pk)
-    assert [(c.kind, c.content) for c in semantic(run)] == [("fact", "Project codename is Atlas"),
-                                                            ("decision", "ship on Fridays")]
+    assert [(c.kind, c.content) for c in semantic(run)] == [
+        ("fact", "Project codename is Atlas"),
+        ("decision", "ship on Fridays"),
+    ]
 
 
 def test_capture_runs_exactly_once_when_delivered_twice(session, fake_model):
@@ -76,10 +90,12 @@ def test_capture_runs_exactly_once_when_delivered_twice(session, fake_model):
 
 def test_model_extraction_normalises_and_caps(session, fake_model):
     semantic_policy(max_candidates=2)
-    fake_model.reply_json({
-        "candidate_1": {"kind": "fact", "content": "Project   codename is Atlas.", "confidence": 130},
-        "candidate_2": {"kind": "FACT", "content": "project codename: atlas"},
-    })
+    fake_model.reply_json(
+        {
+            "candidate_1": {"kind": "fact", "content": "Project   codename is Atlas.", "confidence": 130},
+            "candidate_2": {"kind": "FACT", "content": "project codename: atlas"},
+        }
+    )
     run = terminal_run(session, "The codename for the project is Atlas.")
     capture.capture_run(run.pk)
     [fact] = semantic(run)
@@ -96,39 +112,48 @@ def test_model_replies_with_nulls_and_extra_fields_are_answers(session, fake_mod
     """The system prompt lets the model set unused candidates to null; a null confidence is 80 and fields
     past the maximum are ignored (§4.9): such a reply completes the capture, it is not a failure to retry."""
     semantic_policy(max_candidates=2)
-    fake_model.reply_json({
-        "candidate_1": None,
-        "candidate_2": {"kind": "preference", "content": "Preferred shell is fish.", "confidence": None},
-        "candidate_3": {"kind": "fact", "content": "Beyond the maximum is ignored."},
-        "explanation": "one durable preference",
-    })
+    fake_model.reply_json(
+        {
+            "candidate_1": None,
+            "candidate_2": {"kind": "preference", "content": "Preferred shell is fish.", "confidence": None},
+            "candidate_3": {"kind": "fact", "content": "Beyond the maximum is ignored."},
+            "explanation": "one durable preference",
+        }
+    )
     run = terminal_run(session, "Shell of choice: fish.")
     outcome = capture.capture_run(run.pk)
     assert outcome.error is None and receipt(run) == "completed"
     assert [(c.kind, c.content, c.confidence) for c in semantic(run)] == [
-        ("preference", "Preferred shell is fish.", 80)]
+        ("preference", "Preferred shell is fish.", 80)
+    ]
     assert capture.pending_capture_run_ids() == []
 
 
 def test_model_drafts_with_secrets_or_unknown_kinds_are_dropped(session, fake_model):
     semantic_policy(max_candidates=3)
-    fake_model.reply_json({
-        "candidate_1": {"kind": "procedure", "content": "Run make deploy."},
-        "candidate_2": {"kind": "fact", "content": "api_key=sk-abcdefghijklmnopqrstuvwx"},
-        "candidate_3": {"kind": "preference", "content": "Preferred editor is Helix."},
-    })
+    fake_model.reply_json(
+        {
+            "candidate_1": {"kind": "procedure", "content": "Run make deploy."},
+            "candidate_2": {"kind": "fact", "content": "api_key=sk-abcdefghijklmnopqrstuvwx"},
+            "candidate_3": {"kind": "preference", "content": "Preferred editor is Helix."},
+        }
+    )
     run = terminal_run(session, "Editor of choice: Helix.")
     capture.capture_run(run.pk)
     assert [(c.kind, c.content) for c in semantic(run)] == [("preference", "Preferred editor is Helix.")]
 
 
-@pytest.mark.parametrize("script", [
-    lambda server: server.reply_delay(2.0, {"candidate_1": {"kind": "fact", "content": "Late fact is here."}}),
-    lambda server: server.reply_text("not json at all"),
-    lambda server: server.reply_raw("{oops"),
-    lambda server: server.reply_json({"candidate_1": {"kind": "fact"}}),
-    lambda server: server.reply_status(503),
-], ids=["timeout", "prose", "broken-body", "schema-mismatch", "http-503"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        lambda server: server.reply_delay(2.0, {"candidate_1": {"kind": "fact", "content": "Late fact is here."}}),
+        lambda server: server.reply_text("not json at all"),
+        lambda server: server.reply_raw("{oops"),
+        lambda server: server.reply_json({"candidate_1": {"kind": "fact"}}),
+        lambda server: server.reply_status(503),
+    ],
+    ids=["timeout", "prose", "broken-body", "schema-mismatch", "http-503"],
+)
 def test_extraction_failure_leaves_receipt_pending_then_replay_succeeds(session, fake_model, script):
     semantic_policy(timeout_ms=500)
     script(fake_model)

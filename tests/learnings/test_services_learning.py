@@ -32,15 +32,17 @@ pytestmark = pytest.mark.django_db
 
 
 def bundle(session, query=None):
-    entries, truncated = retrieval.learned_bundle(session=session, scope_keys=learning_scope_keys(session),
-                                                  query=query, usage="preview")
+    entries, truncated = retrieval.learned_bundle(
+        session=session, scope_keys=learning_scope_keys(session), query=query, usage="preview"
+    )
     assert truncated is False
     return [entry["learning_id"] for entry in entries]
 
 
 def bundle_facts(session, query=None):
-    entries, _ = retrieval.learned_bundle(session=session, scope_keys=learning_scope_keys(session), query=query,
-                                          usage="preview")
+    entries, _ = retrieval.learned_bundle(
+        session=session, scope_keys=learning_scope_keys(session), query=query, usage="preview"
+    )
     return [entry["learning_id"] for entry in entries if not entry["standing"]]
 
 
@@ -51,6 +53,7 @@ def session():
 
 # ---- publication ------------------------------------------------------------------------------------------
 
+
 def test_publish_then_bundle(session):
     cand = candidate("Preferred editor is Helix.", kind="preference")
     published = services.candidate_publish(candidate=cand, actor="ops")
@@ -60,23 +63,44 @@ def test_publish_then_bundle(session):
     assert published.policy_decision == PolicyDecision.MANUAL and published.policy_actor == "operator"
     assert published.verification_status == VerificationStatus.UNVERIFIED
     assert published.source_candidate_id == cand.pk and published.created_at_ms == cand.created_at_ms
-    entries, _ = retrieval.learned_bundle(session=session, scope_keys=learning_scope_keys(session),
-                                          query="which editor do I prefer?")
-    assert entries == [{"learning_id": published.public_id, "kind": "preference",
-                        "published_at_ms": published.published_at_ms, "content": "Preferred editor is Helix.",
-                        "scope": {"kind": "workspace", "id": "default"},
-                        "stated_at_ms": published.published_at_ms, "standing": True}]
-    actions = list(AuditEvent.objects.filter(subject_id__in=[cand.public_id, published.public_id])
-                   .order_by("id").values_list("subject_type", "action", "from_state", "to_state"))
-    assert actions == [("learning_candidate", "create", "", "pending"), ("learning", "publish", "", "active"),
-                       ("learning_candidate", "publish", "pending", "published")]
+    entries, _ = retrieval.learned_bundle(
+        session=session, scope_keys=learning_scope_keys(session), query="which editor do I prefer?"
+    )
+    assert entries == [
+        {
+            "learning_id": published.public_id,
+            "kind": "preference",
+            "published_at_ms": published.published_at_ms,
+            "content": "Preferred editor is Helix.",
+            "scope": {"kind": "workspace", "id": "default"},
+            "stated_at_ms": published.published_at_ms,
+            "standing": True,
+        }
+    ]
+    actions = list(
+        AuditEvent.objects.filter(subject_id__in=[cand.public_id, published.public_id])
+        .order_by("id")
+        .values_list("subject_type", "action", "from_state", "to_state")
+    )
+    assert actions == [
+        ("learning_candidate", "create", "", "pending"),
+        ("learning", "publish", "", "active"),
+        ("learning_candidate", "publish", "pending", "published"),
+    ]
 
 
 def test_publish_overrides_and_provisional_tier():
     cand = candidate("Project codename is Atlas", evidence_refs=[{"note": "from the api"}])
-    published = services.candidate_publish(candidate=cand, actor="ops", options=PublishOptions.manual(
-        publish_tier="provisional", content="  Project codename is Atlas.  ", confidence=55,
-        evidence_refs=[{"run_id": "run-1", "note": "checked"}]))
+    published = services.candidate_publish(
+        candidate=cand,
+        actor="ops",
+        options=PublishOptions.manual(
+            publish_tier="provisional",
+            content="  Project codename is Atlas.  ",
+            confidence=55,
+            evidence_refs=[{"run_id": "run-1", "note": "checked"}],
+        ),
+    )
     assert published.status == published.publish_tier == "provisional"
     assert published.content == "Project codename is Atlas." and published.confidence == 55
     assert published.evidence_refs == [{"run_id": "run-1", "note": "checked"}]
@@ -97,8 +121,9 @@ def test_same_subject_conflict_is_detected_but_equivalent_is_not():
     cand = candidate("Project codename is Borealis.")
     with pytest.raises(Conflict) as caught:
         services.candidate_publish(candidate=cand, actor="ops")
-    assert caught.value.detail == (f"learning conflicts with active learning {first.public_id}; publish with "
-                                   "supersedes to replace it")
+    assert caught.value.detail == (
+        f"learning conflicts with active learning {first.public_id}; publish with supersedes to replace it"
+    )
     cand.refresh_from_db()
     assert cand.state == CandidateState.PENDING and Learning.objects.count() == 1
     # other scopes and kinds do not conflict
@@ -109,32 +134,49 @@ def test_same_subject_conflict_is_detected_but_equivalent_is_not():
 def test_publish_with_supersedes_replaces_and_keeps_the_old_record():
     old = learning("Project codename is Atlas.")
     cand = candidate("Project codename is Borealis.")
-    new = services.candidate_publish(candidate=cand, actor="ops",
-                                     options=PublishOptions.manual(supersedes=old.public_id))
+    new = services.candidate_publish(
+        candidate=cand, actor="ops", options=PublishOptions.manual(supersedes=old.public_id)
+    )
     old.refresh_from_db()
     assert old.status == LearningStatus.SUPERSEDED and old.superseded_by_id == new.pk
     assert new.supersedes_id == old.pk and new.status == "active"
     # a second candidate naming the same target reuses the live replacement
     other = candidate("Project codename is Caribou.")
-    assert services.candidate_publish(candidate=other, actor="ops",
-                                      options=PublishOptions.manual(supersedes=old.public_id)).pk == new.pk
+    assert (
+        services.candidate_publish(
+            candidate=other, actor="ops", options=PublishOptions.manual(supersedes=old.public_id)
+        ).pk
+        == new.pk
+    )
 
 
 def test_supersedes_rules():
     old = learning("Project codename is Atlas.")
     with pytest.raises(ValidationFailed, match="superseding learnings must use the active publish tier"):
-        services.candidate_publish(candidate=candidate("Project codename is B1."), actor="ops",
-                                   options=PublishOptions.manual(publish_tier="provisional", supersedes=old.public_id))
+        services.candidate_publish(
+            candidate=candidate("Project codename is B1."),
+            actor="ops",
+            options=PublishOptions.manual(publish_tier="provisional", supersedes=old.public_id),
+        )
     with pytest.raises(ValidationFailed, match="superseding learning scope must match the source learning scope"):
-        services.candidate_publish(candidate=candidate("Project codename is B1.", scope=("project", "p")),
-                                   actor="ops", options=PublishOptions.manual(supersedes=old.public_id))
+        services.candidate_publish(
+            candidate=candidate("Project codename is B1.", scope=("project", "p")),
+            actor="ops",
+            options=PublishOptions.manual(supersedes=old.public_id),
+        )
     with pytest.raises(NotFound, match="unknown learning learning-999"):
-        services.candidate_publish(candidate=candidate("Project codename is B2."), actor="ops",
-                                   options=PublishOptions.manual(supersedes="learning-999"))
+        services.candidate_publish(
+            candidate=candidate("Project codename is B2."),
+            actor="ops",
+            options=PublishOptions.manual(supersedes="learning-999"),
+        )
     services.learning_revoke(learning=old, actor="ops")
     with pytest.raises(Conflict, match=f"cannot supersede revoked learning {old.public_id}"):
-        services.candidate_publish(candidate=candidate("Project codename is B3."), actor="ops",
-                                   options=PublishOptions.manual(supersedes=old.public_id))
+        services.candidate_publish(
+            candidate=candidate("Project codename is B3."),
+            actor="ops",
+            options=PublishOptions.manual(supersedes=old.public_id),
+        )
 
 
 def test_repair_published_candidate_from_existing_learning():
@@ -178,18 +220,25 @@ def test_escalated_candidate_can_still_be_published_manually():
 
 # ---- daemon candidates ------------------------------------------------------------------------------------
 
+
 def test_daemon_candidate_dedup_by_semantic_key(session):
     run = terminal_run(session)
-    first, created = services.daemon_candidate_create(run=run, kind="fact", content="The project codename is Atlas.",
-                                                      confidence=98)
-    again, created_again = services.daemon_candidate_create(run=run, kind="fact",
-                                                            content="project codename:   ATLAS", confidence=90)
+    first, created = services.daemon_candidate_create(
+        run=run, kind="fact", content="The project codename is Atlas.", confidence=98
+    )
+    again, created_again = services.daemon_candidate_create(
+        run=run, kind="fact", content="project codename:   ATLAS", confidence=90
+    )
     assert created and not created_again and again.pk == first.pk
     assert first.origin == "daemon" and first.scope_key == f"session:{session.public_id}"
-    assert first.source == {"run_id": run.public_id, "session_id": session.public_id,
-                            "agent_id": session.owner.username}
-    other, created_other = services.daemon_candidate_create(run=run, kind="decision",
-                                                            content="The project codename is Atlas.", confidence=98)
+    assert first.source == {
+        "run_id": run.public_id,
+        "session_id": session.public_id,
+        "agent_id": session.owner.username,
+    }
+    other, created_other = services.daemon_candidate_create(
+        run=run, kind="decision", content="The project codename is Atlas.", confidence=98
+    )
     assert created_other and other.pk != first.pk
 
 
@@ -206,6 +255,7 @@ def test_run_summary_candidate_one_per_run(session):
 
 
 # ---- revoke / supersede -----------------------------------------------------------------------------------
+
 
 def test_list_query_and_revoke_removes_from_bundle(session):
     atlas = learning("Project codename is Atlas.")
@@ -243,8 +293,9 @@ def test_revoke_matching_is_all_or_nothing():
 
     hooks.register(hooks.LEARNING_REVOKING, listener)
     try:
-        with pytest.raises(Exception, match="failed to revoke matching learnings after 1 successful updates: "
-                                            "skill revoke failed"):
+        with pytest.raises(
+            Exception, match="failed to revoke matching learnings after 1 successful updates: skill revoke failed"
+        ):
             services.learnings_revoke_matching(queryset=Learning.objects.all(), actor="ops", reason="cleanup")
     finally:
         hooks.unregister(hooks.LEARNING_REVOKING, listener)
@@ -276,15 +327,17 @@ def test_supersede_checks_scope_and_conflicts():
     old = learning("Project codename is Atlas.")
     weekly = learning("Release train is weekly.")
     with pytest.raises(ValidationFailed, match="superseding learning scope must match the source learning scope"):
-        services.learning_supersede(learning=old, actor="ops", content="Project codename is B.",
-                                    scope=LearningScope("project", "p1"))
+        services.learning_supersede(
+            learning=old, actor="ops", content="Project codename is B.", scope=LearningScope("project", "p1")
+        )
     with pytest.raises(Conflict, match=f"learning conflicts with active learning {weekly.public_id}"):
         services.learning_supersede(learning=old, actor="ops", content="Release train is daily.")
     old.refresh_from_db()
     assert old.status == "active" and Learning.objects.count() == 2
     # the record being superseded never conflicts with its own replacement
-    new = services.learning_supersede(learning=old, actor="ops", content="Project codename is Borealis.",
-                                      scope=LearningScope("workspace", " "))
+    new = services.learning_supersede(
+        learning=old, actor="ops", content="Project codename is Borealis.", scope=LearningScope("workspace", " ")
+    )
     assert new.content == "Project codename is Borealis."
 
 
@@ -309,9 +362,17 @@ def test_revoking_hook_error_aborts_revoke():
 
 # ---- filters ----------------------------------------------------------------------------------------------
 
+
 def test_filters_by_policy_decision_actor_and_rule_name():
-    set_policy({"mode": "enabled", "publication": {"allow_api_origin_active_publication": True, "rules": [
-        {"name": "Facts", "kind": "fact", "action": "publish_provisional"}]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {
+                "allow_api_origin_active_publication": True,
+                "rules": [{"name": "Facts", "kind": "fact", "action": "publish_provisional"}],
+            },
+        }
+    )
     cand = candidate("Project codename is Atlas.")
     outcome = review_candidate(cand.pk)
     assert outcome.learning_id
@@ -333,6 +394,7 @@ def test_filters_by_policy_decision_actor_and_rule_name():
 
 # ---- retrieval (§4.7) -------------------------------------------------------------------------------------
 
+
 def test_bundle_order_session_project_workspace_skips_expired_and_procedure():
     persona = PersonaFactory(persona_id="ops-bot")
     session = SessionFactory(persona=persona, projects=[ProjectFactory(project_id="atlas")])
@@ -344,8 +406,7 @@ def test_bundle_order_session_project_workspace_skips_expired_and_procedure():
     learning("Deploy procedure is documented.", kind="procedure")
     learning("Other project language is Go.", scope=("project", "other"))
     learning("Other session goal is x.", scope=("session", "session-999999"))
-    assert bundle(session) == [session_one.public_id, persona_one.public_id, project_one.public_id,
-                               workspace.public_id]
+    assert bundle(session) == [session_one.public_id, persona_one.public_id, project_one.public_id, workspace.public_id]
 
 
 @pytest.mark.usefixtures("spec_retrieval")  # the reference's ranking and budget
@@ -367,12 +428,28 @@ def test_learned_records_are_the_reference_selection_and_never_stale():
     keys = learning_scope_keys(session)
 
     def check():
-        for query in (None, " ", "editor", "Which editor, editor?", "atlas project codename", "the",
-                      "remember the weather", "weather", "東京"):
+        for query in (
+            None,
+            " ",
+            "editor",
+            "Which editor, editor?",
+            "atlas project codename",
+            "the",
+            "remember the weather",
+            "weather",
+            "東京",
+        ):
             records, truncated = retrieval.learned_records(session=session, scope_keys=keys, query=query)
-            instances = [SimpleNamespace(learning_id=row.public_id, kind=row.kind, content=row.content,
-                                         scope_kind=row.scope_kind, published_at_ms=row.published_at_ms)
-                         for row in Learning.objects.for_prompt(keys)]
+            instances = [
+                SimpleNamespace(
+                    learning_id=row.public_id,
+                    kind=row.kind,
+                    content=row.content,
+                    scope_kind=row.scope_kind,
+                    published_at_ms=row.published_at_ms,
+                )
+                for row in Learning.objects.for_prompt(keys)
+            ]
             expected = [row.learning_id for row in select_for_prompt(instances, query)]
             assert [record.learning_id for record in records] == expected and truncated is False, query
             assert all(record.block == LEARNED_CONTEXT_FORMAT.block(record.to_dict()) for record in records)
@@ -380,8 +457,10 @@ def test_learned_records_are_the_reference_selection_and_never_stale():
     check()
     Learning.objects.filter(pk=changed.pk).update(content="Team office is in Paris.", published_at_ms=1)
     check()
-    assert retrieval.learned_bundle(session=session, scope_keys=keys, query="paris")[0][0]["content"] == \
-        "Team office is in Paris."
+    assert (
+        retrieval.learned_bundle(session=session, scope_keys=keys, query="paris")[0][0]["content"]
+        == "Team office is in Paris."
+    )
 
 
 def test_query_ranking_puts_relevant_workspace_record_alone(session):
@@ -398,8 +477,9 @@ def test_standing_preferences_join_the_query_ranked_fact(session):
     helix = learning("Preferred editor is Helix.", kind="preference")
     codename = learning("Project codename is Atlas.")
     fridays = learning("Deploys happen on Fridays.", kind="decision")
-    entries, _ = retrieval.learned_bundle(session=session, scope_keys=learning_scope_keys(session),
-                                          query="What is the project codename?", usage="preview")
+    entries, _ = retrieval.learned_bundle(
+        session=session, scope_keys=learning_scope_keys(session), query="What is the project codename?", usage="preview"
+    )
     assert [e["learning_id"] for e in entries if not e["standing"]] == [codename.public_id]
     standing = {e["learning_id"] for e in entries if e["standing"]}
     assert standing and standing <= {helix.public_id, fridays.public_id}
@@ -415,8 +495,7 @@ def test_explicit_memory_request_keeps_fallback_and_unrelated_query_gets_nothing
     first = learning("Preferred editor is Helix.", kind="preference")
     second = learning("Project codename is Atlas.")
     # The preference stands (first); the explicit-memory fallback brings the fact.
-    assert bundle(session, "Use durable learning to answer: weather tomorrow?") == [first.public_id,
-                                                                                    second.public_id]
+    assert bundle(session, "Use durable learning to answer: weather tomorrow?") == [first.public_id, second.public_id]
     assert bundle(session, "use durable memory") == [first.public_id, second.public_id]
     assert bundle(session, "What is the weather tomorrow?") == [first.public_id]  # the preference stands
     assert bundle_facts(session, "What is the weather tomorrow?") == []
@@ -443,8 +522,9 @@ def test_shadowed_by_replacement_is_hidden(session):
     old = learning("Reports use gigabytes.", kind="preference")
     new = learning("Reports use gibibytes.", kind="preference", scope=("project", "other"))
     # an inconsistent state: the old record is still active but a live record names it in supersedes
-    Learning.objects.filter(pk=new.pk).update(scope_key=old.scope_key, scope_kind="workspace",
-                                              scope_id="default", supersedes=old)
+    Learning.objects.filter(pk=new.pk).update(
+        scope_key=old.scope_key, scope_kind="workspace", scope_id="default", supersedes=old
+    )
     assert bundle(session) == [new.public_id]
     hits = retrieval.search_hits(session=session, scope_keys=learning_scope_keys(session), query=None)
     assert [hit["source_id"] for hit in hits] == [new.public_id]
@@ -463,8 +543,11 @@ def test_search_hits(session):
     assert hit["excerpt"] == helix.content[:180] + "…" and hit["scope"] == "workspace:default"
     assert hit["prompt_eligible"] is True and by_id[provisional.public_id]["prompt_eligible"] is False
     assert hit["matched_fields"] == ["content"] and hit["timestamp_ms"] == helix.published_at_ms
-    assert (hit["learning_status"], hit["publish_tier"], hit["verification_status"]) == ("active", "active",
-                                                                                         "unverified")
+    assert (hit["learning_status"], hit["publish_tier"], hit["verification_status"]) == (
+        "active",
+        "active",
+        "unverified",
+    )
     kind_only = retrieval.search_hits(session=session, scope_keys=learning_scope_keys(session), query="preference")
     assert {h["source_id"] for h in kind_only} == {helix.public_id, provisional.public_id}
     assert all(h["matched_fields"] == ["kind"] for h in kind_only)

@@ -32,6 +32,7 @@ def capture_on(llm_unconfigured):
 
 # ---- modes ------------------------------------------------------------------------------------------------
 
+
 def test_manual_only_reviews_nothing():
     set_policy({"mode": "manual_only"})
     cand = candidate()
@@ -54,8 +55,13 @@ def test_default_mode_is_shadow_and_keeps_pending():
 
 
 def test_shadow_records_the_would_be_publication(capture_on):
-    set_policy({"mode": "shadow", "capture": {"semantic_candidates": {"enabled": True}},
-                "publication": {"rules": [PREFS_ACTIVE]}})
+    set_policy(
+        {
+            "mode": "shadow",
+            "capture": {"semantic_candidates": {"enabled": True}},
+            "publication": {"rules": [PREFS_ACTIVE]},
+        }
+    )
     cand = daemon_candidate()
     review_candidate(cand.pk)
     cand.refresh_from_db()
@@ -65,8 +71,12 @@ def test_shadow_records_the_would_be_publication(capture_on):
 
 
 def test_enabled_escalates_manual_review_and_rejects():
-    set_policy({"mode": "enabled", "publication": {"rules": [
-        {"name": "no-decisions", "kind": "decision", "action": "reject"}]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {"rules": [{"name": "no-decisions", "kind": "decision", "action": "reject"}]},
+        }
+    )
     fact = candidate("Project codename is Atlas.")
     decision = candidate("Deploys happen on Fridays.", kind="decision")
     assert review_candidate(fact.pk).state == CandidateState.ESCALATED
@@ -78,57 +88,104 @@ def test_enabled_escalates_manual_review_and_rejects():
 
 
 def test_matching_rule_publishes_provisional_with_rule_name_and_expiry(monkeypatch):
-    set_policy({"mode": "enabled", "publication": {"rules": [
-        {"name": "short-lived", "kind": "fact", "action": "publish_provisional", "expires_after_ms": 100}]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {
+                "rules": [
+                    {"name": "short-lived", "kind": "fact", "action": "publish_provisional", "expires_after_ms": 100}
+                ]
+            },
+        }
+    )
     cand = candidate("Project codename is Atlas.")
     monkeypatch.setattr("learnings.review.now_ms", lambda: 100)
     outcome = review_candidate(cand.pk)
     published = Learning.objects.get(source_candidate=cand)
     assert outcome.learning_id == published.public_id
-    assert (published.status, published.publish_tier, published.expires_at_ms) == ("provisional", "provisional",
-                                                                                   200)
+    assert (published.status, published.publish_tier, published.expires_at_ms) == ("provisional", "provisional", 200)
     assert (published.policy_decision, published.policy_actor, published.verification_status) == (
-        "automatic", "daemon", "unverified")
+        "automatic",
+        "daemon",
+        "unverified",
+    )
     cand.refresh_from_db()
     assert cand.state == "published" and cand.automation_review["matched_rule_name"] == "short-lived"
     assert cand.automation_review["reason"] == "matched publication rule `short-lived`"
 
 
 def test_api_candidates_fail_trusted_input_rules():
-    set_policy({"mode": "enabled", "publication": {"rules": [
-        {"name": "trusted", "kind": "fact", "require_evidence": True, "require_source_run": True,
-         "require_source_session": True, "action": "publish_provisional"}]}})
-    forged = candidate("Project codename is Atlas.", source={"run_id": "run-1", "session_id": "session-1"},
-                       evidence_refs=[{"run_id": "run-1", "note": "source run"}])
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {
+                "rules": [
+                    {
+                        "name": "trusted",
+                        "kind": "fact",
+                        "require_evidence": True,
+                        "require_source_run": True,
+                        "require_source_session": True,
+                        "action": "publish_provisional",
+                    }
+                ]
+            },
+        }
+    )
+    forged = candidate(
+        "Project codename is Atlas.",
+        source={"run_id": "run-1", "session_id": "session-1"},
+        evidence_refs=[{"run_id": "run-1", "note": "source run"}],
+    )
     assert forged.origin == "api"
     outcome = review_candidate(forged.pk)
     assert outcome.state == "escalated" and outcome.review["matched_rule_name"] is None
 
 
 def test_api_origin_active_downgraded_unless_opted_in():
-    set_policy({"mode": "enabled", "publication": {"rules": [{"name": "facts", "kind": "fact",
-                                                              "action": "publish_active"}]}})
+    set_policy(
+        {"mode": "enabled", "publication": {"rules": [{"name": "facts", "kind": "fact", "action": "publish_active"}]}}
+    )
     cand = candidate("Project codename is Atlas.")
     review_candidate(cand.pk)
     published = Learning.objects.get(source_candidate=cand)
     assert published.status == "provisional"
     cand.refresh_from_db()
-    assert cand.automation_review["reason"] == ("api-origin candidates cannot be auto-published with the active "
-                                                "tier; retaining provisional tier")
-    set_policy({"mode": "enabled", "publication": {"allow_api_origin_active_publication": True, "rules": [
-        {"name": "facts", "kind": "fact", "action": "publish_active"}]}})
+    assert cand.automation_review["reason"] == (
+        "api-origin candidates cannot be auto-published with the active tier; retaining provisional tier"
+    )
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {
+                "allow_api_origin_active_publication": True,
+                "rules": [{"name": "facts", "kind": "fact", "action": "publish_active"}],
+            },
+        }
+    )
     other = candidate("Release train is weekly.")
     outcome = review_candidate(other.pk)
     # allowed through the gate, but API evidence is never daemon-owned: verification downgrades it
     assert outcome.action == "publish_provisional"
-    assert outcome.review["reason"].endswith("; retained as provisional because no evidence the service "
-                                             "recorded for the source run matched the candidate content")
+    assert outcome.review["reason"].endswith(
+        "; retained as provisional because no evidence the service "
+        "recorded for the source run matched the candidate content"
+    )
 
 
 def test_quarantined_rule_is_skipped():
-    set_policy({"mode": "enabled", "publication": {"quarantined_rule_names": [" FACTS "], "rules": [
-        {"name": "facts", "kind": "fact", "action": "reject"},
-        {"name": "fallback", "action": "publish_provisional"}]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "publication": {
+                "quarantined_rule_names": [" FACTS "],
+                "rules": [
+                    {"name": "facts", "kind": "fact", "action": "reject"},
+                    {"name": "fallback", "action": "publish_provisional"},
+                ],
+            },
+        }
+    )
     cand = candidate("Project codename is Atlas.")
     assert review_candidate(cand.pk).review["matched_rule_name"] == "fallback"
 
@@ -158,30 +215,48 @@ def test_published_candidate_without_review_just_records_it():
 
 # ---- verification, conflicts (§4.12) ----------------------------------------------------------------------
 
+
 def test_daemon_candidate_verified_and_published_active(capture_on):
-    set_policy({"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}},
-                "publication": {"rules": [PREFS_ACTIVE]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "capture": {"semantic_candidates": {"enabled": True}},
+            "publication": {"rules": [PREFS_ACTIVE]},
+        }
+    )
     cand = daemon_candidate()
     assert cand.confidence == 98 and cand.content == "always report sizes in gigabytes, not gibibytes"
     assert candidate_supported(cand)
     outcome = review_candidate(cand.pk)
     published = Learning.objects.get(source_candidate=cand)
     assert outcome.learning_id == published.public_id
-    assert (published.status, published.verification_status, published.policy_decision,
-            published.policy_actor) == ("active", "verified", "automatic", "daemon")
+    assert (published.status, published.verification_status, published.policy_decision, published.policy_actor) == (
+        "active",
+        "verified",
+        "automatic",
+        "daemon",
+    )
     trail = {e.action: e for e in AuditEvent.objects.filter(subject_id__in=[cand.public_id, published.public_id])}
     assert (trail["capture"].actor, trail["capture"].to_state) == ("daemon", "pending")
     publish = AuditEvent.objects.get(subject_id=cand.public_id, action="publish")
     assert (publish.actor, publish.from_state, publish.to_state) == ("daemon", "pending", "published")
-    assert publish.reason == LearningCandidate.objects.get(pk=cand.pk).automation_review["reason"] == \
-        "matched publication rule `prefs`"
+    assert (
+        publish.reason
+        == LearningCandidate.objects.get(pk=cand.pk).automation_review["reason"]
+        == "matched publication rule `prefs`"
+    )
     learned = AuditEvent.objects.get(subject_id=published.public_id, action="publish")
     assert (learned.actor, learned.to_state) == ("daemon", "active")
 
 
 def test_unsupported_daemon_candidate_is_downgraded(capture_on):
-    set_policy({"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}},
-                "publication": {"rules": [PREFS_ACTIVE]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "capture": {"semantic_candidates": {"enabled": True}},
+            "publication": {"rules": [PREFS_ACTIVE]},
+        }
+    )
     cand = daemon_candidate()
     LearningCandidate.objects.filter(pk=cand.pk).update(content="always report sizes in petabytes")
     cand.refresh_from_db()
@@ -192,26 +267,41 @@ def test_unsupported_daemon_candidate_is_downgraded(capture_on):
 
 
 def test_conflicting_automatic_publication_escalates(capture_on):
-    set_policy({"mode": "enabled", "capture": {"semantic_candidates": {"enabled": True}},
-                "publication": {"rules": [PREFS_ACTIVE]}})
+    set_policy(
+        {
+            "mode": "enabled",
+            "capture": {"semantic_candidates": {"enabled": True}},
+            "publication": {"rules": [PREFS_ACTIVE]},
+        }
+    )
     cand = daemon_candidate("Preference: report unit is gigabytes.")
-    existing = learning("Report unit is gibibytes.", kind="preference",
-                        scope=(cand.scope_kind, cand.scope_id))
+    existing = learning("Report unit is gibibytes.", kind="preference", scope=(cand.scope_kind, cand.scope_id))
     outcome = review_candidate(cand.pk)
     assert outcome.state == "escalated"
     assert outcome.review["reason"].endswith(
-        f"; escalated because candidate conflicts with active learning {existing.public_id}")
+        f"; escalated because candidate conflicts with active learning {existing.public_id}"
+    )
     audit = AuditEvent.objects.get(subject_id=cand.public_id, action="escalate")
     assert (audit.actor, audit.from_state, audit.to_state, audit.reason) == (
-        "daemon", "pending", "escalated", outcome.review["reason"])
+        "daemon",
+        "pending",
+        "escalated",
+        outcome.review["reason"],
+    )
 
 
 # ---- judge (§4.11) ----------------------------------------------------------------------------------------
 
+
 def judge_policy(mode="enabled", baseline="publish_provisional", timeout_ms=None):
     judge = {"enabled": True, "timeout_ms": timeout_ms}
-    set_policy({"mode": mode, "judge": judge, "publication": {"rules": [
-        {"name": "facts", "kind": "fact", "action": baseline}]}})
+    set_policy(
+        {
+            "mode": mode,
+            "judge": judge,
+            "publication": {"rules": [{"name": "facts", "kind": "fact", "action": baseline}]},
+        }
+    )
 
 
 def test_judge_confirms(fake_model):
@@ -222,8 +312,9 @@ def test_judge_confirms(fake_model):
     assert outcome.action == "publish_provisional" and outcome.learning_id
     assert outcome.review["judge"]["action"] == "publish_provisional"
     assert outcome.review["judge"]["reason"] == "looks durable"
-    assert outcome.review["reason"] == ("matched publication rule `facts`; judge confirmed PublishProvisional: "
-                                        "looks durable")
+    assert outcome.review["reason"] == (
+        "matched publication rule `facts`; judge confirmed PublishProvisional: looks durable"
+    )
     assert fake_model.requests[0]["response_format"]["type"] == "json_schema"
 
 
@@ -250,14 +341,18 @@ def test_judge_can_be_more_conservative(fake_model):
     assert outcome.review["reason"].endswith("; judge changed action from PublishProvisional to Reject: one-off")
 
 
-@pytest.mark.parametrize("script", [
-    lambda server: server.reply_delay(2.0, {"action": "publish_provisional", "reason": "late"}),
-    lambda server: server.reply_text("this is not json"),
-    lambda server: server.reply_raw("{broken"),
-    lambda server: server.reply_json({"action": "publish_everything", "reason": "x"}),
-    lambda server: server.reply_json({"verdict": "yes"}),
-    lambda server: server.reply_status(500),
-], ids=["timeout", "prose", "broken-body", "unknown-action", "wrong-shape", "http-500"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        lambda server: server.reply_delay(2.0, {"action": "publish_provisional", "reason": "late"}),
+        lambda server: server.reply_text("this is not json"),
+        lambda server: server.reply_raw("{broken"),
+        lambda server: server.reply_json({"action": "publish_everything", "reason": "x"}),
+        lambda server: server.reply_json({"verdict": "yes"}),
+        lambda server: server.reply_status(500),
+    ],
+    ids=["timeout", "prose", "broken-body", "unknown-action", "wrong-shape", "http-500"],
+)
 def test_judge_failure_fails_closed_in_enabled_mode(fake_model, script):
     judge_policy(timeout_ms=500)
     script(fake_model)
@@ -290,6 +385,7 @@ def test_judge_skipped_for_manual_review_baseline_and_without_a_model(fake_model
 
 
 # ---- sweep ------------------------------------------------------------------------------------------------
+
 
 def test_sweep_reviews_each_pending_candidate_once_per_policy_revision():
     first, second = candidate(), candidate("Release train is weekly.")

@@ -16,8 +16,14 @@ from tests.support.learnings import learning, set_policy
 
 pytestmark = pytest.mark.django_db
 
-FOLLOW_UPS = ("How big is the disk?", "How big is /var/log?", "hello", "What's eating the space in my home folder?",
-              "Can you check the usage of /srv/backups", "thanks!")
+FOLLOW_UPS = (
+    "How big is the disk?",
+    "How big is /var/log?",
+    "hello",
+    "What's eating the space in my home folder?",
+    "Can you check the usage of /srv/backups",
+    "thanks!",
+)
 
 
 def _run(client, session_id: str, content: str) -> dict:
@@ -34,9 +40,9 @@ def _learned(run: dict) -> dict | None:
     return {s["name"]: s for s in run["prompt"]["sections"]}.get("learned_context")
 
 
-def test_the_worked_scenario_works_for_differently_worded_follow_ups(api_client, operator_client, session_id,
-                                                                      llm_unconfigured,
-                                                                      django_capture_on_commit_callbacks):
+def test_the_worked_scenario_works_for_differently_worded_follow_ups(
+    api_client, operator_client, session_id, llm_unconfigured, django_capture_on_commit_callbacks
+):
     """README: capture on, "Preference: always report sizes in gigabytes.", publish the candidate; every later
     input of the session gets it, whatever its words (old code: only "How big is the disk?")."""
     policy = operator_client.get("/v1/runtime/learning-policy").json()
@@ -46,8 +52,9 @@ def test_the_worked_scenario_works_for_differently_worded_follow_ups(api_client,
         _run(api_client, session_id, "Preference: always report sizes in gigabytes.")
     found = operator_client.get("/v1/learning-candidates?kind=preference&state=pending").json()["results"]
     assert [c["content"] for c in found] == ["always report sizes in gigabytes"]
-    published = operator_client.post(f"/v1/learning-candidates/{found[0]['candidate_id']}/publish",
-                                     {"publish_tier": "active"}, format="json")
+    published = operator_client.post(
+        f"/v1/learning-candidates/{found[0]['candidate_id']}/publish", {"publish_tier": "active"}, format="json"
+    )
     assert published.status_code == 200, published.content
     learning_id = published.json()["learning_id"]
     for question in FOLLOW_UPS:
@@ -63,11 +70,18 @@ def test_the_worked_scenario_works_for_differently_worded_follow_ups(api_client,
 def workspace():
     """Many preferences and decisions about unrelated things, and facts, in one project."""
     project = ProjectFactory(project_id="ops")
-    prefs = ["Always report sizes in gigabytes.", "Use British spelling in every document.",
-             "Prefer tabs over spaces for indentation.", "Keep answers to three sentences at most.",
-             "Show every time in UTC.", "Never use emoji in replies.", "Use metric units for distances.",
-             "Write commit messages in the imperative mood.", "Quote prices in euros.",
-             "Prefer pytest over unittest for new tests."]
+    prefs = [
+        "Always report sizes in gigabytes.",
+        "Use British spelling in every document.",
+        "Prefer tabs over spaces for indentation.",
+        "Keep answers to three sentences at most.",
+        "Show every time in UTC.",
+        "Never use emoji in replies.",
+        "Use metric units for distances.",
+        "Write commit messages in the imperative mood.",
+        "Quote prices in euros.",
+        "Prefer pytest over unittest for new tests.",
+    ]
     for text in prefs:
         learning(text, kind="preference", scope=("project", "ops"))
     learning("We decided to deploy on Tuesday mornings only.", kind="decision", scope=("project", "ops"))
@@ -78,8 +92,9 @@ def workspace():
 
 def _select(session, query, **config):
     config = RetrievalConfig(**{"ranker": "hybrid", "max_tokens": 2000, "max_entries": 24, **config})
-    return retrieval.learned_selection(session=session, scope_keys=learning_scope_keys(session), query=query,
-                                       config=config)
+    return retrieval.learned_selection(
+        session=session, scope_keys=learning_scope_keys(session), query=query, config=config
+    )
 
 
 def test_standing_is_relevant_first_and_bounded_for_unrelated_inputs(workspace):
@@ -110,16 +125,23 @@ def test_the_standing_share_is_bounded_and_can_be_turned_off(workspace):
 
 def test_the_prompt_section_stays_within_its_budget(api_client, session_id):
     for n in range(12):
-        learning(f"Preference number {n}: always format table {n} with " + "many careful words " * 4,
-                 kind="preference", scope=("session", session_id))
+        learning(
+            f"Preference number {n}: always format table {n} with " + "many careful words " * 4,
+            kind="preference",
+            scope=("session", session_id),
+        )
     set_policy({"mode": "shadow", "retrieval": {"max_tokens": 300, "standing_tokens": 400}})
     section = _learned(_run(api_client, session_id, "hello"))
     assert section is not None and estimate_tokens(section["content"]) <= 300
 
 
 def test_lexical_ranker_has_no_standing_step(workspace):
-    chosen = retrieval.learned_selection(session=workspace, scope_keys=learning_scope_keys(workspace),
-                                         query="hello", config=RetrievalConfig(ranker="lexical"))
+    chosen = retrieval.learned_selection(
+        session=workspace,
+        scope_keys=learning_scope_keys(workspace),
+        query="hello",
+        config=RetrievalConfig(ranker="lexical"),
+    )
     assert chosen.records == [] and chosen.standing_ids == frozenset()
 
 
@@ -133,6 +155,7 @@ def test_memory_context_marks_standing_entries(workspace):
 
 @pytest.mark.parametrize("value", [-1, 150_001, "many", 1.5, None])
 def test_standing_tokens_is_validated(operator_client, value):
-    response = operator_client.post("/v1/runtime/learning-policy",
-                                    {"policy": {"retrieval": {"standing_tokens": value}}}, format="json")
+    response = operator_client.post(
+        "/v1/runtime/learning-policy", {"policy": {"retrieval": {"standing_tokens": value}}}, format="json"
+    )
     assert_problem(response, 400, field="policy.retrieval.standing_tokens")

@@ -122,12 +122,16 @@ def test_no_time_named_means_no_window():
 
 def test_a_question_naming_a_time_prefers_what_was_stated_then():
     project = ProjectFactory(project_id="diary")
-    for n, text in enumerate(["Caroline said the printer on floor two is broken again.",
-                              "Caroline said her sister is moving to Leeds.",
-                              "Caroline said the quarterly report is due on Friday.",
-                              "Caroline said she started learning the cello.",
-                              "Caroline said the parking permit costs forty pounds.",
-                              "Caroline said the new intern is called Sam."]):
+    for n, text in enumerate(
+        [
+            "Caroline said the printer on floor two is broken again.",
+            "Caroline said her sister is moving to Leeds.",
+            "Caroline said the quarterly report is due on Friday.",
+            "Caroline said she started learning the cello.",
+            "Caroline said the parking permit costs forty pounds.",
+            "Caroline said the new intern is called Sam.",
+        ]
+    ):
         learning(text, scope=("project", "diary"), candidate_extra={"stated_at_ms": ms(2023, 3 + n, 2)})
     may = learning(
         "Caroline said the team dinner was at a Lebanese place.",
@@ -157,7 +161,7 @@ def test_a_question_naming_a_time_prefers_what_was_stated_then():
 
 
 def test_a_statement_naming_its_own_day_is_in_that_window():
-    """"I ran the half marathon last Sunday", said on Wednesday 17 May 2023, is about Sunday 14 May."""
+    """ "I ran the half marathon last Sunday", said on Wednesday 17 May 2023, is about Sunday 14 May."""
     said = ms(2023, 5, 17, 18)
     on_the_day = when.window("What did Nate do on 14 May 2023?", REFERENCE)
     assert when.mentioned_in("I ran the city half marathon last Sunday!", said, on_the_day)
@@ -173,14 +177,22 @@ def test_a_statement_naming_its_own_day_is_in_that_window():
 def test_a_question_naming_a_day_finds_the_turn_that_named_it_relatively():
     project = ProjectFactory(project_id="races")
     scope = ("project", "races")
-    for n, text in enumerate(["Nate: I ran along the canal before work, as usual.",
-                              "Nate: I ran the charity 10K in the rain, soaked to the bone.",
-                              "Nate: The race season starts soon, I need new shoes.",
-                              "Nate: I ran the harbour fun run with my niece, she won."]):
+    for n, text in enumerate(
+        [
+            "Nate: I ran along the canal before work, as usual.",
+            "Nate: I ran the charity 10K in the rain, soaked to the bone.",
+            "Nate: The race season starts soon, I need new shoes.",
+            "Nate: I ran the harbour fun run with my niece, she won.",
+        ]
+    ):
         learning(text, scope=scope, candidate_extra={"stated_at_ms": ms(2023, 3 + n, 5)})
-    target = learning("Nate: Last Sunday I ran the trail race, my legs are still sore.", scope=scope,
-                      candidate_extra={"stated_at_ms": ms(2023, 5, 17, 18)})
+    target = learning(
+        "Nate: Last Sunday I ran the trail race, my legs are still sore.",
+        scope=scope,
+        candidate_extra={"stated_at_ms": ms(2023, 5, 17, 18)},
+    )
     session = SessionFactory(projects=[project], metadata={"reference_time_ms": REFERENCE})
-    records, _ = retrieval.learned_records(session=session, scope_keys=learning_scope_keys(session),
-                                           query="Which race did Nate run on 14 May 2023?")
+    records, _ = retrieval.learned_records(
+        session=session, scope_keys=learning_scope_keys(session), query="Which race did Nate run on 14 May 2023?"
+    )
     assert records[0].learning_id == target.public_id

@@ -350,9 +350,7 @@ class Learning:
 def test_valid_candidate_and_learning():
     validate_candidate(Candidate())
     validate_candidate(Candidate(automation_review={"reason": "matched rule"}))
-    validate_candidate(
-        Candidate(kind="run_summary", origin="daemon", content="Request mentioned <redacted>.")
-    )
+    validate_candidate(Candidate(kind="run_summary", origin="daemon", content="Request mentioned <redacted>."))
     validate_candidate(vars(Candidate()))
     validate_learning(Learning())
     validate_learning(vars(Learning()))

@@ -90,4 +90,3 @@ def test_sets_are_bounded_least_recently_used_first():
     assert sets.get(b"a") is a  # a is now the most recent
     sets.put(b"c", c)
     assert sets.get(b"b") is None and sets.get(b"a") is a and sets.get(b"c") is c
-

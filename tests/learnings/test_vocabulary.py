@@ -19,8 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NEW_KIND = "insight"
 MEMBER = '    PROCEDURE = "procedure"\n'
-PROMPT_KINDS_LINE = ("PROMPT_KINDS: tuple[str, ...] = (LearningKind.FACT, LearningKind.PREFERENCE, "
-                     "LearningKind.DECISION)")
+PROMPT_KINDS_LINE = (
+    "PROMPT_KINDS: tuple[str, ...] = (LearningKind.FACT, LearningKind.PREFERENCE, LearningKind.DECISION)"
+)
 
 CHILD = f"""
 import json, sys, types
@@ -78,24 +79,45 @@ def surfaces() -> dict:
 
     loader = MigrationLoader(None, ignore_no_migrations=True)
     changes = MigrationAutodetector(loader.project_state(), ProjectState.from_apps(apps)).changes(graph=loader.graph)
-    learning = Learning(kind=NEW_KIND, status="active", publish_tier="active", sensitivity="scoped",
-                        verification_status="unverified", policy_decision="manual", expires_at_ms=None)
+    learning = Learning(
+        kind=NEW_KIND,
+        status="active",
+        publish_tier="active",
+        sensitivity="scoped",
+        verification_status="unverified",
+        policy_decision="manual",
+        expires_at_ms=None,
+    )
     return {
         "schema_enum": components["LearningKindEnum"]["enum"],
         "schema_learning_list_filter": list_enum(list_path("learnings")),
         "schema_candidate_list_filter": list_enum(list_path("learning-candidates")),
         "schema_propose_help": components["CreateLearningCandidateRequest"]["properties"]["kind"]["description"],
         "filter_choices": [value for value, _ in selectors.LearningFilter.base_filters["kind"].extra["choices"]],
-        "filter_accepts": [NEW_KIND] if filter_accepts(selectors.LearningFilter, Learning)
-        and filter_accepts(selectors.LearningCandidateFilter, LearningCandidate) else [],
+        "filter_accepts": [NEW_KIND]
+        if filter_accepts(selectors.LearningFilter, Learning)
+        and filter_accepts(selectors.LearningCandidateFilter, LearningCandidate)
+        else [],
         "console_review_pills": [value for value, _ in review.KIND_PILLS],
         "console_publish_tiers": [label for _, label in explain.publish_tier_choices(None)],
         "validation_kind": [NEW_KIND] if accepted(lambda: validation.validate_kind(NEW_KIND)) else [],
-        "validation_candidate": [NEW_KIND] if accepted(lambda: validation.validate_candidate(
-            {"scope_kind": "workspace", "scope_id": "default", "kind": NEW_KIND, "origin": "api",
-             "content": "The staging cluster is called Borealis.", "confidence": 80})) else [],
-        "policy_rule_kinds": POLICY_SCHEMA["properties"]["publication"]["properties"]["rules"]["items"]["properties"]
-        ["kind"]["enum"],
+        "validation_candidate": [NEW_KIND]
+        if accepted(
+            lambda: validation.validate_candidate(
+                {
+                    "scope_kind": "workspace",
+                    "scope_id": "default",
+                    "kind": NEW_KIND,
+                    "origin": "api",
+                    "content": "The staging cluster is called Borealis.",
+                    "confidence": 80,
+                }
+            )
+        )
+        else [],
+        "policy_rule_kinds": POLICY_SCHEMA["properties"]["publication"]["properties"]["rules"]["items"]["properties"][
+            "kind"
+        ]["enum"],
         "model_choices": [value for value, _ in Learning._meta.get_field("kind").choices],
         "migration_needed": [NEW_KIND] if "learnings" in changes else [],
         "gate_sql": recall_sql.GATES["prompt"],
@@ -107,18 +129,25 @@ def surfaces() -> dict:
 
 def _seen(observed: dict) -> set[str]:
     """The surfaces that show the new kind (a list naming it, or a text that does)."""
-    return {name for name, value in observed.items()
-            if any(NEW_KIND in str(item) for item in (value if isinstance(value, list) else [value]))}
+    return {
+        name
+        for name, value in observed.items()
+        if any(NEW_KIND in str(item) for item in (value if isinstance(value, list) else [value]))
+    }
 
 
 def test_a_kind_added_in_the_vocabulary_reaches_every_surface():
     before = surfaces()
     assert _seen(before) == set(), "the unedited vocabulary has no such kind"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "kheish.settings_test",
-           # no connection is made: the surfaces are read without a database
-           "DATABASE_URL": "postgres://unused:unused@127.0.0.1:9/unused"}
-    child = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=600)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "kheish.settings_test",
+        # no connection is made: the surfaces are read without a database
+        "DATABASE_URL": "postgres://unused:unused@127.0.0.1:9/unused",
+    }
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert child.returncode == 0, child.stderr[-3000:]
     after = json.loads(child.stdout.strip().splitlines()[-1])
     assert set(after) == set(before)

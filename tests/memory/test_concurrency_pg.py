@@ -43,8 +43,10 @@ def test_fifty_concurrent_appends_get_offsets_one_to_fifty():
 
     def append(i: int) -> None:
         with transaction.atomic():
-            append_event(session_id=session.pk, event={"type": "message_appended",
-                                                       "message": {"role": "user", "content": f"m{i}"}})
+            append_event(
+                session_id=session.pk,
+                event={"type": "message_appended", "message": {"role": "user", "content": f"m{i}"}},
+            )
 
     assert run_threads(50, append) == []
     offsets = sorted(JournalEvent.objects.filter(session=session).values_list("offset", flat=True))
@@ -83,8 +85,15 @@ def test_forty_runs_completing_concurrently_keep_the_newest_32():
     """One session admits one run in flight, so the race that matters is the terminal recording: forty
     terminal runs of one session record and prune at the same moment."""
     session = SessionFactory()
-    runs = [TerminalRunFactory(session=session, finished_at_ms=1_000_000 + i, input={"content": f"task {i}"},
-                               outputs=[{"content": f"done {i}"}]) for i in range(40)]
+    runs = [
+        TerminalRunFactory(
+            session=session,
+            finished_at_ms=1_000_000 + i,
+            input={"content": f"task {i}"},
+            outputs=[{"content": f"done {i}"}],
+        )
+        for i in range(40)
+    ]
     from memory import clock
 
     real_now = clock.now_ms

@@ -21,12 +21,15 @@ def test_valid_key_returns_key_and_user():
     assert key.user.pk == issued.api_key.user.pk and key.user.username == "robot"
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda k: k[:-1] + ("0" if k[-1] != "0" else "1"),  # right prefix, wrong secret
-    lambda k: k.replace("khm_", "xyz_"),
-    lambda k: k.rsplit("_", 1)[0],
-    lambda k: "khm_unknownprefix_" + "a" * 48,
-])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda k: k[:-1] + ("0" if k[-1] != "0" else "1"),  # right prefix, wrong secret
+        lambda k: k.replace("khm_", "xyz_"),
+        lambda k: k.rsplit("_", 1)[0],
+        lambda k: "khm_unknownprefix_" + "a" * 48,
+    ],
+)
 def test_wrong_keys_are_refused(mangle):
     issued = api_key_create(name="robot", role="agent")
     assert authenticate_key(mangle(issued.plaintext)) is None

@@ -23,7 +23,8 @@ def test_the_model_ships_in_its_wheel_and_loads_offline():
 
 def test_embeddings_put_related_sentences_closer():
     query, related, unrelated = embedding.embed_many(
-        ["Where do I keep my old shoes?", "My old sneakers are stored under the bed.", "The invoice is due Friday."])
+        ["Where do I keep my old shoes?", "My old sneakers are stored under the bed.", "The invoice is due Friday."]
+    )
     assert float(query @ related) > float(query @ unrelated) + 0.2
 
 
@@ -33,16 +34,21 @@ def test_terms_are_stemmed_without_stop_words():
 
 
 def test_bm25_prefers_the_rare_term():
-    profiles = [ranking.profile(text) for text in (
-        "I went to the shop today", "I went to the shop with Coldplay", "the shop was closed", "the shop")]
+    profiles = [
+        ranking.profile(text)
+        for text in ("I went to the shop today", "I went to the shop with Coldplay", "the shop was closed", "the shop")
+    ]
     scores = ranking.bm25(ranking.query_terms("shop coldplay"), profiles)
     assert int(np.argmax(scores)) == 1
     assert scores[3] > 0 and scores[0] < scores[1]  # "shop" is everywhere: worth little
 
 
 def test_rank_fuses_and_drops_irrelevant_candidates():
-    texts = ["My old sneakers are under the bed.", "Quarterly invoices go to accounting.",
-             "I bought new running shoes last week."]
+    texts = [
+        "My old sneakers are under the bed.",
+        "Quarterly invoices go to accounting.",
+        "I bought new running shoes last week.",
+    ]
     ranked = ranking.rank_texts("where are my sneakers?", texts)
     assert ranked.order[0] == 0
     assert 1 not in ranked.order  # no shared term, low similarity: not relevant
@@ -71,16 +77,21 @@ def test_feedback_from_cosines_equals_feedback_from_vectors():
     query /= np.linalg.norm(query)
     top = [0, 4, 7]
     centroid = vectors[top].mean(axis=0)
-    direct = vectors @ ((query + ranking.FEEDBACK_WEIGHT * centroid)
-                        / np.linalg.norm(query + ranking.FEEDBACK_WEIGHT * centroid))
+    direct = vectors @ (
+        (query + ranking.FEEDBACK_WEIGHT * centroid) / np.linalg.norm(query + ranking.FEEDBACK_WEIGHT * centroid)
+    )
     norm = float(np.linalg.norm(centroid))
     from_cosines = ranking.feedback_cosines(vectors @ query, vectors @ centroid / norm, norm, top)
     assert np.allclose(direct, from_cosines)
 
 
 def test_feedback_reorders_towards_what_the_best_matches_talk_about():
-    texts = ["I moved my running sneakers to the garage shelf.", "Sneakers: the garage shelf, next to the bikes.",
-             "The garage shelf also holds the bike pump.", "Invoices are due on Friday."]
+    texts = [
+        "I moved my running sneakers to the garage shelf.",
+        "Sneakers: the garage shelf, next to the bikes.",
+        "The garage shelf also holds the bike pump.",
+        "Invoices are due on Friday.",
+    ]
     vectors = embedding.embed_many(texts).astype(np.float64)
     query = embedding.embed_many(["where are my sneakers"])[0].astype(np.float64)
     calls = []

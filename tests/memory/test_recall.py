@@ -26,9 +26,7 @@ def test_normalise_text_is_unicode_aware():
 
 
 def test_ranker_prefers_relevant_over_newer_irrelevant():
-    relevant = entry(
-        "run-1", 1_000, "Request: rotate the staging database credentials", request_preview="rotate db"
-    )
+    relevant = entry("run-1", 1_000, "Request: rotate the staging database credentials", request_preview="rotate db")
     newer = entry("run-2", 2_000, "Request: write the weekly newsletter")
     ranked = rank_entries([newer, relevant], "please rotate the staging database credentials again")
     assert [e.run_id for _, e in ranked] == ["run-1", "run-2"]
@@ -36,9 +34,7 @@ def test_ranker_prefers_relevant_over_newer_irrelevant():
 
 
 def test_unicode_exact_match_ranks():
-    tokyo = entry(
-        "run-1", 1_000, "Request: 東京の天気を調べて\nResult: 晴れ", request_preview="東京の天気を調べて"
-    )
+    tokyo = entry("run-1", 1_000, "Request: 東京の天気を調べて\nResult: 晴れ", request_preview="東京の天気を調べて")
     newer = entry("run-2", 2_000, "Request: ロンドンの天気")
     assert query_terms("東京") == frozenset()
     assert score_entry(tokyo, "東京") == 100 * 4 + 100 * 3

@@ -105,7 +105,9 @@ def test_prompt_entries_may_equal_tracked_but_not_exceed_it():
     assert (policy.max_tracked_per_session, policy.max_prompt_entries) == (3, 3)
     error = _error({"max_tracked_per_session": 3, "max_prompt_entries": 4})
     assert (error.field, error.message) == (
-        "max_prompt_entries", "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session")
+        "max_prompt_entries",
+        "run memory max_prompt_entries must be lower than or equal to max_tracked_per_session",
+    )
 
 
 def test_unknown_field_is_rejected():

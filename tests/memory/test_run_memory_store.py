@@ -17,24 +17,47 @@ pytestmark = pytest.mark.django_db
 
 def test_session_scope_keys_match_bound_scope_keys_and_reads_narrow_them_to_grants():
     bare = SessionFactory()
-    assert session_scope_keys(bare.pk) == bound_scope_keys(bare) == learning_scope_keys(bare) == [
-        f"session:{bare.public_id}", "workspace:default"]
+    assert (
+        session_scope_keys(bare.pk)
+        == bound_scope_keys(bare)
+        == learning_scope_keys(bare)
+        == [f"session:{bare.public_id}", "workspace:default"]
+    )
     session = SessionFactory(persona=PersonaFactory(persona_id="ops"), granted=False)
     projects = [ProjectFactory(project_id=pid) for pid in ("zeta", "alpha", "mid")]
     session.projects.set(projects)
-    assert session_scope_keys(session.pk) == bound_scope_keys(session) == [
-        f"session:{session.public_id}", "persona:ops", "project:alpha", "project:mid", "project:zeta",
-        "workspace:default"]
+    assert (
+        session_scope_keys(session.pk)
+        == bound_scope_keys(session)
+        == [
+            f"session:{session.public_id}",
+            "persona:ops",
+            "project:alpha",
+            "project:mid",
+            "project:zeta",
+            "workspace:default",
+        ]
+    )
     # what the session reads is its bindings intersected with its owner's current grants (issue 19.2)
     assert learning_scope_keys(session) == [f"session:{session.public_id}", "workspace:default"]
     AgentGrantFactory(user=session.owner, projects=projects[1:], personas=[session.persona])
-    assert learning_scope_keys(session) == [f"session:{session.public_id}", "persona:ops", "project:alpha",
-                                            "project:mid", "workspace:default"]
+    assert learning_scope_keys(session) == [
+        f"session:{session.public_id}",
+        "persona:ops",
+        "project:alpha",
+        "project:mid",
+        "workspace:default",
+    ]
 
 
 def _terminal_run(session, n: int, *, finished_at_ms: int) -> Run:
-    return TerminalRunFactory(session=session, submitted_at_ms=finished_at_ms, finished_at_ms=finished_at_ms,
-                              input={"content": f"question {n} about disks"}, outputs=[{"content": f"answer {n}"}])
+    return TerminalRunFactory(
+        session=session,
+        submitted_at_ms=finished_at_ms,
+        finished_at_ms=finished_at_ms,
+        input={"content": f"question {n} about disks"},
+        outputs=[{"content": f"answer {n}"}],
+    )
 
 
 def test_record_insert_scopes_and_overflow_prune():
@@ -75,4 +98,3 @@ def test_prune_and_delete_remove_scope_rows_too():
     with transaction.atomic():
         assert store.delete_records_of_runs([runs[3].pk]) == 1
     assert not RunMemoryRecord.objects.exists() and not RunMemoryScope.objects.exists()
-

@@ -176,9 +176,7 @@ def test_input_items_preview():
         {"type": "inline_asset", "file_name": "b.bin"},
         {"type": "mystery"},
     ]
-    built = build_record(
-        facts(input_items=items, input_content="ignored", attachments=[{"id": "x"}]), redact_pii=True
-    )
+    built = build_record(facts(input_items=items, input_content="ignored", attachments=[{"id": "x"}]), redact_pii=True)
     assert built.entry.request_preview == (
         "compare [asset:asset-7] [board:board-1@rev-3] [board:board-2] "
         "[inline_asset:a.png image/png] [inline_asset:b.bin unknown]"
@@ -225,17 +223,13 @@ def test_artifact_ids_are_unique_trimmed_and_ordered():
         },
         {"content": "two", "parts": [], "artifacts": [{"id": "part-1"}, "art-3"]},
     ]
-    built = build_record(
-        facts(attachments=[{"id": " in-1 "}, "in-2", {"id": ""}], outputs=outputs), redact_pii=True
-    )
+    built = build_record(facts(attachments=[{"id": " in-1 "}, "in-2", {"id": ""}], outputs=outputs), redact_pii=True)
     assert built.entry.artifact_ids == ["in-1", "in-2", "part-1", "art-1", "art-2", "art-3"]
 
 
 def test_each_field_is_scrubbed_whole_before_truncation(spy_scrub):
     request = "r" * 200 + " SECRET"
-    run = facts(
-        status="failed", input_content=request, outputs=[{"content": "SECRET out"}], error="SECRET err"
-    )
+    run = facts(status="failed", input_content=request, outputs=[{"content": "SECRET out"}], error="SECRET err")
     built = build_record(run, redact_pii=False)
     assert spy_scrub == [
         (request, False),
@@ -251,9 +245,7 @@ def test_each_field_is_scrubbed_whole_before_truncation(spy_scrub):
 
 
 def test_redaction_counts_are_summed(spy_scrub):
-    built = build_record(
-        facts(input_content="SECRET SECRET", outputs=[{"content": "SECRET"}]), redact_pii=True
-    )
+    built = build_record(facts(input_content="SECRET SECRET", outputs=[{"content": "SECRET"}]), redact_pii=True)
     assert built.redaction_count == 3
     assert built.redactions == {"secret": 3, "pii": 2}
 
@@ -264,9 +256,7 @@ def test_secret_straddling_the_preview_cut_leaves_nothing_behind():
     assert request.index(email) < 160 < request.index(email) + len(email)
     naive = (truncate_preview(request) or "")[:160]
     assert naive.endswith(" alice.sec")  # truncating first would keep half the address, no longer an email
-    built = build_record(
-        facts(input_content=request, outputs=[{"content": f"mail {email}"}]), redact_pii=True
-    )
+    built = build_record(facts(input_content=request, outputs=[{"content": f"mail {email}"}]), redact_pii=True)
     for text in (built.entry.request_preview, built.entry.outcome_preview, built.entry.summary):
         assert "alice" not in text
         assert "example.com" not in text

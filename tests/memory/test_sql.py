@@ -13,8 +13,14 @@ pytestmark = pytest.mark.django_db
 
 
 def test_create_fills_defaults_and_round_trips_json():
-    event = sql.create(AuditEvent, subject_type="run", subject_id="run-1", action="open", actor="daemon",
-                       data={"nested": [1, "two", {"three": None}]})
+    event = sql.create(
+        AuditEvent,
+        subject_type="run",
+        subject_id="run-1",
+        action="open",
+        actor="daemon",
+        data={"nested": [1, "two", {"three": None}]},
+    )
     stored = AuditEvent.objects.get(pk=event.pk)
     assert stored.data == {"nested": [1, "two", {"three": None}]} and stored.reason == "" and stored.from_state == ""
     assert stored.at_ms == event.at_ms > 0  # the field default, computed once and returned on the instance
@@ -37,9 +43,16 @@ def test_copy_instances_stores_what_bulk_create_stores():
     from learnings.models import Learning
     from tests.support.learnings import learning
 
-    made = [AuditEvent(subject_type="run", subject_id=f"run-{i}", action="open", actor="daemon",
-                       data={"i": i, "text": "tab\there, newline\nthere, back\\slash", "none": None})
-            for i in range(3)]
+    made = [
+        AuditEvent(
+            subject_type="run",
+            subject_id=f"run-{i}",
+            action="open",
+            actor="daemon",
+            data={"i": i, "text": "tab\there, newline\nthere, back\\slash", "none": None},
+        )
+        for i in range(3)
+    ]
     copied = sql.copy_instances(AuditEvent, made)
     assert [event.pk for event in copied] == sorted(event.pk for event in copied) and not copied[0]._state.adding
     for event in copied:
@@ -61,8 +74,17 @@ def test_update_is_a_compare_and_swap():
     run = Run.objects.create(session=SessionFactory(), status=RunStatus.RUNNING, outputs=[])
     assert sql.update(Run, run.pk, where={"status": RunStatus.QUEUED}, status=RunStatus.COMPLETED) == 0
     assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
-    assert sql.update(Run, run.pk, where={"status": RunStatus.RUNNING}, status=RunStatus.COMPLETED,
-                      outputs=[{"content": "done"}], finished_at_ms=5) == 1
+    assert (
+        sql.update(
+            Run,
+            run.pk,
+            where={"status": RunStatus.RUNNING},
+            status=RunStatus.COMPLETED,
+            outputs=[{"content": "done"}],
+            finished_at_ms=5,
+        )
+        == 1
+    )
     stored = Run.objects.get(pk=run.pk)
     assert (stored.status, stored.outputs, stored.finished_at_ms) == (RunStatus.COMPLETED, [{"content": "done"}], 5)
 
@@ -71,10 +93,13 @@ def test_select_reads_columns_through_the_orm_converters():
     session = SessionFactory()
     run = Run.objects.create(session=session, status=RunStatus.COMPLETED, outputs=[{"text": "é", "n": [1, None]}])
     other = Run.objects.create(session=session, status=RunStatus.RUNNING, outputs=[])
-    rows = sql.select(Run, 'WHERE "session_id" = %s ORDER BY "id" DESC', [session.pk],
-                      fields=("id", "status", "outputs", "session"))
-    assert rows == [(other.pk, "running", [], session.pk),
-                    (run.pk, "completed", [{"text": "é", "n": [1, None]}], session.pk)]
+    rows = sql.select(
+        Run, 'WHERE "session_id" = %s ORDER BY "id" DESC', [session.pk], fields=("id", "status", "outputs", "session")
+    )
+    assert rows == [
+        (other.pk, "running", [], session.pk),
+        (run.pk, "completed", [{"text": "é", "n": [1, None]}], session.pk),
+    ]
     assert sql.select(Run, 'WHERE "id" = %s', [-1], fields=("id",)) == []
 
 
@@ -84,8 +109,9 @@ def test_select_instances_are_the_orm_instances():
     [found] = sql.select_instances(Run, 'WHERE "id" = %s', [run.pk])
     expected = Run.objects.get(pk=run.pk)
     assert isinstance(found, Run) and not found._state.adding and found._state.db == "default"
-    assert {f.attname: getattr(found, f.attname) for f in Run._meta.concrete_fields} == \
-        {f.attname: getattr(expected, f.attname) for f in Run._meta.concrete_fields}
+    assert {f.attname: getattr(found, f.attname) for f in Run._meta.concrete_fields} == {
+        f.attname: getattr(expected, f.attname) for f in Run._meta.concrete_fields
+    }
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -103,8 +129,9 @@ def test_active_key_with_user_is_the_orm_join():
 
     user = UserFactory(is_staff=True)
     key = ApiKey.objects.create(user=user, name="k", role="operator", prefix="khm_0123456789ab", key_hash="f" * 64)
-    ApiKey.objects.create(user=user, name="gone", role="agent", prefix="khm_revoked00000", key_hash="e" * 64,
-                          revoked_at=timezone.now())
+    ApiKey.objects.create(
+        user=user, name="gone", role="agent", prefix="khm_revoked00000", key_hash="e" * 64, revoked_at=timezone.now()
+    )
     expected = ApiKey.objects.select_related("user").get(prefix=key.prefix, revoked_at__isnull=True)
     found, touch_due = sql.active_key_with_user(key.prefix, stale_before=timezone.now())
     assert isinstance(found, ApiKey) and not found._state.adding
@@ -132,9 +159,11 @@ def test_locked_run_is_the_orm_select_related_and_locks_the_row():
         from django.db import connection
 
         with connection.cursor() as cursor:  # FOR UPDATE OF r: this transaction holds the run's row lock
-            cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                           "WHERE c.relname = %s AND l.mode = 'RowShareLock' AND l.pid = pg_backend_pid()",
-                           [Run._meta.db_table])
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "WHERE c.relname = %s AND l.mode = 'RowShareLock' AND l.pid = pg_backend_pid()",
+                [Run._meta.db_table],
+            )
             assert cursor.fetchone()[0] >= 1
 
 
@@ -143,11 +172,13 @@ def test_current_policy_is_the_newest_revision():
 
     assert sql.current_policy("run_memory") is None
     for revision in (1, 2, 3):
-        PolicyRevision.objects.create(kind="run_memory", revision=revision, policy={"r": revision, "x": [None]},
-                                      actor="t")
+        PolicyRevision.objects.create(
+            kind="run_memory", revision=revision, policy={"r": revision, "x": [None]}, actor="t"
+        )
     PolicyRevision.objects.create(kind="learning", revision=9, policy={"other": True}, actor="t")
-    expected = PolicyRevision.objects.filter(kind="run_memory").order_by("-revision") \
-        .values_list("revision", "policy").first()
+    expected = (
+        PolicyRevision.objects.filter(kind="run_memory").order_by("-revision").values_list("revision", "policy").first()
+    )
     assert sql.current_policy("run_memory") == expected == (3, {"r": 3, "x": [None]})
 
 
@@ -176,7 +207,8 @@ def test_session_scope_parts_are_the_persona_and_projects():
     session = SessionFactory(persona=PersonaFactory(), projects=projects)
     SessionFactory(persona=PersonaFactory(), projects=[ProjectFactory()])  # another session's parts stay out
     expected = {("persona", session.persona.persona_id)} | {
-        ("project", pid) for pid in session.projects.values_list("project_id", flat=True)}
+        ("project", pid) for pid in session.projects.values_list("project_id", flat=True)
+    }
     assert set(sql.session_scope_parts(session.pk)) == expected and len(expected) == 3
     assert sql.session_scope_parts(SessionFactory().pk) == []
 
@@ -192,7 +224,8 @@ def test_counters_add_statement_is_the_orm_update():
         changed = cursor.rowcount
     by_sql = dict(Counter.objects.values_list("name", "value"))
     Counter.objects.filter(name__in=amounts).update(  # the ORM statement, applied once more
-        value=F("value") + Case(*[When(name=n, then=a) for n, a in amounts.items()], default=0))
+        value=F("value") + Case(*[When(name=n, then=a) for n, a in amounts.items()], default=0)
+    )
     by_orm = dict(Counter.objects.values_list("name", "value"))
     assert changed == 2 and by_sql == {"a.total": 3, "b.total": 15, "c.total": 100}
     assert by_orm == {"a.total": 5, "b.total": 20, "c.total": 100}  # the same increments again

@@ -107,8 +107,9 @@ def test_revoke_needs_confirmation(admin_client, ladder, procedure, skill_root, 
     admin_client.post(console("skill-revoke", skill.pk), {"reason": "no confirm"})  # no confirm=yes: nothing happens
     assert LearningSkill.objects.get().status == "active"
     with django_capture_on_commit_callbacks(execute=True):
-        response = admin_client.post(console("skill-revoke", skill.pk),
-                                     {"confirm": "yes", "reason": "retired", "next": back})
+        response = admin_client.post(
+            console("skill-revoke", skill.pk), {"confirm": "yes", "reason": "retired", "next": back}
+        )
     assert response.status_code == 302 and response["Location"] == back
     skill.refresh_from_db()
     assert skill.status == "revoked" and skill.revoked_reason == "retired"
@@ -208,8 +209,13 @@ def test_promote_errors_are_shown(admin_client, make_learning):
 def test_the_console_is_staff_only(client, ladder, procedure):
     ladder(procedure)
     skill = LearningSkill.objects.get()
-    for target in (url("changelist"), url("change", skill.pk), console("skill-rollout", skill.pk),
-                   console("skill-revoke", skill.pk), PROCEDURES):
+    for target in (
+        url("changelist"),
+        url("change", skill.pk),
+        console("skill-rollout", skill.pk),
+        console("skill-revoke", skill.pk),
+        PROCEDURES,
+    ):
         response = client.get(target)
         assert response.status_code == 302 and "/admin/login/" in response["Location"]
     assert client.post(console("skill-revoke", skill.pk), {"confirm": "yes"}).status_code == 302

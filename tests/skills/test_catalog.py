@@ -193,10 +193,15 @@ def test_definition_fingerprint_recipe():
 
 
 # each valid name beside its near miss, so a checker that accepted everything (or nothing) fails
-@pytest.mark.parametrize(("name", "near_miss"), [
-    ("release-notes", "release notes"), ("learning:check", "learning/check"), ("a_b-C:9", "a_b-C.9"),
-    ("x" * 64, "x" * 65),
-])
+@pytest.mark.parametrize(
+    ("name", "near_miss"),
+    [
+        ("release-notes", "release notes"),
+        ("learning:check", "learning/check"),
+        ("a_b-C:9", "a_b-C.9"),
+        ("x" * 64, "x" * 65),
+    ],
+)
 def test_valid_names_and_their_near_misses(name, near_miss):
     assert skill_name_problem(name) is None
     assert skill_name_problem(near_miss) is not None

@@ -14,15 +14,24 @@ NAME = "acc-skill-ledger"
 def crowded(ladder, make_learning):
     """An active promoted skill NAME, two other active skills whose texts mention NAME, and 40 procedure
     learnings of other skills that repeat NAME and every word of it."""
-    ladder(make_learning(content=f"To reconcile the ledger, run {NAME}."), NAME,
-           description="Reconcile the accounts ledger.", when_to_use="At month end.")
+    ladder(
+        make_learning(content=f"To reconcile the ledger, run {NAME}."),
+        NAME,
+        description="Reconcile the accounts ledger.",
+        when_to_use="At month end.",
+    )
     for other in ("acc-skill-ledger-export", "acc-skill-audit"):
-        ladder(make_learning(content=f"Procedure for {other}."), other,
-               description=f"Like {NAME}, {NAME} and {NAME}: acc skill ledger acc skill ledger.",
-               when_to_use=f"After {NAME} ({NAME}).")
+        ladder(
+            make_learning(content=f"Procedure for {other}."),
+            other,
+            description=f"Like {NAME}, {NAME} and {NAME}: acc skill ledger acc skill ledger.",
+            when_to_use=f"After {NAME} ({NAME}).",
+        )
     for n in range(40):
-        make_learning(content=f"Procedure {n} of acc-skill-export-{n}: unlike {NAME}, {NAME} and {NAME}, "
-                              f"acc skill ledger steps acc skill ledger acc skill ledger.")
+        make_learning(
+            content=f"Procedure {n} of acc-skill-export-{n}: unlike {NAME}, {NAME} and {NAME}, "
+            f"acc skill ledger steps acc skill ledger acc skill ledger."
+        )
 
 
 def _skills(api_client, session_id: str, query: str, limit: int = 5) -> list[str]:

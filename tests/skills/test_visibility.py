@@ -212,8 +212,10 @@ def test_an_agent_never_sees_another_agents_run_or_session_ids_in_skill_records(
     assert leaked(other_client.get("/v1/skills").json()) == set()
     assert leaked(other_client.get(f"/v1/skills/{NAME}").json()) == set()
     assert leaked(other_client.get(f"/v1/sessions/{other_session}/memory-context").json()) == set()
-    assert leaked(other_client.get(f"/v1/sessions/{other_session}/memory-search",
-                                   {"query": "release checklist"}).json()) == set()
+    assert (
+        leaked(other_client.get(f"/v1/sessions/{other_session}/memory-search", {"query": "release checklist"}).json())
+        == set()
+    )
     # The agent whose runs verified the skill still sees its own ids.
     own = api_client.get(f"/v1/learning-skills/{NAME}").json()
     assert own["verifier_run_ids"] == full["verifier_run_ids"]

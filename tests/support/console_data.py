@@ -42,8 +42,9 @@ def use_tmp_skill_dirs(settings, tmp_path: Path) -> None:
 def staff_user(username: str = "operator-console", *, superuser: bool = False):
     """A staff account (the console needs nothing more); ``superuser`` as ``ensure_operator`` creates it, which
     the admin pages the console links to (session, run, candidate records) also need."""
-    return get_user_model().objects.create_user(username=username, password=PASSWORD, is_staff=True,
-                                                is_superuser=superuser)
+    return get_user_model().objects.create_user(
+        username=username, password=PASSWORD, is_staff=True, is_superuser=superuser
+    )
 
 
 def plain_user(username: str = "not-staff"):
@@ -61,8 +62,14 @@ def new_session(owner=None) -> Session:
 def completed_run(session: Session, content: str, output: str = "Noted.") -> Run:
     """A run opened, started and completed as an agent reports it (the terminal transition records the
     run-memory record and, on commit, queues capture)."""
-    run = composition.open_run(session=session, run_input=RunInput(content=content, attachments=[], metadata={}),
-                               kind="input", idempotency_key=None, model=None, actor=session.owner)
+    run = composition.open_run(
+        session=session,
+        run_input=RunInput(content=content, attachments=[], metadata={}),
+        kind="input",
+        idempotency_key=None,
+        model=None,
+        actor=session.owner,
+    )
     run = run_services.run_start(run=run, actor=session.owner)
     return run_services.run_complete(run=run, output=output, actor=session.owner)
 
@@ -79,14 +86,21 @@ def capture(run: Run) -> list[LearningCandidate]:
     return list(LearningCandidate.objects.filter(source_run=run).order_by("id"))
 
 
-def api_candidate(content: str, *, kind: str = "fact", scope: tuple[str, str] = ("workspace", "default"),
-                  confidence: int = 80) -> LearningCandidate:
-    return learning_services.candidate_create(actor="tests", scope=LearningScope(kind=scope[0], id=scope[1]),
-                                              kind=kind, content=content, confidence=confidence)
+def api_candidate(
+    content: str, *, kind: str = "fact", scope: tuple[str, str] = ("workspace", "default"), confidence: int = 80
+) -> LearningCandidate:
+    return learning_services.candidate_create(
+        actor="tests",
+        scope=LearningScope(kind=scope[0], id=scope[1]),
+        kind=kind,
+        content=content,
+        confidence=confidence,
+    )
 
 
-def published(content: str, *, kind: str = "fact", scope: tuple[str, str] = ("workspace", "default"),
-              tier: str = "active") -> Learning:
+def published(
+    content: str, *, kind: str = "fact", scope: tuple[str, str] = ("workspace", "default"), tier: str = "active"
+) -> Learning:
     candidate = api_candidate(content, kind=kind, scope=scope)
     return learning_services.candidate_publish(
         candidate=candidate, actor="tests", options=learning_services.PublishOptions.manual(publish_tier=tier)

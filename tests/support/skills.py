@@ -9,7 +9,6 @@ MARKER = "PROCEDURE_OK"
 INSTRUCTIONS = f"Run the release checklist, then reply with exactly `{MARKER}`."
 
 
-
 def write_catalog_skill(catalog_dir: Path, relative: str, text: str, runtime: str | None = None) -> Path:
     directory = catalog_dir / relative
     directory.mkdir(parents=True, exist_ok=True)

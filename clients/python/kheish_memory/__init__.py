@@ -14,8 +14,21 @@ from kheish_memory.models import (
 )
 
 __all__ = [
-    "AsyncKheishClient", "KheishClient", "KheishError", "LearningCandidateView", "LearningView", "Page", "RunView",
-    "Session", "SessionMemoryContextView", "SessionMemorySearchView", "Turn", "abegin_turn", "afinish_turn",
-    "begin_turn", "finish_turn", "turn",
+    "AsyncKheishClient",
+    "KheishClient",
+    "KheishError",
+    "LearningCandidateView",
+    "LearningView",
+    "Page",
+    "RunView",
+    "Session",
+    "SessionMemoryContextView",
+    "SessionMemorySearchView",
+    "Turn",
+    "abegin_turn",
+    "afinish_turn",
+    "begin_turn",
+    "finish_turn",
+    "turn",
 ]
 __version__ = "0.1.0"

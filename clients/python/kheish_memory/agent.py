@@ -66,8 +66,9 @@ class Turn:
         return [*out, {"role": "user", "content": self.user_message}]
 
 
-def begin_turn(client: KheishClient, session_id: str, user_message: str, *, start: bool = True,
-               **open_kwargs: Any) -> Turn:
+def begin_turn(
+    client: KheishClient, session_id: str, user_message: str, *, start: bool = True, **open_kwargs: Any
+) -> Turn:
     """Open a run for ``user_message`` (and start it); return the :class:`Turn` with the memory to inject."""
     run = client.open_run(session_id, user_message, **open_kwargs)
     if start and run.status == "queued":
@@ -76,8 +77,9 @@ def begin_turn(client: KheishClient, session_id: str, user_message: str, *, star
     return Turn(run=run, user_message=user_message)
 
 
-def finish_turn(client: KheishClient, turn: Turn | str, *, output: str | None = None,
-                error: str | None = None) -> RunView:
+def finish_turn(
+    client: KheishClient, turn: Turn | str, *, output: str | None = None, error: str | None = None
+) -> RunView:
     """Complete the run with ``output`` (the model's reply), or fail it with ``error``."""
     run_id = turn.run_id if isinstance(turn, Turn) else turn
     if error is not None:
@@ -101,8 +103,9 @@ def turn(client: KheishClient, session_id: str, user_message: str, **open_kwargs
     finish_turn(client, current, output=current.output)
 
 
-async def abegin_turn(client: AsyncKheishClient, session_id: str, user_message: str, *, start: bool = True,
-                      **open_kwargs: Any) -> Turn:
+async def abegin_turn(
+    client: AsyncKheishClient, session_id: str, user_message: str, *, start: bool = True, **open_kwargs: Any
+) -> Turn:
     run = await client.open_run(session_id, user_message, **open_kwargs)
     if start and run.status == "queued":
         started = await client.start_run(run.run_id)
@@ -110,8 +113,9 @@ async def abegin_turn(client: AsyncKheishClient, session_id: str, user_message: 
     return Turn(run=run, user_message=user_message)
 
 
-async def afinish_turn(client: AsyncKheishClient, turn: Turn | str, *, output: str | None = None,
-                       error: str | None = None) -> RunView:
+async def afinish_turn(
+    client: AsyncKheishClient, turn: Turn | str, *, output: str | None = None, error: str | None = None
+) -> RunView:
     run_id = turn.run_id if isinstance(turn, Turn) else turn
     if error is not None:
         return await client.fail_run(run_id, error)

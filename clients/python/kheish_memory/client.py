@@ -55,26 +55,69 @@ REQUEST_FIELDS: dict[str, frozenset[str]] = {
     "RunOpenRequest": frozenset({"input", "kind", "idempotency_key", "model"}),
     "RunInputRequest": frozenset({"content", "attachments", "metadata"}),
     "CompactRequest": frozenset({"strategy", "budget_tokens"}),
-    "CreateLearningCandidateRequest": frozenset({"scope", "kind", "sensitivity", "content", "confidence",
-                                                  "source", "evidence_refs", "expires_at_ms", "stated_at_ms"}),
-    "PublishLearningCandidateRequest": frozenset({"scope", "kind", "sensitivity", "content", "confidence",
-                                                   "expires_at_ms", "publish_tier", "evidence_refs",
-                                                   "supersedes"}),
+    "CreateLearningCandidateRequest": frozenset(
+        {
+            "scope",
+            "kind",
+            "sensitivity",
+            "content",
+            "confidence",
+            "source",
+            "evidence_refs",
+            "expires_at_ms",
+            "stated_at_ms",
+        }
+    ),
+    "PublishLearningCandidateRequest": frozenset(
+        {
+            "scope",
+            "kind",
+            "sensitivity",
+            "content",
+            "confidence",
+            "expires_at_ms",
+            "publish_tier",
+            "evidence_refs",
+            "supersedes",
+        }
+    ),
     "RevokeLearningRequest": frozenset({"reason"}),
-    "RevokeMatchingLearningsRequest": frozenset({"query", "scope_kind", "scope_id", "kind", "status",
-                                                  "policy_decision", "policy_actor", "matched_rule_name",
-                                                  "reason", "all"}),
-    "SupersedeLearningRequest": frozenset({"scope", "kind", "sensitivity", "content", "confidence",
-                                            "expires_at_ms"}),
+    "RevokeMatchingLearningsRequest": frozenset(
+        {
+            "query",
+            "scope_kind",
+            "scope_id",
+            "kind",
+            "status",
+            "policy_decision",
+            "policy_actor",
+            "matched_rule_name",
+            "reason",
+            "all",
+        }
+    ),
+    "SupersedeLearningRequest": frozenset({"scope", "kind", "sensitivity", "content", "confidence", "expires_at_ms"}),
     "SetLearningPolicyRequest": frozenset({"policy", "expected_revision"}),
     "SetRunMemoryPolicyRequest": frozenset({"policy", "expected_revision"}),
     "RedactionPreviewRequest": frozenset({"text", "redact_pii"}),
-    "CreateLearningSkillRequest": frozenset({"skill_name", "description", "when_to_use", "version",
-                                              "instructions", "allowed_tools", "blocked_tools", "context",
-                                              "agent_profile", "provider", "model", "fallback_model",
-                                              "status"}),
-    "RolloutResultRequest": frozenset({"kind", "run_id", "expected_output_contains",
-                                        "definition_fingerprint"}),
+    "CreateLearningSkillRequest": frozenset(
+        {
+            "skill_name",
+            "description",
+            "when_to_use",
+            "version",
+            "instructions",
+            "allowed_tools",
+            "blocked_tools",
+            "context",
+            "agent_profile",
+            "provider",
+            "model",
+            "fallback_model",
+            "status",
+        }
+    ),
+    "RolloutResultRequest": frozenset({"kind", "run_id", "expected_output_contains", "definition_fingerprint"}),
     "SkillReasonRequest": frozenset({"reason"}),
     "PersonaCreateRequest": frozenset({"persona_id", "display_name", "version", "soul", "capability_scope"}),
     "ProjectCreateRequest": frozenset({"project_id", "name"}),
@@ -143,14 +186,27 @@ class _Surface:
 
     # ---- sessions (agents) ----------------------------------------------------------------------------------
 
-    def create_session(self, *, persona_id: str | None = None, project_ids: list[str] | None = None,
-                       capability_scope: list[str] | None = None, metadata: dict[str, Any] | None = None) -> Session:
-        body = _clean({"persona_id": persona_id, "project_ids": project_ids, "capability_scope": capability_scope,
-                       "metadata": metadata})
+    def create_session(
+        self,
+        *,
+        persona_id: str | None = None,
+        project_ids: list[str] | None = None,
+        capability_scope: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Session:
+        body = _clean(
+            {
+                "persona_id": persona_id,
+                "project_ids": project_ids,
+                "capability_scope": capability_scope,
+                "metadata": metadata,
+            }
+        )
         return self._send(_Call("POST", "/v1/sessions", Session, json=body))
 
-    def list_sessions(self, *, persona_id: str | None = None, limit: int | None = None,
-                      offset: int | None = None) -> Page[Session]:
+    def list_sessions(
+        self, *, persona_id: str | None = None, limit: int | None = None, offset: int | None = None
+    ) -> Page[Session]:
         params = _clean({"persona_id": persona_id, "limit": limit, "offset": offset})
         return self._send(_Call("GET", "/v1/sessions", Page[Session], params=params))
 
@@ -158,16 +214,30 @@ class _Surface:
         return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}", Session))
 
     def session_context(self, session_id: str, *, budget_tokens: int | None = None) -> LiveContext:
-        return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}/context", LiveContext,
-                                params=_clean({"budget_tokens": budget_tokens})))
+        return self._send(
+            _Call(
+                "GET",
+                f"/v1/sessions/{_seg(session_id)}/context",
+                LiveContext,
+                params=_clean({"budget_tokens": budget_tokens}),
+            )
+        )
 
-    def compact_session(self, session_id: str, *, strategy: str | None = None,
-                        budget_tokens: int | None = None) -> Checkpoint:
-        return self._send(_Call("POST", f"/v1/sessions/{_seg(session_id)}/compact", Checkpoint,
-                                json=_clean({"strategy": strategy, "budget_tokens": budget_tokens})))
+    def compact_session(
+        self, session_id: str, *, strategy: str | None = None, budget_tokens: int | None = None
+    ) -> Checkpoint:
+        return self._send(
+            _Call(
+                "POST",
+                f"/v1/sessions/{_seg(session_id)}/compact",
+                Checkpoint,
+                json=_clean({"strategy": strategy, "budget_tokens": budget_tokens}),
+            )
+        )
 
-    def session_events(self, session_id: str, *, after_offset: int | None = None, limit: int | None = None,
-                       offset: int | None = None) -> Page[LogEntry]:
+    def session_events(
+        self, session_id: str, *, after_offset: int | None = None, limit: int | None = None, offset: int | None = None
+    ) -> Page[LogEntry]:
         params = _clean({"after_offset": after_offset, "limit": limit, "offset": offset})
         return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}/events", Page[LogEntry], params=params))
 
@@ -175,48 +245,84 @@ class _Surface:
 
     def memory_context(self, session_id: str, *, query: str | None = None) -> SessionMemoryContextView:
         """What the next run of this session would receive (no side effect)."""
-        return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}/memory-context", SessionMemoryContextView,
-                                params=_clean({"query": query})))
+        return self._send(
+            _Call(
+                "GET",
+                f"/v1/sessions/{_seg(session_id)}/memory-context",
+                SessionMemoryContextView,
+                params=_clean({"query": query}),
+            )
+        )
 
-    def memory_search(self, session_id: str, *, query: str | None = None,
-                      limit: int | None = None) -> SessionMemorySearchView:
-        return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}/memory-search", SessionMemorySearchView,
-                                params=_clean({"query": query, "limit": limit})))
+    def memory_search(
+        self, session_id: str, *, query: str | None = None, limit: int | None = None
+    ) -> SessionMemorySearchView:
+        return self._send(
+            _Call(
+                "GET",
+                f"/v1/sessions/{_seg(session_id)}/memory-search",
+                SessionMemorySearchView,
+                params=_clean({"query": query, "limit": limit}),
+            )
+        )
 
     def session_skills(self, session_id: str, *, query: str | None = None) -> Page[SkillSummary]:
-        return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}/skills", Page[SkillSummary],
-                                params=_clean({"query": query})))
+        return self._send(
+            _Call("GET", f"/v1/sessions/{_seg(session_id)}/skills", Page[SkillSummary], params=_clean({"query": query}))
+        )
 
     def status(self) -> StatusView:
         return self._send(_Call("GET", "/v1/status", StatusView))
 
     # ---- runs (agents) --------------------------------------------------------------------------------------
 
-    def open_run(self, session_id: str, content: str, *, attachments: list[Any] | None = None,
-                 metadata: dict[str, Any] | None = None, kind: str | None = None,
-                 idempotency_key: str | None = None, model: dict[str, Any] | None = None) -> RunView:
+    def open_run(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        attachments: list[Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        kind: str | None = None,
+        idempotency_key: str | None = None,
+        model: dict[str, Any] | None = None,
+    ) -> RunView:
         """Open a run for an input. The answer carries ``prompt.sections``: the memory to put in front of the
         model. Retried on network errors and 502/503/504 with the same idempotency key (generated if absent)."""
-        body = _clean({
-            "input": _clean({"content": content, "attachments": attachments, "metadata": metadata}),
-            "kind": kind,
-            "idempotency_key": idempotency_key or f"kheish-client-{uuid.uuid4()}",
-            "model": model,
-        })
+        body = _clean(
+            {
+                "input": _clean({"content": content, "attachments": attachments, "metadata": metadata}),
+                "kind": kind,
+                "idempotency_key": idempotency_key or f"kheish-client-{uuid.uuid4()}",
+                "model": model,
+            }
+        )
         return self._send(_Call("POST", f"/v1/sessions/{_seg(session_id)}/runs", RunView, json=body, retry=True))
 
     def get_run(self, run_id: str) -> RunView:
         return self._send(_Call("GET", f"/v1/runs/{_seg(run_id)}", RunView))
 
-    def list_runs(self, *, session_id: str | None = None, status: str | None = None, kind: str | None = None,
-                  limit: int | None = None, offset: int | None = None) -> Page[RunView]:
-        params = _clean({"session_id": session_id, "status": status, "kind": kind, "limit": limit,
-                         "offset": offset})
+    def list_runs(
+        self,
+        *,
+        session_id: str | None = None,
+        status: str | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Page[RunView]:
+        params = _clean({"session_id": session_id, "status": status, "kind": kind, "limit": limit, "offset": offset})
         return self._send(_Call("GET", "/v1/runs", Page[RunView], params=params))
 
     def run_events(self, run_id: str, *, limit: int | None = None, offset: int | None = None) -> Page[LogEntry]:
-        return self._send(_Call("GET", f"/v1/runs/{_seg(run_id)}/events", Page[LogEntry],
-                                params=_clean({"limit": limit, "offset": offset})))
+        return self._send(
+            _Call(
+                "GET",
+                f"/v1/runs/{_seg(run_id)}/events",
+                Page[LogEntry],
+                params=_clean({"limit": limit, "offset": offset}),
+            )
+        )
 
     def _run_action(self, run_id: str, action: str, body: dict[str, Any] | None = None) -> RunView:
         return self._send(_Call("POST", f"/v1/runs/{_seg(run_id)}/{action}", RunView, json=body or {}))
@@ -228,21 +334,22 @@ class _Surface:
         return self._run_action(run_id, "output", _clean({"content": content, "artifacts": artifacts}))
 
     def tool_call_started(self, run_id: str, call_id: str, name: str, *, input: Any = None) -> RunView:
-        return self._run_action(run_id, "tool-call-started", _clean({"call_id": call_id, "name": name,
-                                                                     "input": input}))
+        return self._run_action(run_id, "tool-call-started", _clean({"call_id": call_id, "name": name, "input": input}))
 
-    def tool_call_finished(self, run_id: str, call_id: str, *, output: Any = None,
-                           is_error: bool | None = None) -> RunView:
-        return self._run_action(run_id, "tool-call-finished", _clean({"call_id": call_id, "output": output,
-                                                                      "is_error": is_error}))
+    def tool_call_finished(
+        self, run_id: str, call_id: str, *, output: Any = None, is_error: bool | None = None
+    ) -> RunView:
+        return self._run_action(
+            run_id, "tool-call-finished", _clean({"call_id": call_id, "output": output, "is_error": is_error})
+        )
 
     def wait_for_approval(self, run_id: str, request_ids: list[str], *, question: str | None = None) -> RunView:
-        return self._run_action(run_id, "wait-for-approval", _clean({"request_ids": request_ids,
-                                                                     "question": question}))
+        return self._run_action(run_id, "wait-for-approval", _clean({"request_ids": request_ids, "question": question}))
 
     def wait_for_user_question(self, run_id: str, request_ids: list[str], *, question: str | None = None) -> RunView:
-        return self._run_action(run_id, "wait-for-user-question", _clean({"request_ids": request_ids,
-                                                                          "question": question}))
+        return self._run_action(
+            run_id, "wait-for-user-question", _clean({"request_ids": request_ids, "question": question})
+        )
 
     def resume_run(self, run_id: str, *, resolution: dict[str, Any] | None = None) -> RunView:
         return self._run_action(run_id, "resume", _clean({"resolution": resolution}))
@@ -261,35 +368,94 @@ class _Surface:
 
     # ---- learning candidates and learnings (agents read their scopes and propose; operators review) --------
 
-    def propose_candidate(self, *, scope_kind: str, content: str, kind: str, scope_id: str | None = None,
-                          sensitivity: str | None = None, confidence: int | None = None,
-                          source: dict[str, Any] | None = None, evidence_refs: list[dict[str, Any]] | None = None,
-                          expires_at_ms: int | None = None, stated_at_ms: int | None = None) -> LearningCandidateView:
+    def propose_candidate(
+        self,
+        *,
+        scope_kind: str,
+        content: str,
+        kind: str,
+        scope_id: str | None = None,
+        sensitivity: str | None = None,
+        confidence: int | None = None,
+        source: dict[str, Any] | None = None,
+        evidence_refs: list[dict[str, Any]] | None = None,
+        expires_at_ms: int | None = None,
+        stated_at_ms: int | None = None,
+    ) -> LearningCandidateView:
         """Propose a learning. It is only a candidate: the learning policy and operators decide (never
         published by this call). ``stated_at_ms``: when the statement was made (e.g. an imported turn's date)."""
-        body = _clean({"scope": _scope(scope_kind, scope_id), "kind": kind, "sensitivity": sensitivity,
-                       "content": content, "confidence": confidence, "source": source,
-                       "evidence_refs": evidence_refs, "expires_at_ms": expires_at_ms,
-                       "stated_at_ms": stated_at_ms})
+        body = _clean(
+            {
+                "scope": _scope(scope_kind, scope_id),
+                "kind": kind,
+                "sensitivity": sensitivity,
+                "content": content,
+                "confidence": confidence,
+                "source": source,
+                "evidence_refs": evidence_refs,
+                "expires_at_ms": expires_at_ms,
+                "stated_at_ms": stated_at_ms,
+            }
+        )
         return self._send(_Call("POST", "/v1/learning-candidates", LearningCandidateView, json=body))
 
-    def list_candidates(self, *, state: str | None = None, kind: str | None = None, scope_kind: str | None = None,
-                        scope_id: str | None = None, query: str | None = None, origin: str | None = None,
-                        limit: int | None = None, offset: int | None = None) -> Page[LearningCandidateView]:
-        params = _clean({"state": state, "kind": kind, "scope_kind": scope_kind, "scope_id": scope_id,
-                         "query": query, "origin": origin, "limit": limit, "offset": offset})
+    def list_candidates(
+        self,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        scope_kind: str | None = None,
+        scope_id: str | None = None,
+        query: str | None = None,
+        origin: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Page[LearningCandidateView]:
+        params = _clean(
+            {
+                "state": state,
+                "kind": kind,
+                "scope_kind": scope_kind,
+                "scope_id": scope_id,
+                "query": query,
+                "origin": origin,
+                "limit": limit,
+                "offset": offset,
+            }
+        )
         return self._send(_Call("GET", "/v1/learning-candidates", Page[LearningCandidateView], params=params))
 
     def get_candidate(self, candidate_id: str) -> LearningCandidateView:
         return self._send(_Call("GET", f"/v1/learning-candidates/{_seg(candidate_id)}", LearningCandidateView))
 
-    def list_learnings(self, *, status: str | None = None, kind: str | None = None, scope_kind: str | None = None,
-                       scope_id: str | None = None, query: str | None = None, policy_decision: str | None = None,
-                       policy_actor: str | None = None, matched_rule_name: str | None = None,
-                       limit: int | None = None, offset: int | None = None) -> Page[LearningView]:
-        params = _clean({"status": status, "kind": kind, "scope_kind": scope_kind, "scope_id": scope_id,
-                         "query": query, "policy_decision": policy_decision, "policy_actor": policy_actor,
-                         "matched_rule_name": matched_rule_name, "limit": limit, "offset": offset})
+    def list_learnings(
+        self,
+        *,
+        status: str | None = None,
+        kind: str | None = None,
+        scope_kind: str | None = None,
+        scope_id: str | None = None,
+        query: str | None = None,
+        policy_decision: str | None = None,
+        policy_actor: str | None = None,
+        matched_rule_name: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Page[LearningView]:
+        params = _clean(
+            {
+                "status": status,
+                "kind": kind,
+                "scope_kind": scope_kind,
+                "scope_id": scope_id,
+                "query": query,
+                "policy_decision": policy_decision,
+                "policy_actor": policy_actor,
+                "matched_rule_name": matched_rule_name,
+                "limit": limit,
+                "offset": offset,
+            }
+        )
         return self._send(_Call("GET", "/v1/learnings", Page[LearningView], params=params))
 
     def get_learning(self, learning_id: str) -> LearningView:
@@ -301,39 +467,79 @@ class _Surface:
         """Candidates awaiting review (``pending``; pass ``state="escalated"`` for escalated ones)."""
         return self.list_candidates(state=state, **filters)
 
-    def publish_candidate(self, candidate_id: str, *, publish_tier: str | None = None,
-                          supersedes: str | None = None, scope_kind: str | None = None, scope_id: str | None = None,
-                          kind: str | None = None, sensitivity: str | None = None, content: str | None = None,
-                          confidence: int | None = None, expires_at_ms: int | None = None,
-                          evidence_refs: list[dict[str, Any]] | None = None) -> LearningView:
-        body = _clean({"publish_tier": publish_tier, "supersedes": supersedes, "kind": kind,
-                       "sensitivity": sensitivity, "content": content, "confidence": confidence,
-                       "expires_at_ms": expires_at_ms, "evidence_refs": evidence_refs,
-                       "scope": _scope(scope_kind, scope_id) if scope_kind else None})
-        return self._send(_Call("POST", f"/v1/learning-candidates/{_seg(candidate_id)}/publish", LearningView,
-                                json=body))
+    def publish_candidate(
+        self,
+        candidate_id: str,
+        *,
+        publish_tier: str | None = None,
+        supersedes: str | None = None,
+        scope_kind: str | None = None,
+        scope_id: str | None = None,
+        kind: str | None = None,
+        sensitivity: str | None = None,
+        content: str | None = None,
+        confidence: int | None = None,
+        expires_at_ms: int | None = None,
+        evidence_refs: list[dict[str, Any]] | None = None,
+    ) -> LearningView:
+        body = _clean(
+            {
+                "publish_tier": publish_tier,
+                "supersedes": supersedes,
+                "kind": kind,
+                "sensitivity": sensitivity,
+                "content": content,
+                "confidence": confidence,
+                "expires_at_ms": expires_at_ms,
+                "evidence_refs": evidence_refs,
+                "scope": _scope(scope_kind, scope_id) if scope_kind else None,
+            }
+        )
+        return self._send(
+            _Call("POST", f"/v1/learning-candidates/{_seg(candidate_id)}/publish", LearningView, json=body)
+        )
 
     def reject_candidate(self, candidate_id: str) -> LearningCandidateView:
-        return self._send(_Call("POST", f"/v1/learning-candidates/{_seg(candidate_id)}/reject",
-                                LearningCandidateView, json={}))
+        return self._send(
+            _Call("POST", f"/v1/learning-candidates/{_seg(candidate_id)}/reject", LearningCandidateView, json={})
+        )
 
     def revoke_learning(self, learning_id: str, *, reason: str | None = None) -> LearningView:
-        return self._send(_Call("POST", f"/v1/learnings/{_seg(learning_id)}/revoke", LearningView,
-                                json=_clean({"reason": reason})))
+        return self._send(
+            _Call("POST", f"/v1/learnings/{_seg(learning_id)}/revoke", LearningView, json=_clean({"reason": reason}))
+        )
 
-    def revoke_matching(self, *, reason: str | None = None, all_learnings: bool = False,
-                        **filters: str) -> list[LearningView]:
+    def revoke_matching(
+        self, *, reason: str | None = None, all_learnings: bool = False, **filters: str
+    ) -> list[LearningView]:
         """Revoke every learning matching the filters (query, scope_kind, scope_id, kind, status,
         policy_decision, policy_actor, matched_rule_name); answers the revoked learnings. With no filter the
         server refuses unless ``all_learnings=True`` (revoke everything)."""
         body = _clean({**filters, "reason": reason, "all": True if all_learnings else None})
         return self._send(_Call("POST", "/v1/learnings/revoke-matching", LearningView, json=body, many=True))
 
-    def supersede_learning(self, learning_id: str, content: str, *, scope_kind: str | None = None,
-                           scope_id: str | None = None, kind: str | None = None, sensitivity: str | None = None,
-                           confidence: int | None = None, expires_at_ms: int | None = None) -> LearningView:
-        body = _clean({"content": content, "kind": kind, "sensitivity": sensitivity, "confidence": confidence,
-                       "expires_at_ms": expires_at_ms, "scope": _scope(scope_kind, scope_id) if scope_kind else None})
+    def supersede_learning(
+        self,
+        learning_id: str,
+        content: str,
+        *,
+        scope_kind: str | None = None,
+        scope_id: str | None = None,
+        kind: str | None = None,
+        sensitivity: str | None = None,
+        confidence: int | None = None,
+        expires_at_ms: int | None = None,
+    ) -> LearningView:
+        body = _clean(
+            {
+                "content": content,
+                "kind": kind,
+                "sensitivity": sensitivity,
+                "confidence": confidence,
+                "expires_at_ms": expires_at_ms,
+                "scope": _scope(scope_kind, scope_id) if scope_kind else None,
+            }
+        )
         return self._send(_Call("POST", f"/v1/learnings/{_seg(learning_id)}/supersede", LearningView, json=body))
 
     # ---- operators: policies --------------------------------------------------------------------------------
@@ -341,8 +547,9 @@ class _Surface:
     def get_learning_policy(self) -> LearningAutomationPolicyConfig:
         return self._send(_Call("GET", "/v1/runtime/learning-policy", LearningAutomationPolicyConfig))
 
-    def set_learning_policy(self, policy: dict[str, Any] | LearningAutomationPolicyConfig, *,
-                            expected_revision: int | None = None) -> RuntimeSettingsView:
+    def set_learning_policy(
+        self, policy: dict[str, Any] | LearningAutomationPolicyConfig, *, expected_revision: int | None = None
+    ) -> RuntimeSettingsView:
         """Replace the whole learning policy (send ``mode`` explicitly: an omitted mode means manual_only)."""
         if isinstance(policy, LearningAutomationPolicyConfig):
             policy = policy.model_dump()
@@ -352,23 +559,44 @@ class _Surface:
     def get_run_memory_policy(self) -> RunMemoryPolicyConfig:
         return self._send(_Call("GET", "/v1/runtime/run-memory-policy", RunMemoryPolicyConfig))
 
-    def set_run_memory_policy(self, policy: dict[str, Any] | RunMemoryPolicyConfig, *,
-                              expected_revision: int | None = None) -> RuntimeSettingsView:
+    def set_run_memory_policy(
+        self, policy: dict[str, Any] | RunMemoryPolicyConfig, *, expected_revision: int | None = None
+    ) -> RuntimeSettingsView:
         if isinstance(policy, RunMemoryPolicyConfig):
             policy = policy.model_dump()
         body = _clean({"policy": policy, "expected_revision": expected_revision})
         return self._send(_Call("POST", "/v1/runtime/run-memory-policy", RuntimeSettingsView, json=body))
 
     def redaction_preview(self, text: str, *, redact_pii: bool | None = None) -> RedactionPreview:
-        return self._send(_Call("POST", "/v1/runtime/redaction-preview", RedactionPreview,
-                                json=_clean({"text": text, "redact_pii": redact_pii})))
+        return self._send(
+            _Call(
+                "POST",
+                "/v1/runtime/redaction-preview",
+                RedactionPreview,
+                json=_clean({"text": text, "redact_pii": redact_pii}),
+            )
+        )
 
     # ---- operators: personas and projects -------------------------------------------------------------------
 
-    def create_persona(self, persona_id: str, display_name: str, *, version: str | None = None,
-                       soul: str | None = None, capability_scope: list[str] | None = None) -> Persona:
-        body = _clean({"persona_id": persona_id, "display_name": display_name, "version": version, "soul": soul,
-                       "capability_scope": capability_scope})
+    def create_persona(
+        self,
+        persona_id: str,
+        display_name: str,
+        *,
+        version: str | None = None,
+        soul: str | None = None,
+        capability_scope: list[str] | None = None,
+    ) -> Persona:
+        body = _clean(
+            {
+                "persona_id": persona_id,
+                "display_name": display_name,
+                "version": version,
+                "soul": soul,
+                "capability_scope": capability_scope,
+            }
+        )
         return self._send(_Call("POST", "/v1/personas", Persona, json=body))
 
     def list_personas(self) -> Page[Persona]:
@@ -385,8 +613,14 @@ class _Surface:
 
     def set_agent_grants(self, agent_id: str, *, project_ids: list[str], persona_ids: list[str]) -> AgentGrants:
         """Replaces the agent's grants whole: every project and persona its sessions may bind to."""
-        return self._send(_Call("PUT", f"/v1/agents/{_seg(agent_id)}/grants", AgentGrants,
-                                json={"project_ids": project_ids, "persona_ids": persona_ids}))
+        return self._send(
+            _Call(
+                "PUT",
+                f"/v1/agents/{_seg(agent_id)}/grants",
+                AgentGrants,
+                json={"project_ids": project_ids, "persona_ids": persona_ids},
+            )
+        )
 
     # ---- skills: catalog (everyone) and rollout (operators) -------------------------------------------------
 
@@ -396,43 +630,90 @@ class _Surface:
     def get_skill(self, name: str) -> SkillDetail:
         return self._send(_Call("GET", f"/v1/skills/{_seg(name)}", SkillDetail))
 
-    def promote_skill(self, learning_id: str, *, skill_name: str, instructions: str, status: str | None = None,
-                      description: str | None = None, when_to_use: str | None = None, version: str | None = None,
-                      allowed_tools: list[str] | None = None, blocked_tools: list[str] | None = None,
-                      context: str | None = None, agent_profile: str | None = None, provider: str | None = None,
-                      model: str | None = None, fallback_model: str | None = None) -> LearningSkillView:
+    def promote_skill(
+        self,
+        learning_id: str,
+        *,
+        skill_name: str,
+        instructions: str,
+        status: str | None = None,
+        description: str | None = None,
+        when_to_use: str | None = None,
+        version: str | None = None,
+        allowed_tools: list[str] | None = None,
+        blocked_tools: list[str] | None = None,
+        context: str | None = None,
+        agent_profile: str | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        fallback_model: str | None = None,
+    ) -> LearningSkillView:
         """Promote a procedure learning to a skill, or move it along the ladder (same learning and name, new
         ``status``: draft → verified → canary → active)."""
-        body = _clean({"skill_name": skill_name, "instructions": instructions, "status": status,
-                       "description": description, "when_to_use": when_to_use, "version": version,
-                       "allowed_tools": allowed_tools, "blocked_tools": blocked_tools, "context": context,
-                       "agent_profile": agent_profile, "provider": provider, "model": model,
-                       "fallback_model": fallback_model})
-        return self._send(_Call("POST", f"/v1/learnings/{_seg(learning_id)}/promote-skill", LearningSkillView,
-                                json=body))
+        body = _clean(
+            {
+                "skill_name": skill_name,
+                "instructions": instructions,
+                "status": status,
+                "description": description,
+                "when_to_use": when_to_use,
+                "version": version,
+                "allowed_tools": allowed_tools,
+                "blocked_tools": blocked_tools,
+                "context": context,
+                "agent_profile": agent_profile,
+                "provider": provider,
+                "model": model,
+                "fallback_model": fallback_model,
+            }
+        )
+        return self._send(
+            _Call("POST", f"/v1/learnings/{_seg(learning_id)}/promote-skill", LearningSkillView, json=body)
+        )
 
-    def list_learning_skills(self, *, source_learning_id: str | None = None,
-                             status: str | None = None) -> Page[LearningSkillView]:
+    def list_learning_skills(
+        self, *, source_learning_id: str | None = None, status: str | None = None
+    ) -> Page[LearningSkillView]:
         params = _clean({"source_learning_id": source_learning_id, "status": status})
         return self._send(_Call("GET", "/v1/learning-skills", Page[LearningSkillView], params=params))
 
     def get_learning_skill(self, name: str) -> LearningSkillView:
         return self._send(_Call("GET", f"/v1/learning-skills/{_seg(name)}", LearningSkillView))
 
-    def record_rollout_result(self, name: str, *, kind: str, run_id: str, expected_output_contains: str,
-                              definition_fingerprint: str | None = None) -> LearningSkillView:
-        body = _clean({"kind": kind, "run_id": run_id, "expected_output_contains": expected_output_contains,
-                       "definition_fingerprint": definition_fingerprint})
-        return self._send(_Call("POST", f"/v1/learning-skills/{_seg(name)}/rollout-result", LearningSkillView,
-                                json=body))
+    def record_rollout_result(
+        self,
+        name: str,
+        *,
+        kind: str,
+        run_id: str,
+        expected_output_contains: str,
+        definition_fingerprint: str | None = None,
+    ) -> LearningSkillView:
+        body = _clean(
+            {
+                "kind": kind,
+                "run_id": run_id,
+                "expected_output_contains": expected_output_contains,
+                "definition_fingerprint": definition_fingerprint,
+            }
+        )
+        return self._send(
+            _Call("POST", f"/v1/learning-skills/{_seg(name)}/rollout-result", LearningSkillView, json=body)
+        )
 
     def revoke_skill(self, name: str, *, reason: str | None = None) -> LearningSkillView:
-        return self._send(_Call("POST", f"/v1/learning-skills/{_seg(name)}/revoke", LearningSkillView,
-                                json=_clean({"reason": reason})))
+        return self._send(
+            _Call(
+                "POST", f"/v1/learning-skills/{_seg(name)}/revoke", LearningSkillView, json=_clean({"reason": reason})
+            )
+        )
 
     def rollback_skill(self, name: str, *, reason: str | None = None) -> LearningSkillView:
-        return self._send(_Call("POST", f"/v1/learning-skills/{_seg(name)}/rollback", LearningSkillView,
-                                json=_clean({"reason": reason})))
+        return self._send(
+            _Call(
+                "POST", f"/v1/learning-skills/{_seg(name)}/rollback", LearningSkillView, json=_clean({"reason": reason})
+            )
+        )
 
     # ---- the schema -----------------------------------------------------------------------------------------
 
@@ -445,20 +726,33 @@ class KheishClient(_Surface):
 
     ``retries`` bounds the attempts of the idempotent run open (default 3 in total, backoff 0.2 s, 0.4 s …)."""
 
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retries: int = 2, backoff: float = 0.2, transport: httpx2.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        transport: httpx2.BaseTransport | None = None,
+    ):
         self.base_url, api_key = _settings(base_url, api_key)
         self.retries, self.backoff = retries, backoff
-        self._http = httpx2.Client(base_url=self.base_url, timeout=timeout, transport=transport, headers={
-            "Authorization": f"Bearer {api_key}", "Accept": "application/json", "User-Agent": USER_AGENT})
+        self._http = httpx2.Client(
+            base_url=self.base_url,
+            timeout=timeout,
+            transport=transport,
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json", "User-Agent": USER_AGENT},
+        )
 
     def _send(self, call: _Call) -> Any:
         attempts = 1 + (self.retries if call.retry else 0)
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self._http.request(call.method, call.path, json=call.json, params=call.params,
-                                              headers=call.headers or None)
+                response = self._http.request(
+                    call.method, call.path, json=call.json, params=call.params, headers=call.headers or None
+                )
             except httpx2.TransportError as exc:
                 if last:
                     raise KheishError.unreachable(exc) from exc
@@ -481,20 +775,33 @@ class KheishClient(_Surface):
 class AsyncKheishClient(_Surface):
     """The same methods as :class:`KheishClient`, each returning an awaitable."""
 
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
-                 retries: int = 2, backoff: float = 0.2, transport: httpx2.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ):
         self.base_url, api_key = _settings(base_url, api_key)
         self.retries, self.backoff = retries, backoff
-        self._http = httpx2.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport, headers={
-            "Authorization": f"Bearer {api_key}", "Accept": "application/json", "User-Agent": USER_AGENT})
+        self._http = httpx2.AsyncClient(
+            base_url=self.base_url,
+            timeout=timeout,
+            transport=transport,
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json", "User-Agent": USER_AGENT},
+        )
 
     async def _send(self, call: _Call) -> Any:  # type: ignore[override]
         attempts = 1 + (self.retries if call.retry else 0)
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = await self._http.request(call.method, call.path, json=call.json, params=call.params,
-                                                    headers=call.headers or None)
+                response = await self._http.request(
+                    call.method, call.path, json=call.json, params=call.params, headers=call.headers or None
+                )
             except httpx2.TransportError as exc:
                 if last:
                     raise KheishError.unreachable(exc) from exc

@@ -10,8 +10,18 @@ class KheishError(Exception):
     ``code`` name the problem (``runs/invalid_transition``, ``auth/forbidden``, ...); ``field`` names the
     offending input for validation errors. ``problem`` is the whole body as the server sent it."""
 
-    def __init__(self, status: int, *, code: str, domain: str, detail: str, field: str | None = None,
-                 title: str | None = None, type: str | None = None, problem: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        status: int,
+        *,
+        code: str,
+        domain: str,
+        detail: str,
+        field: str | None = None,
+        title: str | None = None,
+        type: str | None = None,
+        problem: dict[str, Any] | None = None,
+    ):
         self.status = status
         self.code = code
         self.domain = domain
@@ -41,8 +51,13 @@ class KheishError(Exception):
                 type=body.get("type"),
                 problem=body,
             )
-        return cls(status, code="unexpected_response", domain="client", detail=fallback[:500],
-                   problem=body if isinstance(body, dict) else {})
+        return cls(
+            status,
+            code="unexpected_response",
+            domain="client",
+            detail=fallback[:500],
+            problem=body if isinstance(body, dict) else {},
+        )
 
     @classmethod
     def unreachable(cls, exc: Exception) -> KheishError:

@@ -73,8 +73,15 @@ def _tool_error(exc: KheishError) -> ToolError:
 class Principal:
     """One API key: its /v1 client and its current session."""
 
-    def __init__(self, base_url: str, api_key: str, *, session_id: str | None = None,
-                 persona_id: str | None = None, project_ids: list[str] | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        session_id: str | None = None,
+        persona_id: str | None = None,
+        project_ids: list[str] | None = None,
+    ):
         self.client = AsyncKheishClient(base_url, api_key)
         self.session_id = session_id
         self.persona_id = persona_id
@@ -85,15 +92,19 @@ class Principal:
             return await self.client.get_session(requested)
         if self.session_id is None:
             try:
-                session = await self.client.create_session(persona_id=self.persona_id, project_ids=self.project_ids,
-                                                           metadata={"created_by": "kheish-memory-mcp"})
+                session = await self.client.create_session(
+                    persona_id=self.persona_id,
+                    project_ids=self.project_ids,
+                    metadata={"created_by": "kheish-memory-mcp"},
+                )
             except KheishError as exc:
                 setting = {"project_ids": "KHEISH_PROJECT_IDS", "persona_id": "KHEISH_PERSONA_ID"}.get(exc.field or "")
                 if setting is None:
                     raise
-                raise ToolError(f"{_tool_error(exc)} [the session this server creates binds {setting} from its "
-                                f"configuration: fix the ids there, or have an operator create and grant them]"
-                                ) from exc
+                raise ToolError(
+                    f"{_tool_error(exc)} [the session this server creates binds {setting} from its "
+                    f"configuration: fix the ids there, or have an operator create and grant them]"
+                ) from exc
             self.session_id = session.session_id
             return session
         return await self.client.get_session(self.session_id)
@@ -102,11 +113,22 @@ class Principal:
 class Backend:
     """Where a tool call's key and session come from: the environment (stdio) or the HTTP request (HTTP)."""
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, session_id: str | None = None,
-                 persona_id: str | None = None, project_ids: list[str] | None = None, max_principals: int = 256):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        session_id: str | None = None,
+        persona_id: str | None = None,
+        project_ids: list[str] | None = None,
+        max_principals: int = 256,
+    ):
         self.base_url = base_url.rstrip("/")
-        self.fixed = (Principal(self.base_url, api_key, session_id=session_id, persona_id=persona_id,
-                                project_ids=project_ids) if api_key else None)
+        self.fixed = (
+            Principal(self.base_url, api_key, session_id=session_id, persona_id=persona_id, project_ids=project_ids)
+            if api_key
+            else None
+        )
         self.persona_id, self.project_ids = persona_id, project_ids
         self._principals: OrderedDict[str, Principal] = OrderedDict()
         self._max = max_principals
@@ -120,8 +142,7 @@ class Backend:
         fp = _fingerprint(token.token)
         principal = self._principals.get(fp)
         if principal is None:
-            principal = Principal(self.base_url, token.token, persona_id=self.persona_id,
-                                  project_ids=self.project_ids)
+            principal = Principal(self.base_url, token.token, persona_id=self.persona_id, project_ids=self.project_ids)
             self._principals[fp] = principal
             if len(self._principals) > self._max:
                 self._principals.popitem(last=False)
@@ -195,10 +216,16 @@ class AuthPassThrough:
     @staticmethod
     async def _refuse(error: KheishError, send) -> None:
         status = error.status if error.status in (401, 403, 429) else 503
-        problem = dict(error.problem) if error.problem else {
-            "status": status, "code": "service_unavailable" if status == 503 else error.code,
-            "domain": error.domain, "detail": error.detail,
-        }
+        problem = (
+            dict(error.problem)
+            if error.problem
+            else {
+                "status": status,
+                "code": "service_unavailable" if status == 503 else error.code,
+                "domain": error.domain,
+                "detail": error.detail,
+            }
+        )
         problem["status"] = status
         extra: list[tuple[bytes, bytes]] = []
         if status == 401:
@@ -208,9 +235,17 @@ class AuthPassThrough:
             wait = retry_after if isinstance(retry_after, int) and retry_after > 0 else 5
             extra.append((b"retry-after", str(wait).encode()))
         body = json.dumps(problem).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/problem+json"),
-                                (b"content-length", str(len(body)).encode()), *extra]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/problem+json"),
+                    (b"content-length", str(len(body)).encode()),
+                    *extra,
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -229,8 +264,10 @@ class ToolCallRecord(BaseModel):
 def _card(context: SessionMemoryContextView) -> str:
     learned = (context.learned_context or {}).get("entries") or []
     recovered = (context.recovered_memory or {}).get("entries") or []
-    head = (f"Session {context.session_id}: {len(learned)} learnings · {len(recovered)} recovered runs eligible "
-            f"for the next prompt.\nScopes: {', '.join(context.learning_scopes)}")
+    head = (
+        f"Session {context.session_id}: {len(learned)} learnings · {len(recovered)} recovered runs eligible "
+        f"for the next prompt.\nScopes: {', '.join(context.learning_scopes)}"
+    )
     body = context.rendered()
     return f"{head}\n\n{body}" if body else head
 
@@ -238,14 +275,26 @@ def _card(context: SessionMemoryContextView) -> str:
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def build_server(backend: Backend, *, auth: AuthSettings | None = None,
-                 token_verifier: ApiKeyVerifier | None = None, log_level: str = "WARNING") -> MCPServer:
-    server = MCPServer("kheish-memory", instructions=INSTRUCTIONS, version="0.1.0", auth=auth,
-                       token_verifier=token_verifier, log_level=log_level)
+def build_server(
+    backend: Backend,
+    *,
+    auth: AuthSettings | None = None,
+    token_verifier: ApiKeyVerifier | None = None,
+    log_level: str = "WARNING",
+) -> MCPServer:
+    server = MCPServer(
+        "kheish-memory",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        auth=auth,
+        token_verifier=token_verifier,
+        log_level=log_level,
+    )
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False))
-    async def recall(ctx: Context, query: str | None = None, session_id: str | None = None,
-                     limit: int = 8) -> dict[str, Any]:
+    async def recall(
+        ctx: Context, query: str | None = None, session_id: str | None = None, limit: int = 8
+    ) -> dict[str, Any]:
         """Recall what this agent may use for a task: the memory the next run of the session would receive
         (published learnings and recovered runs, rendered as prompt sections) and, with a query, the best
         matching learnings, runs and skills. Read-only."""
@@ -253,8 +302,9 @@ def build_server(backend: Backend, *, auth: AuthSettings | None = None,
         try:
             session = await principal.current_session(backend.requested_session(ctx, session_id))
             context = await principal.client.memory_context(session.session_id, query=query)
-            search = (await principal.client.memory_search(session.session_id, query=query, limit=limit)
-                      if query else None)
+            search = (
+                await principal.client.memory_search(session.session_id, query=query, limit=limit) if query else None
+            )
         except KheishError as exc:
             raise _tool_error(exc) from exc
         return {
@@ -262,16 +312,22 @@ def build_server(backend: Backend, *, auth: AuthSettings | None = None,
             "memory": context.rendered(),
             "learnings": (context.learned_context or {}).get("entries") or [],
             "recovered_runs": (context.recovered_memory or {}).get("entries") or [],
-            "matches": [r.model_dump(include={"kind", "source_id", "title", "excerpt", "score", "scope",
-                                              "prompt_eligible"}) for r in (search.results if search else [])],
+            "matches": [
+                r.model_dump(include={"kind", "source_id", "title", "excerpt", "score", "scope", "prompt_eligible"})
+                for r in (search.results if search else [])
+            ],
         }
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
-    async def remember(ctx: Context, content: str,
-                       kind: Literal["preference", "fact", "decision"] = "fact",
-                       scope: Literal["session", "persona", "project", "workspace"] = "session",
-                       project_id: str | None = None, confidence: int | None = None,
-                       session_id: str | None = None) -> dict[str, Any]:
+    async def remember(
+        ctx: Context,
+        content: str,
+        kind: Literal["preference", "fact", "decision"] = "fact",
+        scope: Literal["session", "persona", "project", "workspace"] = "session",
+        project_id: str | None = None,
+        confidence: int | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
         """Propose a durable learning (a preference, fact or decision) in a scope of the session. It becomes a
         *candidate*: the learning policy and an operator review it, and only a published learning ever reaches
         prompts. This tool never publishes, and secrets are refused."""
@@ -292,8 +348,13 @@ def build_server(backend: Backend, *, auth: AuthSettings | None = None,
             else:
                 scope_id = None
             candidate = await principal.client.propose_candidate(
-                scope_kind=scope, scope_id=scope_id, kind=kind, content=content, confidence=confidence,
-                source={"session_id": session.session_id, "agent_id": session.agent_id})
+                scope_kind=scope,
+                scope_id=scope_id,
+                kind=kind,
+                content=content,
+                confidence=confidence,
+                source={"session_id": session.session_id, "agent_id": session.agent_id},
+            )
         except KheishError as exc:
             raise _tool_error(exc) from exc
         return {
@@ -302,15 +363,19 @@ def build_server(backend: Backend, *, auth: AuthSettings | None = None,
             "scope": f"{candidate.scope.kind}:{candidate.scope.id}",
             "kind": candidate.kind,
             "content": candidate.content,
-            "note": "proposed for review; it reaches prompts only once published by the learning policy or an "
-                    "operator",
+            "note": "proposed for review; it reaches prompts only once published by the learning policy or an operator",
         }
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
-    async def record_run(ctx: Context, input: str, output: str | None = None,
-                         status: Literal["completed", "failed", "cancelled", "interrupted"] = "completed",
-                         error: str | None = None, tool_calls: list[ToolCallRecord] | None = None,
-                         session_id: str | None = None) -> dict[str, Any]:
+    async def record_run(
+        ctx: Context,
+        input: str,
+        output: str | None = None,
+        status: Literal["completed", "failed", "cancelled", "interrupted"] = "completed",
+        error: str | None = None,
+        tool_calls: list[ToolCallRecord] | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
         """Record one run of the session and its outcome: the user's input, the tool calls made, the final
         output, and how it ended. A completed run becomes recovered memory for later runs and may yield
         learning candidates (for review, never published directly). Returns the memory the run was given."""
@@ -332,8 +397,11 @@ def build_server(backend: Backend, *, auth: AuthSettings | None = None,
                 else:
                     if output:
                         await client.record_output(run.run_id, output)
-                    final = (await client.fail_run(run.run_id, error or "failed") if status == "failed"
-                             else await client.interrupt_run(run.run_id))
+                    final = (
+                        await client.fail_run(run.run_id, error or "failed")
+                        if status == "failed"
+                        else await client.interrupt_run(run.run_id)
+                    )
         except KheishError as exc:
             raise _tool_error(exc) from exc
         sections = run.prompt.sections if run.prompt else []
@@ -378,9 +446,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--path", default="/mcp", help="streamable HTTP endpoint path")
     parser.add_argument("--base-url", default=os.environ.get("KHEISH_BASE_URL"))
-    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
-                        default=(os.environ.get("KHEISH_MCP_LOG_LEVEL") or "").upper() or None,
-                        help="stderr log level (KHEISH_MCP_LOG_LEVEL); default WARNING over stdio, INFO over HTTP")
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=(os.environ.get("KHEISH_MCP_LOG_LEVEL") or "").upper() or None,
+        help="stderr log level (KHEISH_MCP_LOG_LEVEL); default WARNING over stdio, INFO over HTTP",
+    )
     args = parser.parse_args(argv)
     if args.log_level is not None and args.log_level not in LOG_LEVELS:
         parser.error(f"KHEISH_MCP_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
@@ -392,8 +464,13 @@ def main(argv: list[str] | None = None) -> None:
         api_key = os.environ.get("KHEISH_API_KEY")
         if not api_key:
             parser.error("set KHEISH_API_KEY to the agent's API key")
-        backend = Backend(args.base_url, api_key=api_key, session_id=os.environ.get("KHEISH_SESSION_ID") or None,
-                          persona_id=persona_id, project_ids=project_ids)
+        backend = Backend(
+            args.base_url,
+            api_key=api_key,
+            session_id=os.environ.get("KHEISH_SESSION_ID") or None,
+            persona_id=persona_id,
+            project_ids=project_ids,
+        )
         build_server(backend, log_level=args.log_level or "WARNING").run("stdio")
         return
 
@@ -402,8 +479,9 @@ def main(argv: list[str] | None = None) -> None:
     auth = AuthSettings(issuer_url=args.base_url, resource_server_url=None, required_scopes=[])
     verifier = ApiKeyVerifier(args.base_url)
     server = build_server(backend, auth=auth, token_verifier=verifier, log_level=args.log_level or "INFO")
-    app = AuthPassThrough(server.streamable_http_app(streamable_http_path=args.path, stateless_http=True,
-                                                     host=args.host), verifier)
+    app = AuthPassThrough(
+        server.streamable_http_app(streamable_http_path=args.path, stateless_http=True, host=args.host), verifier
+    )
     print(f"kheish-memory-mcp: streamable HTTP on http://{args.host}:{args.port}{args.path}", file=sys.stderr)
     import uvicorn  # a dependency of the mcp SDK's HTTP transport
 

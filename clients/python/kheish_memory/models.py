@@ -126,8 +126,16 @@ class RunPrompt(ApiModel):
         return next((s for s in self.sections if s.name == name), None)
 
 
-RunStatus = Literal["queued", "running", "waiting_for_approval", "waiting_for_user_question", "completed", "failed",
-                    "interrupted", "cancelled"]
+RunStatus = Literal[
+    "queued",
+    "running",
+    "waiting_for_approval",
+    "waiting_for_user_question",
+    "completed",
+    "failed",
+    "interrupted",
+    "cancelled",
+]
 TERMINAL_STATUSES = frozenset({"completed", "failed", "interrupted", "cancelled"})
 
 
@@ -412,9 +420,29 @@ class LearningSkillView(ApiModel):
 
 
 RESPONSE_MODELS: tuple[type[ApiModel], ...] = (
-    Persona, Project, Session, LogEntry, Checkpoint, LiveContext, RunView, SessionMemoryContextView,
-    SessionMemorySearchView, StatusView, LearningScope, LearningSourceRef, LearningEvidenceRef,
-    LearningCandidateView, LearningView, RunMemoryPolicyConfig, LearningAutomationPolicyConfig,
-    RuntimeSettingsView, RedactionPreview, SkillRuntimeConfig, SkillSummary, SkillDetail,
-    LearningSkillLifecycleEvent, LearningSkillSourceScope, LearningSkillView,
+    Persona,
+    Project,
+    Session,
+    LogEntry,
+    Checkpoint,
+    LiveContext,
+    RunView,
+    SessionMemoryContextView,
+    SessionMemorySearchView,
+    StatusView,
+    LearningScope,
+    LearningSourceRef,
+    LearningEvidenceRef,
+    LearningCandidateView,
+    LearningView,
+    RunMemoryPolicyConfig,
+    LearningAutomationPolicyConfig,
+    RuntimeSettingsView,
+    RedactionPreview,
+    SkillRuntimeConfig,
+    SkillSummary,
+    SkillDetail,
+    LearningSkillLifecycleEvent,
+    LearningSkillSourceScope,
+    LearningSkillView,
 )

@@ -16,18 +16,23 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-NO_INPUT = ("no password given: run `make password` in a terminal (it prompts), or pipe the password to it "
-            "(printf '%s\\n' 'new-password' | make password OPERATOR={username})")
+NO_INPUT = (
+    "no password given: run `make password` in a terminal (it prompts), or pipe the password to it "
+    "(printf '%s\\n' 'new-password' | make password OPERATOR={username})"
+)
 
 
 class Command(BaseCommand):
-    help = ("Set a new password for an operator account: prompted twice in a terminal, else read from stdin "
-            "(one line; a second line must repeat it).")
+    help = (
+        "Set a new password for an operator account: prompted twice in a terminal, else read from stdin "
+        "(one line; a second line must repeat it)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username", nargs="?", default="operator")
-        parser.add_argument("--stdin", action="store_true",
-                            help="read the password from stdin even when it is a terminal")
+        parser.add_argument(
+            "--stdin", action="store_true", help="read the password from stdin even when it is a terminal"
+        )
 
     def handle(self, *args, username: str, stdin: bool, **options):
         user = get_user_model().objects.filter(username=username).first()

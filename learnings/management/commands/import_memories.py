@@ -33,8 +33,18 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=1000, help="memories per transaction (default 1000)")
         parser.add_argument("--actor", default="import", help="who the audit rows name (default import)")
 
-    def handle(self, *args, file: str, fmt: str, scope: str | None, kind: str, publish_tier: str, batch: int,
-               actor: str, **options):
+    def handle(
+        self,
+        *args,
+        file: str,
+        fmt: str,
+        scope: str | None,
+        kind: str,
+        publish_tier: str,
+        batch: int,
+        actor: str,
+        **options,
+    ):
         path = Path(file)
         if not path.is_file():
             raise CommandError(f"{file}: no such file")
@@ -53,15 +63,16 @@ class Command(BaseCommand):
         def flush() -> None:
             outcome = import_batch(pending, actor=f"operator:{actor}", publish_tier=publish_tier)
             for external_id, message in outcome.invalid:
-                line = next((n for n, item in zip(lines, pending, strict=True) if item.external_id == external_id),
-                            "?")
+                line = next((n for n, item in zip(lines, pending, strict=True) if item.external_id == external_id), "?")
                 self.stderr.write(f"  line {line}: {message}")
             total.add(outcome)
             done = total.published + total.reused + total.already_imported + total.held + len(total.invalid)
             rate = done / max(time.perf_counter() - started, 1e-9)
-            self.stdout.write(f"  {done + unreadable} read: {total.published} published, {total.reused} equivalent "
-                              f"reused, {total.already_imported} already imported, {total.held} held for review, "
-                              f"{len(total.invalid) + unreadable} refused ({rate:.0f}/s)")
+            self.stdout.write(
+                f"  {done + unreadable} read: {total.published} published, {total.reused} equivalent "
+                f"reused, {total.already_imported} already imported, {total.held} held for review, "
+                f"{len(total.invalid) + unreadable} refused ({rate:.0f}/s)"
+            )
             pending.clear()
             lines.clear()
 
@@ -77,7 +88,10 @@ class Command(BaseCommand):
         if pending:
             flush()
         elapsed = time.perf_counter() - started
-        self.stdout.write(self.style.SUCCESS(
-            f"imported {path.name} ({fmt}) in {elapsed:.1f}s: {total.published} published, {total.reused} reused, "
-            f"{total.already_imported} already there, {total.held} held for review, "
-            f"{len(total.invalid) + unreadable} refused"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"imported {path.name} ({fmt}) in {elapsed:.1f}s: {total.published} published, {total.reused} reused, "
+                f"{total.already_imported} already there, {total.held} held for review, "
+                f"{len(total.invalid) + unreadable} refused"
+            )
+        )

@@ -20,9 +20,13 @@ class Command(BaseCommand):
             user_model.objects.create_superuser(username=username, email="", password=password)
             self.stdout.write(self.style.SUCCESS(f"Created operator account '{username}' with password: {password}"))
         else:
-            self.stdout.write(f"Operator account '{username}' exists (password unchanged; "
-                              f"set a new one with: make password OPERATOR={username}).")
+            self.stdout.write(
+                f"Operator account '{username}' exists (password unchanged; "
+                f"set a new one with: make password OPERATOR={username})."
+            )
         self.stdout.write(f"Admin console: http://127.0.0.1:{port}/admin/  (log in as '{username}')")
         self.stdout.write(f"API docs:      http://127.0.0.1:{port}/v1/docs/")
-        self.stdout.write("API keys:      make key NAME=my-agent ROLE=agent   (ROLE=operator for an operator key; "
-                          "or Admin → API keys)")
+        self.stdout.write(
+            "API keys:      make key NAME=my-agent ROLE=agent   (ROLE=operator for an operator key; "
+            "or Admin → API keys)"
+        )

@@ -46,7 +46,7 @@ PHRASES = st.one_of(WORDS, WORDS, st.tuples(NUMBERS, WORDS).map(" ".join))
 PROSE = st.lists(PHRASES, min_size=1, max_size=20).map(" ".join)
 CODE = st.tuples(IDENTIFIERS, st.one_of(NUMBERS, IDENTIFIERS, WORDS)).map(lambda t: f"{t[0]} = {t[1]!r}")
 LOGS = st.tuples(st.sampled_from(["INFO", "WARN", "DEBUG"]), IDENTIFIERS, NUMBERS, PROSE).map(
-    lambda t: f"2024-01-15T10:30:00Z {t[0]} {t[1]}={t[2]} msg=\"{t[3]}\""
+    lambda t: f'2024-01-15T10:30:00Z {t[0]} {t[1]}={t[2]} msg="{t[3]}"'
 )
 JSON_VALUES = st.one_of(st.integers(0, 10_000), WORDS, st.booleans())
 JSONS = st.dictionaries(IDENTIFIERS, JSON_VALUES, max_size=5).map(json.dumps)
