@@ -502,7 +502,11 @@ class RunViewSet(viewsets.GenericViewSet):
     @described(
         "List runs",
         "The caller's runs (an operator: every agent's), filtered by session_id, status and "
-        "kind. Paged (limit, offset).",
+        "kind (blank: no filter, as on every list). Paged (limit, offset).",
+        parameters=[
+            OpenApiParameter("status", str, enum=[*RunStatus.values, ""], description="blank: no filter"),
+            OpenApiParameter("kind", str, enum=[*RunKind.values, ""], description="blank: no filter"),
+        ],
     )
     def list(self, request):
         qs = self.filter_queryset(self.get_queryset())

@@ -370,7 +370,7 @@ class LearningSkillViewSet(_SkillsViewSet):
         operation_id="learning_skills_list",
         parameters=[
             OpenApiParameter("source_learning_id", str),
-            OpenApiParameter("status", str, enum=SkillStatus.values),
+            OpenApiParameter("status", str, enum=[*SkillStatus.values, ""], description="blank: no filter"),
             *page_parameters(),
         ],
         responses=paginated(LearningSkillViewSerializer),
