@@ -344,7 +344,7 @@ class SessionAdmin(ReadOnlyAdmin):
         "created",
         "updated",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     change_form_template = "admin/memory/session/change_form.html"
     created = ms_column("created_at_ms", "Created")
     updated = ms_column("updated_at_ms", "Updated")
@@ -432,7 +432,7 @@ class RunAdmin(ReadOnlyAdmin):
         "error",
         "prompt_ledger",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     submitted = ms_column("submitted_at_ms", "Submitted")
 
     @admin.display(description="Waiting for")
@@ -483,7 +483,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
         "change",
         "data_json",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     at = ms_column("at_ms", "When")
     data_json = json_column("data", "Data")
 
@@ -563,7 +563,7 @@ class RunMemoryRecordAdmin(ReadOnlyAdmin):
         "scope_keys_json",
         "redaction_count",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     recorded = ms_column("recorded_at_ms", "Recorded")
     artifact_ids_json = json_column("artifact_ids", "Artifact ids")
     failure_markers_json = json_column("failure_markers", "Failure markers")
@@ -583,7 +583,7 @@ class PolicyRevisionAdmin(ReadOnlyAdmin):
     list_display = ["kind", "revision", "actor", "created"]
     list_filter = ["kind"]
     readonly_fields = ["kind", "revision", "actor", "created", "policy_json"]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     created = ms_column("created_at_ms", "Saved")
     policy_json = json_column("policy", "Policy")
 
@@ -592,7 +592,7 @@ class PolicyRevisionAdmin(ReadOnlyAdmin):
 class MaintenanceReportAdmin(ReadOnlyAdmin):
     list_display = ["checked", "source"]
     readonly_fields = ["source", "checked", "report_json"]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     checked = ms_column("checked_at_ms", "Checked")
     report_json = json_column("report", "Report")
 

@@ -8,7 +8,9 @@ once (issue 19.2). Operators are not limited by grants."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -19,24 +21,27 @@ from memory.clock import now_ms
 from memory.errors import Forbidden, NotFound, ValidationFailed
 from memory.models import AgentGrant, Persona, Project
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 
 @dataclass(frozen=True)
 class Grants:
     project_ids: list[str]
     persona_ids: list[str]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, list[str]]:
         return {"project_ids": self.project_ids, "persona_ids": self.persona_ids}
 
 
-def get_agent(agent_id: str):
+def get_agent(agent_id: str) -> User:
     user = get_user_model().objects.filter(username=agent_id).first()
     if user is None:
         raise NotFound(f"unknown agent {agent_id}", domain="agents", code="agent_not_found")
     return user
 
 
-def grants_for(user: object) -> Grants:
+def grants_for(user: User) -> Grants:
     grant = AgentGrant.objects.filter(user=user).first()
     if grant is None:
         return Grants(project_ids=[], persona_ids=[])
@@ -46,11 +51,11 @@ def grants_for(user: object) -> Grants:
     )
 
 
-def granted_projects(user: object) -> QuerySet[Project]:
+def granted_projects(user: User) -> QuerySet[Project]:
     return Project.objects.filter(agent_grants__user=user)
 
 
-def granted_personas(user: object) -> QuerySet[Persona]:
+def granted_personas(user: User) -> QuerySet[Persona]:
     return Persona.objects.filter(agent_grants__user=user)
 
 
@@ -67,7 +72,7 @@ def _ids(value: object, field: str) -> list[str]:
 
 
 @transaction.atomic
-def grants_set(*, agent: object, project_ids: list[str], persona_ids: list[str], actor: object) -> Grants:
+def grants_set(*, agent: User, project_ids: list[str], persona_ids: list[str], actor: object) -> Grants:
     """Replace an agent's grants whole (unknown ids are 400), audited with the before and after sets."""
     wanted_projects = _ids(project_ids, "project_ids")
     wanted_personas = _ids(persona_ids, "persona_ids")
@@ -107,7 +112,7 @@ BINDING_HINT = (
 """The same words whether the id exists or not: an agent cannot tell an unknown id from an ungranted one."""
 
 
-def refuse_binding(kind: str, scope_id: str):
+def refuse_binding(kind: str, scope_id: str) -> NoReturn:
     """The one answer to an agent binding a persona or project it may not use, whether it exists or not."""
     field = "persona_id" if kind == "persona" else "project_ids"
     raise Forbidden(
@@ -119,12 +124,12 @@ def refuse_binding(kind: str, scope_id: str):
 
 
 def check_binding(
-    user: object,
+    user: User,
     *,
     persona: Persona | None,
-    projects: list[Project],
+    projects: Sequence[Project],
     unknown_persona_id: str | None = None,
-    unknown_project_ids: list[str] = (),
+    unknown_project_ids: Sequence[str] = (),
 ) -> None:
     """403 naming the field when an agent binds a session to a persona or project it was not granted; ids that
     name nothing (``unknown_*``) are refused in the same words, so that an agent cannot tell them apart."""

@@ -10,10 +10,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,6 +21,9 @@ from memory import sql
 from memory.audit import record_audit
 from memory.errors import ValidationFailed
 from memory.models import ApiKey, ApiKeyRole
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 KEY_PREFIX = "khm"
 
@@ -40,9 +43,7 @@ class IssuedKey:
 
 
 @transaction.atomic
-def api_key_create(
-    *, name: str, role: str, user: AbstractBaseUser | None = None, actor: object = "system"
-) -> IssuedKey:
+def api_key_create(*, name: str, role: str, user: User | None = None, actor: object = "system") -> IssuedKey:
     """Create a key (and its principal when no user is given). The plaintext is returned once."""
     name = (name or "").strip()
     if not name:

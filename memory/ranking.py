@@ -177,9 +177,8 @@ def rank(
     if count == 0:
         return Ranked([], np.zeros(0))
     lexical = bm25(query_terms(query), [profile(text) for text in texts])
-    have_vectors = embeddings is not None and query_embedding is not None
-    if cosines is None:
-        cosines = embeddings @ query_embedding if have_vectors else None
+    if cosines is None and embeddings is not None and query_embedding is not None:
+        cosines = embeddings @ query_embedding
     semantic = np.zeros(count) if cosines is None else np.asarray(cosines, dtype=np.float64)
     prior = np.zeros(count) if priors is None else np.asarray(priors, dtype=np.float64)
     lexical_part = LEXICAL_WEIGHT * _unit(lexical)
@@ -187,7 +186,7 @@ def rank(
     relevant = (lexical > 0) | (semantic >= MIN_COSINE)
     if also_relevant is not None:
         relevant = relevant | np.asarray(also_relevant, dtype=bool)
-    if feedback is None and have_vectors:
+    if feedback is None and embeddings is not None and query_embedding is not None:
         feedback = _vector_feedback(embeddings, query_embedding)
     if feedback is not None and cosines is not None and count > FEEDBACK_DOCS:
         top = [int(i) for i in np.argsort(-fused, kind="stable") if relevant[i]][:FEEDBACK_DOCS]

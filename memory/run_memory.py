@@ -7,11 +7,13 @@ memory.run_memory_policy; this module applies them to the database.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import CharField, Count, Exists, OuterRef, Q, Value
+from django.db.models import CharField, Count, Exists, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Concat
 
 from memory import embedding, hooks, metrics, public_ids, ranking, revisioned_policies, sql
@@ -96,7 +98,9 @@ def parse_policy(data: object) -> RunMemoryPolicy:
     return policy
 
 
-def set_policy(*, data: object, expected_revision: int | None, actor: object) -> tuple[RunMemoryPolicy, int, dict]:
+def set_policy(
+    *, data: object, expected_revision: int | None, actor: object
+) -> tuple[RunMemoryPolicy, int, dict[str, Any]]:
     """Validate, store a new revision, and re-apply pruning at once. Enforcement errors reach the caller:
     the policy and its enforcement commit together or not at all."""
     policy = parse_policy(data)
@@ -245,7 +249,7 @@ def queue_lease_ms() -> int:
     return int(float(getattr(settings, "KHEISH_QUEUE_LEASE_S", DEFAULT_QUEUE_LEASE_S)) * 1000)
 
 
-def capture_claimable(at_ms: int | None = None):
+def capture_claimable(at_ms: int | None = None) -> QuerySet[RunMemoryRecord]:
     """Records no capture task is queued for: never claimed, or the claim has lapsed."""
     at_ms = now_ms() if at_ms is None else at_ms
     lapsed = at_ms - queue_lease_ms()
@@ -287,7 +291,7 @@ def _semantic_capture_on() -> bool:
     return any(hooks.fire(hooks.SEMANTIC_CAPTURE_ENABLED))
 
 
-def _delete_records(qs) -> int:
+def _delete_records(qs: QuerySet[RunMemoryRecord]) -> int:
     ids = list(qs.values_list("pk", flat=True))
     if ids:
         RunMemoryRecord.objects.filter(pk__in=ids).delete()
@@ -303,7 +307,8 @@ class PruneOutcome:
     overflow: list[str] = field(default_factory=list)
 
     def run_pks(self) -> set[int]:
-        return {public_ids.parse_id(run_id, public_ids.RUN) for run_id in (*self.ttl, *self.overflow)}
+        """The pruned runs' primary keys (their ids were formatted from them: each parses)."""
+        return {cast(int, public_ids.parse_id(run_id, public_ids.RUN)) for run_id in (*self.ttl, *self.overflow)}
 
 
 def _partition(pairs: list[tuple[int, int]], policy: RunMemoryPolicy, now: int) -> PruneOutcome:
@@ -327,14 +332,14 @@ def prune_session(
 
 def enforce_policy(
     *, policy: RunMemoryPolicy | None = None, source: str, apply: bool = True, now: int | None = None
-) -> dict:
+) -> dict[str, Any]:
     """Rebuild/prune every session's records under the policy; write the bounded maintenance report.
 
     Also finds orphans: records whose run is missing or not terminal, and records whose session does not
     match their run's session; and stale scope keys. With apply=False nothing changes (dry run)."""
     policy = policy or current_policy()
     now = now_ms() if now is None else now
-    diagnostics: list[dict] = []
+    diagnostics: list[dict[str, Any]] = []
     counts = {"ttl": 0, "overflow": 0, "orphan": 0, "rescoped": 0}
 
     def diag(action: str, reason: str, run_id: str | None, message: str) -> None:
@@ -351,11 +356,11 @@ def enforce_policy(
             if r.session_id != r.run.session_id
         ]
         orphan_ids = set(orphans.values_list("pk", flat=True)) | set(mismatched)
-        for run_id in RunMemoryRecord.objects.filter(pk__in=orphan_ids).values_list("run_id", flat=True):
+        for run_pk in RunMemoryRecord.objects.filter(pk__in=orphan_ids).values_list("run_id", flat=True):
             diag(
                 "delete_run_memory",
                 "orphan_record",
-                public_ids.run_id(run_id),
+                public_ids.run_id(run_pk),
                 "run-memory record without a matching terminal run deleted",
             )
         counts["orphan"] = len(orphan_ids)
@@ -400,7 +405,7 @@ def enforce_policy(
     return report
 
 
-def _repair_scopes(*, apply: bool, diag) -> int:
+def _repair_scopes(*, apply: bool, diag: Callable[[str, str, str | None, str], None]) -> int:
     """Stale scope keys: a record's keys must equal its session's bound scope keys."""
     from memory.sessions import bound_scope_keys
 
@@ -465,7 +470,7 @@ def missing_records(*, apply: bool, policy: RunMemoryPolicy | None = None) -> Mi
     )
     by_session: dict[int, list[tuple[int, int]]] = {}
     for session_id, pk, finished in missing.values_list("session_id", "pk", "finished_at_ms").iterator(2000):
-        by_session.setdefault(session_id, []).append((pk, finished))
+        by_session.setdefault(session_id, []).append((pk, cast(int, finished)))  # finished_at_ms__gte: never NULL
     for session_id, pairs in sorted(by_session.items()):
         existing = store.record_pairs(session_id)
         outcome = _partition(existing + pairs, policy, now)
@@ -520,7 +525,7 @@ def rank_hybrid(
     """The shared hybrid ranker (``memory.ranking``) over the entries' ranked fields (with their stored
     embeddings when given; computed otherwise); irrelevant entries are dropped when there is a query; newest
     first without one (as §4.5 orders equal scores)."""
-    if not (query or "").strip() or not entries:
+    if query is None or not query.strip() or not entries:
         return entries
     texts = [ranked_text(entry) for entry in entries]
     count = len(entries)
@@ -607,7 +612,7 @@ def search_hits(
     query: str | None,
     ranker: str = "lexical",
     policy: RunMemoryPolicy | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """memory-search hits for recovered runs (§4.21): the records ``search_records`` lets the session see.
     ``lexical``: +100 per field (summary, request_preview, outcome_preview, failure_markers) that contains the
     whole query, +10 per whitespace term it contains, plus the §4.5 score; zero scores are dropped. ``hybrid``:
@@ -647,7 +652,9 @@ def search_hits(
     return hits
 
 
-def _hit(entry: RecoveredEntry, record: RunMemoryRecord, score: int, eligible: set[str], matched: list[str]) -> dict:
+def _hit(
+    entry: RecoveredEntry, record: RunMemoryRecord, score: int, eligible: set[str], matched: list[str]
+) -> dict[str, Any]:
     summary = entry.summary
     return {
         "kind": "recovered_run",
@@ -662,7 +669,7 @@ def _hit(entry: RecoveredEntry, record: RunMemoryRecord, score: int, eligible: s
     }
 
 
-def _hybrid_hits(records: list[RunMemoryRecord], query: str | None, eligible: set[str]) -> list[dict]:
+def _hybrid_hits(records: list[RunMemoryRecord], query: str | None, eligible: set[str]) -> list[dict[str, Any]]:
     """Hits ranked by the hybrid ranker (scores on the learnings' scale: fused position × 1000)."""
     pairs = [(record, entry_of(record)) for record in records]
     if not query:
@@ -681,7 +688,7 @@ def _hybrid_hits(records: list[RunMemoryRecord], query: str | None, eligible: se
     ]
 
 
-def _shared_scope(scope_keys: list[str]):
+def _shared_scope(scope_keys: list[str]) -> QuerySet[RunMemoryScope]:
     """The outer record's scope rows that are one of these persona/project keys and that the record's own
     session owner is granted now (or is an operator)."""
     shared = [key for key in scope_keys if key.startswith(("persona:", "project:"))]
@@ -708,12 +715,12 @@ def _shared_scope(scope_keys: list[str]):
 # ---- status ---------------------------------------------------------------------------------------------
 
 
-def latest_report() -> dict | None:
+def latest_report() -> dict[str, Any] | None:
     row = MaintenanceReport.objects.order_by("-id").first()
     return row.report if row else None
 
 
-def status_view() -> dict:
+def status_view() -> dict[str, Any]:
     policy = current_policy()
     now = now_ms()
     per_session = RunMemoryRecord.objects.values("session_id").annotate(n=Count("id"))
@@ -735,7 +742,7 @@ def status_view() -> dict:
     }
 
 
-def health_warnings(status: dict) -> list[dict]:
+def health_warnings(status: dict[str, Any]) -> list[dict[str, str]]:
     warnings = []
     report = status.get("maintenance") or {}
     if report.get("scan_error_count") or report.get("prune_error_count"):

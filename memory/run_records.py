@@ -15,12 +15,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from memory.vocabulary import FAILURE_STATUSES, TERMINAL_STATUSES, RunKind, RunStatus
 
 if TYPE_CHECKING:
     from memory.run_memory_policy import RunMemoryPolicy
+    from memory.scrubbing import ScrubResult
 
 PAYLOAD_REQUEST_KINDS = frozenset({RunKind.INPUT, RunKind.SCHEDULED_INPUT})
 RESUME_REQUEST_KINDS = frozenset({RunKind.APPROVAL_RESUME, RunKind.USER_QUESTION_RESUME})
@@ -69,10 +70,10 @@ class RunFacts:
     status: str
     kind: str
     input_content: str | None
-    input_items: list[dict]
-    attachments: list[dict]
+    input_items: list[dict[str, Any]]
+    attachments: list[dict[str, Any]]
     text_preview: str | None
-    outputs: list[dict]
+    outputs: list[dict[str, Any]]
     error: str | None
     finished_at_ms: int | None
     updated_at_ms: int
@@ -164,11 +165,12 @@ def scrub_window(text: str, keep: int) -> tuple[str, bool]:
     if len(text) <= cut:
         return text, False
     line_end = text.find("\n", cut, cut + SCRUB_MARGIN_CHARS)
-    cut = line_end if line_end >= 0 else _TOKEN_REST.match(text, cut).end()
+    # r"\S*" matches at every position (if only the empty string): its match is never None
+    cut = line_end if line_end >= 0 else cast("re.Match[str]", _TOKEN_REST.match(text, cut)).end()
     return text[:cut], cut < len(text)
 
 
-def _scrub(text: str, redact_pii: bool):
+def _scrub(text: str, redact_pii: bool) -> ScrubResult:
     # Imported on use: ranking, rendering and packing never need the scrubber, and keep working on their own.
     from memory.scrubbing import scrub
 

@@ -9,8 +9,10 @@ import json
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from memory import hooks, limits, public_ids, sql
 from memory.audit import record_audit
@@ -19,6 +21,9 @@ from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.journal import append_event
 from memory.models import TERMINAL_STATUSES, Run, RunKind, RunStatus, Session
 from memory.run_records import truncate_preview
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 S = RunStatus
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -45,7 +50,7 @@ def transition_allowed(from_status: str, to_status: str) -> bool:
     return from_status == to_status or to_status in ALLOWED_TRANSITIONS[from_status]
 
 
-def get_run(run_id: str, *, queryset=None) -> Run:
+def get_run(run_id: str, *, queryset: QuerySet[Run] | None = None) -> Run:
     pk = public_ids.parse_or_404(run_id, public_ids.RUN, domain="runs", code="run_not_found", noun="run")
     qs = queryset if queryset is not None else Run.objects.all()
     run = qs.select_related("session").filter(pk=pk).first()
@@ -54,7 +59,7 @@ def get_run(run_id: str, *, queryset=None) -> Run:
     return run
 
 
-def get_locked_run(run_id: str, *, owner: object = None) -> Run:
+def get_locked_run(run_id: str, *, owner: User | None = None) -> Run:
     """The run row locked for this transaction, for a run action. With ``owner`` only that owner's runs are
     visible (another's is "unknown", never "forbidden"). Every run action starts here, so it is one
     hand-written query (``memory.sql.locked_run``) rather than a compiled ORM join; ``run.session`` and
@@ -66,7 +71,7 @@ def get_locked_run(run_id: str, *, owner: object = None) -> Run:
     return run
 
 
-def lock_run(pk: int, *, owner: object = None) -> Run | None:
+def lock_run(pk: int, *, owner: User | None = None) -> Run | None:
     """``get_locked_run`` by primary key; None when there is no such run (visible to ``owner``)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("lock_run must be called inside transaction.atomic()")
@@ -104,8 +109,8 @@ _LOCKED = _LockedInstances()
 @dataclass(frozen=True)
 class RunInput:
     content: str
-    attachments: list
-    metadata: dict
+    attachments: list[Any]
+    metadata: dict[str, Any]
 
 
 def request_fingerprint(run_input: RunInput, kind: str) -> str:
@@ -113,13 +118,13 @@ def request_fingerprint(run_input: RunInput, kind: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def canonical_input(run_input: RunInput) -> dict:
+def canonical_input(run_input: RunInput) -> dict[str, Any]:
     """The input as the journal keeps it: derived memory sections are never part of it (spec §0)."""
     metadata = run_input.metadata
     if not isinstance(metadata, dict):
         metadata = {"user_metadata": metadata}
     metadata = {k: v for k, v in metadata.items() if k not in ("recovered_memory", "learned_context")}
-    data = {"content": run_input.content, "attachments": list(run_input.attachments)}
+    data: dict[str, Any] = {"content": run_input.content, "attachments": list(run_input.attachments)}
     if metadata:
         data["metadata"] = metadata
     return data
@@ -142,7 +147,7 @@ def run_open(
     run_input: RunInput,
     kind: str = RunKind.INPUT,
     idempotency_key: str | None = None,
-    model: dict | None = None,
+    model: dict[str, Any] | None = None,
     actor: object = None,
 ) -> tuple[Run, bool]:
     """Queue a run for the session. Returns (run, created); a repeated idempotency key returns the first run."""
@@ -219,8 +224,8 @@ def run_transition(
     run: Run,
     to_status: str,
     actor: object = None,
-    run_event: dict | None = None,
-    changes: dict | None = None,
+    run_event: dict[str, Any] | None = None,
+    changes: dict[str, Any] | None = None,
     reason: str = "",
 ) -> Run:
     """Move a run to `to_status` if the status machine allows it from its current status (CAS update)."""
@@ -315,7 +320,7 @@ paged whole at ``GET /v1/runs/{id}/outputs`` (issue 14.10)."""
 
 
 @_in_transaction
-def run_record_output(*, run: Run, content: str, artifacts: list | None = None, actor: object = None) -> Run:
+def run_record_output(*, run: Run, content: str, artifacts: list[Any] | None = None, actor: object = None) -> Run:
     current = _require_active(run, "recording an output")
     if current.status != RunStatus.RUNNING:
         raise Conflict(
@@ -420,7 +425,7 @@ def run_wait_for_user_question(*, run: Run, request_ids: list[str], question: st
 
 
 @_in_transaction
-def run_resume(*, run: Run, resolution: dict | None = None, actor: object = None) -> Run:
+def run_resume(*, run: Run, resolution: dict[str, Any] | None = None, actor: object = None) -> Run:
     current = _locked(run)
     if current.status not in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.WAITING_FOR_USER_QUESTION):
         raise Conflict(

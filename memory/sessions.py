@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import transaction
@@ -17,10 +19,13 @@ from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.identity import is_operator
 from memory.models import ACTIVE_STATUSES, AgentGrant, Persona, Project, Run, Session
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 WORKSPACE_SCOPE_KEY = "workspace:default"
 
 
-def sessions_visible_to(user: object, *, operator: bool | None = None) -> QuerySet[Session]:
+def sessions_visible_to(user: User, *, operator: bool | None = None) -> QuerySet[Session]:
     """Operators see every session; an agent sees only the sessions it owns."""
     qs = Session.objects.select_related("persona", "owner")
     if operator if operator is not None else is_operator(user):
@@ -28,7 +33,7 @@ def sessions_visible_to(user: object, *, operator: bool | None = None) -> QueryS
     return qs.filter(owner=user)
 
 
-def get_visible_session(session_id: str, user: object, *, operator: bool | None = None) -> Session:
+def get_visible_session(session_id: str, user: User, *, operator: bool | None = None) -> Session:
     """The session ``session_id`` as ``sessions_visible_to(user, operator=operator)`` with
     ``with_read_annotations`` would return it (persona, owner, project ids, active run), in one hand-written
     statement (``memory.sql.visible_session``); 404 when it does not exist or is not visible."""
@@ -78,11 +83,11 @@ def _string_list(value: object, field: str, *, allow_none: bool = True) -> list[
 @transaction.atomic
 def session_create(
     *,
-    owner: object,
+    owner: User,
     persona_id: str | None = None,
     project_ids: list[str] | None = None,
     capability_scope: list[str] | None = None,
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     operator: bool | None = None,
 ) -> Session:
     """An agent may bind only the personas and projects an operator granted it (memory.grants); operators any.
@@ -148,7 +153,7 @@ def bound_scope_keys(session: Session) -> list[str]:
     """The scope keys a session was *bound* to (stored; never narrowed): session, persona (if bound), projects,
     workspace:default. What run-memory records are indexed under; reads use :func:`learning_scope_keys`."""
     keys = [f"session:{session.public_id}"]
-    if session.persona_id:
+    if session.persona is not None:  # no query when persona_id is None
         keys.append(f"persona:{session.persona.persona_id}")
     keys.extend(f"project:{pid}" for pid in project_ids(session))
     keys.append(WORKSPACE_SCOPE_KEY)
@@ -203,15 +208,27 @@ def learning_scope_keys_many(sessions: list[Session]) -> dict[int, list[str]]:
     }
 
 
+class _PkRow(TypedDict):
+    pk: int
+
+
+class _PersonaIdRow(TypedDict):
+    persona_id: str
+
+
+class _ProjectIdRow(TypedDict):
+    project_id: str
+
+
 @dataclass(frozen=True)
 class CallerScopes:
     """The scopes an agent can see, as subqueries (an agent with many sessions costs one query, not a key
     list): its own sessions' ids, and the personas and projects its sessions are bound to *and* it is granted
     now. The workspace scope is always visible."""
 
-    session_pks: QuerySet
-    persona_ids: QuerySet
-    project_ids: QuerySet
+    session_pks: QuerySet[Session, _PkRow]
+    persona_ids: QuerySet[Persona, _PersonaIdRow]
+    project_ids: QuerySet[Project, _ProjectIdRow]
 
     def allows(self, kind: str, scope_id: str) -> bool:
         """Whether one scope (kind, id) is among these (one query; the workspace always is)."""
@@ -227,7 +244,7 @@ class CallerScopes:
         return False
 
 
-def caller_scopes(user: object) -> CallerScopes:
+def caller_scopes(user: User) -> CallerScopes:
     owned = Session.objects.filter(owner=user)
     personas = Persona.objects.filter(sessions__owner=user)
     projects = Project.objects.filter(sessions__owner=user)
@@ -257,7 +274,7 @@ def session_scope_keys(session_id: int) -> list[str]:
 
 def effective_capability_scope(session: Session) -> list[str] | None:
     """persona ∩ session; None means unrestricted."""
-    persona_scope = session.persona.capability_scope if session.persona_id else None
+    persona_scope = session.persona.capability_scope if session.persona is not None else None
     session_scope = session.capability_scope
     if persona_scope is None:
         return session_scope
@@ -305,7 +322,7 @@ def _text(value: object, field: str, noun: str, *, max_length: int, blank: bool 
     return value
 
 
-def _persona_fields(*, display_name: object, version: object, soul: object, capability_scope: object) -> dict:
+def _persona_fields(*, display_name: object, version: object, soul: object, capability_scope: object) -> dict[str, Any]:
     return {
         "display_name": _text(display_name, "display_name", "persona", max_length=200),
         "version": _text(version, "version", "persona", max_length=40),
@@ -314,9 +331,9 @@ def _persona_fields(*, display_name: object, version: object, soul: object, capa
     }
 
 
-def _changes(obj: object, fields: dict) -> dict:
+def _changes(obj: object, fields: Mapping[str, object]) -> dict[str, dict[str, Any]]:
     """``{field: {"before": .., "after": ..}}`` of what differs (a soul is long: only that it changed)."""
-    changed = {}
+    changed: dict[str, dict[str, Any]] = {}
     for name, value in fields.items():
         before = getattr(obj, name)
         if before != value:
@@ -345,7 +362,10 @@ def persona_create(
     return persona
 
 
-def _audited_update(obj, fields: dict, *, subject_type: str, subject_id: str, actor: object):
+_Row = TypeVar("_Row", Persona, Project)
+
+
+def _audited_update(obj: _Row, fields: dict[str, Any], *, subject_type: str, subject_id: str, actor: object) -> _Row:
     """Lock the row, write the fields that changed and audit them (before and after); the refreshed row."""
     model = type(obj)
     locked = model.objects.select_for_update().get(pk=obj.pk)
@@ -405,14 +425,14 @@ class DeleteImpact:
         """A persona bound by a session cannot be deleted (see the note above)."""
         return self.kind == "persona" and bool(self.session_ids)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"sessions_bound": len(self.session_ids), "agents_granted": self.agent_ids, "scoped": self.scoped}
 
 
-def _impact(kind: str, obj: Persona | Project) -> DeleteImpact:
-    scope_id = obj.persona_id if kind == "persona" else obj.project_id
-    bound = Session.objects.filter(persona=obj) if kind == "persona" else Session.objects.filter(projects=obj)
-    granted = AgentGrant.objects.filter(personas=obj) if kind == "persona" else AgentGrant.objects.filter(projects=obj)
+def _impact(
+    kind: str, obj: Persona | Project, scope_id: str, bound: QuerySet[Session], granted: QuerySet[AgentGrant]
+) -> DeleteImpact:
+    """``bound``: the sessions bound to ``obj``; ``granted``: the grants that name it."""
     scoped: dict[str, int] = {}
     for answer in hooks.fire(hooks.SCOPE_DEPENDENTS, f"{kind}:{scope_id}"):
         scoped.update(answer or {})
@@ -427,11 +447,13 @@ def _impact(kind: str, obj: Persona | Project) -> DeleteImpact:
 
 
 def persona_delete_impact(persona: Persona) -> DeleteImpact:
-    return _impact("persona", persona)
+    bound = Session.objects.filter(persona=persona)
+    return _impact("persona", persona, persona.persona_id, bound, AgentGrant.objects.filter(personas=persona))
 
 
 def project_delete_impact(project: Project) -> DeleteImpact:
-    return _impact("project", project)
+    bound = Session.objects.filter(projects=project)
+    return _impact("project", project, project.project_id, bound, AgentGrant.objects.filter(projects=project))
 
 
 def _revoke_grants(kind: str, obj: Persona | Project, actor: object) -> None:

@@ -20,13 +20,23 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cache, lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.fields import ArrayField
 from django.db import models, transaction
 
 from memory.models import ACTIVE_STATUSES, ApiKey, Counter, Persona, PolicyKind, PolicyRevision, Project, Run, Session
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    class _ReadAnnotations(TypedDict):
+        """What ``memory.sessions.with_read_annotations`` adds to a session (``visible_session`` sets them)."""
+
+        project_id_list: list[str]
+        active_run_pk: int | None
+
 
 M = TypeVar("M", bound=models.Model)
 
@@ -78,9 +88,9 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
     number of rows changed (0 when ``where`` no longer holds: a compare-and-swap)."""
     conn = transaction.get_connection()
     meta = model._meta
-    fields = [meta.get_field(name) for name in values]
+    fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in values])  # concrete: attnames
     conditions = {meta.pk.attname: pk, **(where or {})}
-    condition_fields = [meta.get_field(name) for name in conditions]
+    condition_fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in conditions])
     sql = _update_sql(model, tuple(f.column for f in fields), tuple(f.column for f in condition_fields))
     params = [f.get_db_prep_save(v, connection=conn) for f, v in zip(fields, values.values(), strict=True)]
     params += [
@@ -102,7 +112,7 @@ def _copy_plan(model: type[models.Model]) -> list[tuple[models.Field, str]]:
     int, bool or None), ``floats`` (an array of floats: an embedding) or ``prepared`` (everything else, such as
     JSON and dates: ``get_db_prep_save`` of ``pre_save``)."""
     meta = model._meta
-    plan = []
+    plan: list[tuple[models.Field, str]] = []
     for field in meta.concrete_fields:
         if field is meta.auto_field:
             continue
@@ -163,7 +173,11 @@ def copy_instances(model: type[M], instances: list[M]) -> list[M]:
 @lru_cache(maxsize=256)
 def _select_plan(model: type[models.Model], fields: tuple[str, ...] | None, alias: str):
     meta = model._meta
-    chosen = meta.concrete_fields if fields is None else [meta.get_field(name) for name in fields]
+    chosen = (
+        meta.concrete_fields
+        if fields is None
+        else cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in fields])  # concrete fields
+    )
     conn = transaction.get_connection(alias)
     plan = []
     for field in chosen:
@@ -228,13 +242,13 @@ def prepared_cursor(alias: str = "default"):
     parameters (``learnings.recall_sql``); use it like ``connection.cursor()`` (query logging and execute
     wrappers included)."""
     from django.db import connections
-    from django.db.backends.postgresql.base import ServerBindingCursor
+    from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]  # not in stubs
 
     conn = connections[alias]
     conn.close_if_health_check_failed()
     conn.ensure_connection()
     with conn.wrap_database_errors:
-        return conn._prepare_cursor(ServerBindingCursor(conn.connection))
+        return conn._prepare_cursor(ServerBindingCursor(conn.connection))  # type: ignore[attr-defined]  # private API
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -358,7 +372,7 @@ def visible_session(pk: int, *, owner_pk: int | None = None) -> Session | None:
         return None
     sessions, users = len(Session._meta.concrete_fields), len(user_model._meta.concrete_fields)
     personas = len(Persona._meta.concrete_fields)
-    session = _instance(Session, row[:sessions], conn.alias)
+    session = cast("WithAnnotations[Session, _ReadAnnotations]", _instance(Session, row[:sessions], conn.alias))
     session.owner = _instance(user_model, row[sessions : sessions + users], conn.alias)
     has_persona = row[sessions + users]
     start = sessions + users + 1
@@ -409,12 +423,14 @@ def current_policy(kind: str) -> tuple[int, dict] | None:
     :func:`one_policy_read`, once per block for every kind)."""
     conn = transaction.get_connection()
     field = PolicyRevision._meta.get_field("policy")
+    # from_db_value(value, None, conn) below: JSONField reads ``expression`` only to pass a KeyTransform's value
+    # through, which a whole column is not; the stubs require an expression there
     if _POLICY_READS.depth:
         if _POLICY_READS.read is None:
             with conn.cursor() as cursor:
                 cursor.execute(_ALL_POLICIES_SQL, [list(PolicyKind.values)])
                 _POLICY_READS.read = {
-                    name: (revision, field.from_db_value(policy, None, conn))
+                    name: (revision, field.from_db_value(policy, None, conn))  # type: ignore[arg-type]  # see above
                     for name, revision, policy in cursor.fetchall()
                 }
         found = _POLICY_READS.read.get(kind)
@@ -424,7 +440,7 @@ def current_policy(kind: str) -> tuple[int, dict] | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    return row[0], field.from_db_value(row[1], None, conn)
+    return row[0], field.from_db_value(row[1], None, conn)  # type: ignore[arg-type]  # see above
 
 
 _PROJECT_LINKS = Session.projects.through._meta.db_table

@@ -96,7 +96,7 @@ class LearningSkillAdmin(admin.ModelAdmin):
         "revoked",
         "revoked_reason",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     promoted = ms_column("promoted_at_ms", "Promoted")
     updated = ms_column("updated_at_ms", "Updated")
     revoked = ms_column("revoked_at_ms", "Revoked")

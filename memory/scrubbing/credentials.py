@@ -96,7 +96,7 @@ def _redact_pem(text: str, counts: dict[str, int]) -> str:
         if end is not None:
             stop = end.end()
         else:
-            stop = _PEM_BODY.match(text, begin.end()).end()
+            stop = _PEM_BODY.match(text, begin.end()).end()  # type: ignore[union-attr]  # matches empty
             while stop > begin.end() and text[stop - 1] in " \t\r\n":
                 stop -= 1  # the line break after the body is the text's, not the key's
         edits.append((begin.start(), stop, PRIVATE_KEY_MARKER))
@@ -472,7 +472,7 @@ _TOKEN_NOUNS = frozenset({"token", "tokens", "key", "apikey", "secret", "credent
 
 def _bare_hex_after(text: str, i: int, j: int) -> tuple[int, int] | None:
     """The span of a bare hex token after the key word found at ``text[i:j]``, or None."""
-    end = _WORD_REST.match(text, j).end()
+    end = _WORD_REST.match(text, j).end()  # type: ignore[union-attr]  # {0,32}: matches everywhere
     m = _BARE_HEX_AFTER.match(text, end)
     if m is None:
         return None
@@ -585,7 +585,7 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
             continue
 
         def replace(m: re.Match[str], keep: re.Pattern[str] | None = keep) -> str:
-            kept = keep.match(m.group(0)).group(0) if keep is not None else ""
+            kept = keep.match(m.group(0)).group(0) if keep is not None else ""  # type: ignore[union-attr]  # a prefix
             _bump(counts, KIND_TOKEN)
             return kept + REDACTED
 
@@ -632,7 +632,7 @@ def _redact_bearer(text: str, counts: dict[str, int]) -> str:
     for m in matches:
         if looked_at:
             token = m.group()[6:]
-            if _bearer_kept(token) or is_placeholder(_WHOLE_TOKEN.match(text, m.start() + 6).group()):
+            if _bearer_kept(token) or is_placeholder(_WHOLE_TOKEN.match(text, m.start() + 6).group()):  # type: ignore[union-attr]  # \S*
                 continue
         edits.append((m.start() + 6, m.end(), REDACTED))
     if edits:
@@ -695,7 +695,7 @@ def _redact_jwts(text: str, counts: dict[str, int]) -> str:
         if previous and (previous.isalnum() or previous in "_-."):
             return token
         # Extension: a JWT glued to other text (``id_token=eyJ…&``, ``…sig.``) - its header must decode.
-        full = _JWT_CORE.match(token).group(0)
+        full = _JWT_CORE.match(token).group(0)  # type: ignore[union-attr]  # token starts with eyJ
         core = full if _unsigned_jwt(full) else full.rstrip(".")
         if (
             (_jwt_shaped(core) and _jwt_header_decodes(core))

@@ -47,8 +47,8 @@ def _phone_regions(raw: str) -> tuple[tuple[str, _RegionInfo], ...]:
         if not code or code not in phonenumbers.SUPPORTED_REGIONS or code in dict(regions):
             continue
         metadata = PhoneMetadata.metadata_for_region(code)
-        general = metadata.general_desc
-        prefix = metadata.national_prefix_for_parsing or metadata.national_prefix
+        general = metadata.general_desc  # type: ignore[union-attr]  # a supported region has metadata
+        prefix = metadata.national_prefix_for_parsing or metadata.national_prefix  # type: ignore[union-attr]  # as above
         pattern = general.national_number_pattern if general is not None else None
         lengths = frozenset(general.possible_length or ()) if general is not None else frozenset()
         regions.append((code, _RegionInfo(re.compile(prefix) if prefix else None, _compile(pattern), lengths)))

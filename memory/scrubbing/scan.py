@@ -126,4 +126,4 @@ def _token_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     if not text[head:start].isprintable():  # maybe other whitespace (all of it is unprintable): full check
         window = text[floor:start]
         head = start - (0 if not window or window[-1].isspace() else len(window.rsplit(None, 1)[-1]))
-    return head, _NON_SPACE.match(text, end).end()
+    return head, _NON_SPACE.match(text, end).end()  # type: ignore[union-attr]  # {0,256}: matches everywhere
