@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 logger = logging.getLogger("kheish.skills")
 
@@ -43,11 +43,11 @@ def skills_checks(app_configs=None, **kwargs):
     return issues
 
 
-def _database_checks(loaded) -> list:
+def _database_checks(loaded) -> list[CheckMessage]:
     from skills.models import LearningSkill, SkillStatus
     from skills.repair import inspect
 
-    issues = []
+    issues: list[CheckMessage] = []
     active_names = set(LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values_list("skill_name", flat=True))
     for name in sorted(active_names & set(loaded.skills))[:MAX_REPORTED]:
         issues.append(

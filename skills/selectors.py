@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Prefetch, Q, QuerySet
 
@@ -24,6 +25,9 @@ from memory.sessions import effective_capability_scope
 from skills import catalog
 from skills.fingerprint import validate_skill_name
 from skills.models import LearningSkill, LearningSkillEvent, SkillStatus
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 EXCERPT_CHARS = 180
 SOURCE_CATALOG = "catalog"
@@ -50,7 +54,7 @@ def live_skill_for_learning(learning: Learning) -> LearningSkill | None:
 # ---- the governance surface ------------------------------------------------------------------------------
 
 
-def runtime_view(runtime: dict | None) -> dict:
+def runtime_view(runtime: dict[str, Any] | None) -> dict[str, Any]:
     """The API form of a stored runtime config (validated when it was written): every field present."""
     data = runtime if isinstance(runtime, dict) else {}
     return {
@@ -64,7 +68,7 @@ def runtime_view(runtime: dict | None) -> dict:
     }
 
 
-def learning_skill_view(skill: LearningSkill) -> dict:
+def learning_skill_view(skill: LearningSkill) -> dict[str, Any]:
     """LearningSkillView (spec §1.8)."""
     events = getattr(skill, "_prefetched_objects_cache", {}).get("lifecycle_events")
     if events is None:
@@ -108,7 +112,7 @@ def _mentioned_ids(value: object) -> set[tuple[str, int]]:
     return {(kind, int(digits)) for kind, digits in _RUN_OR_SESSION_ID.findall(text)}
 
 
-def without_foreign_ids(views: list[dict], user: object) -> list[dict]:
+def without_foreign_ids(views: list[dict[str, Any]], user: User) -> list[dict[str, Any]]:
     """Learning-skill views as an agent sees them: no other agent's run or session id, ever. Evidence refs
     that name a run or session the agent does not own are dropped whole (a note may carry the id in its text),
     ``verifier_run_ids`` keep only the agent's own runs, and a lifecycle event keeps its ``run_id``,
@@ -154,7 +158,10 @@ def without_foreign_ids(views: list[dict], user: object) -> list[dict]:
 
 
 def learning_skills(
-    *, source_learning_id: str | None = None, status: str | None = None, visible_learnings: QuerySet | None = None
+    *,
+    source_learning_id: str | None = None,
+    status: str | None = None,
+    visible_learnings: QuerySet[Learning] | None = None,
 ) -> QuerySet[LearningSkill]:
     """``GET /v1/learning-skills?source_learning_id&status``; with ``visible_learnings`` (an agent's) only the
     records promoted from those learnings."""
@@ -185,7 +192,7 @@ def learning_skills(
     return qs.order_by("skill_name")
 
 
-def get_learning_skill(name: str, *, visible_learnings: QuerySet | None = None) -> LearningSkill:
+def get_learning_skill(name: str, *, visible_learnings: QuerySet[Learning] | None = None) -> LearningSkill:
     validate_skill_name(name)
     skill = learning_skills(visible_learnings=visible_learnings).filter(skill_name=name).first()
     if skill is None:
@@ -196,7 +203,7 @@ def get_learning_skill(name: str, *, visible_learnings: QuerySet | None = None) 
 # ---- the runtime catalog ---------------------------------------------------------------------------------
 
 
-def _catalog_entry(skill: catalog.CatalogSkill, *, with_instructions: bool = False) -> dict:
+def _catalog_entry(skill: catalog.CatalogSkill, *, with_instructions: bool = False) -> dict[str, Any]:
     definition = skill.definition
     entry = {
         "name": definition.name,
@@ -231,7 +238,7 @@ _PROMOTED_FIELDS = (
 )
 
 
-def _promoted_entry(row: dict, *, with_instructions: bool = False) -> dict:
+def _promoted_entry(row: dict[str, Any], *, with_instructions: bool = False) -> dict[str, Any]:
     scope = row["source_scope"] or {}
     entry = {
         "name": row["skill_name"],
@@ -251,7 +258,7 @@ def _promoted_entry(row: dict, *, with_instructions: bool = False) -> dict:
     return entry
 
 
-def without_server_paths(item):
+def without_server_paths(item: dict[str, Any]) -> dict[str, Any]:
     """A skill view as agents see it (issues 14.5, 19.7): ``skill_root`` is the skills directory's name and
     ``skill_path`` relative to its parent (``code-review/SKILL.md``), never the server's absolute paths."""
     if not isinstance(item, dict) or "skill_root" not in item:
@@ -265,16 +272,16 @@ def without_server_paths(item):
     return {**item, "skill_root": root.name, "skill_path": str(relative)}
 
 
-def _matches(entry: dict, needle: str | None) -> bool:
+def _matches(entry: dict[str, Any], needle: str | None) -> bool:
     if not needle:
         return True
     return any(needle in (entry.get(name) or "").lower() for name in ("name", "description", "when_to_use"))
 
 
-_entries_cache: tuple[object, list[dict]] | None = None
+_entries_cache: tuple[object, list[dict[str, Any]]] | None = None
 
 
-def _catalog_entries() -> list[dict]:
+def _catalog_entries() -> list[dict[str, Any]]:
     """Entries of the on-disk catalog, rebuilt only when the catalog changed (``load_catalog`` returns the
     same object while no file changed). Treat them as read-only."""
     global _entries_cache
@@ -287,7 +294,7 @@ def _catalog_entries() -> list[dict]:
     return entries
 
 
-def _hidden_learning_ids(rows: list[dict], visible_learnings: QuerySet | None) -> set[int]:
+def _hidden_learning_ids(rows: list[dict[str, Any]], visible_learnings: QuerySet[Learning] | None) -> set[int]:
     """The source learnings of ``rows`` that ``visible_learnings`` leaves out (none when it is ``None``)."""
     if visible_learnings is None or not rows:
         return set()
@@ -295,14 +302,16 @@ def _hidden_learning_ids(rows: list[dict], visible_learnings: QuerySet | None) -
     return ids - set(visible_learnings.filter(pk__in=ids).values_list("pk", flat=True))
 
 
-def catalog_skills(query: str | None = None, *, visible_learnings: QuerySet | None = None) -> list[dict]:
+def catalog_skills(
+    query: str | None = None, *, visible_learnings: QuerySet[Learning] | None = None
+) -> list[dict[str, Any]]:
     """``GET /v1/skills?query``: catalog skills plus active promoted skills, by name. ``query`` is a
     case-insensitive substring of the name, description or when_to_use. An active promoted skill wins a
     name clash with a file (the database record is the authority; doctor reports the clash).
     ``visible_learnings`` (an agent's): a promoted skill whose source learning is not among them is left out,
     as the session views leave out one outside the session's scopes (its name too)."""
     needle = (query or "").strip().lower() or None
-    entries: dict[str, dict] = {}
+    entries: dict[str, dict[str, Any]] = {}
     for entry in _catalog_entries():
         if _matches(entry, needle):
             entries[entry["name"]] = entry
@@ -317,7 +326,7 @@ def catalog_skills(query: str | None = None, *, visible_learnings: QuerySet | No
     return [entries[name] for name in sorted(entries)]
 
 
-def catalog_skill(name: str, *, visible_learnings: QuerySet | None = None) -> dict:
+def catalog_skill(name: str, *, visible_learnings: QuerySet[Learning] | None = None) -> dict[str, Any]:
     """``GET /v1/skills/{name}`` (with instructions). Non-active promoted skills are not found here, nor (with
     ``visible_learnings``) one whose source learning the caller cannot see."""
     validate_skill_name(name, field_name="name")
@@ -332,7 +341,9 @@ def catalog_skill(name: str, *, visible_learnings: QuerySet | None = None) -> di
     return _catalog_entry(skill, with_instructions=True)
 
 
-def session_visible_skills(*, session: Session, scope_keys: list[str], query: str | None = None) -> list[dict]:
+def session_visible_skills(
+    *, session: Session, scope_keys: list[str], query: str | None = None
+) -> list[dict[str, Any]]:
     """Skills a session may see (§4.18): allowed by its effective capability scope (None = unrestricted),
     and — for a promoted skill — whose source scope key is one of the session's learning scope keys."""
     allowed = effective_capability_scope(session)
@@ -352,7 +363,7 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
 
 
-def search_hits(*, session: Session, scope_keys: list[str], query: str | None) -> list[dict]:
+def search_hits(*, session: Session, scope_keys: list[str], query: str | None) -> list[dict[str, Any]]:
     """memory-search skill hits (§4.21), only with a query: +100 per field (name, description, when_to_use)
     that contains the whole query, +10 per whitespace term it contains; zero scores are dropped."""
     normalized = (query or "").strip().lower()
@@ -392,7 +403,7 @@ def search_hits(*, session: Session, scope_keys: list[str], query: str | None) -
     return hits
 
 
-def named_in_query(hits: list[dict], normalized_query: str) -> list[dict]:
+def named_in_query(hits: list[dict[str, Any]], normalized_query: str) -> list[dict[str, Any]]:
     """The skill hits whose name the (lower-cased, trimmed) query is, or names as a whole word: the exact
     match first, then longer names before shorter ones, then by name."""
 

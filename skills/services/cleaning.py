@@ -5,6 +5,7 @@ material here, before any row is locked or any message repeats it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from memory import scrubbing as redaction
 from skills.fingerprint import (
@@ -143,7 +144,7 @@ def clean_request(request: PromotionRequest) -> CleanedRequest:
     description = optional_single_line(request.description)
     when_to_use = optional_single_line(request.when_to_use)
     version = optional_single_line(request.version)
-    runtime_input = {
+    runtime_input: dict[str, Any] = {
         "allowed_tools": list(request.allowed_tools or []),
         "blocked_tools": list(request.blocked_tools or []),
         "context": request.context or CONTEXT_FORK,

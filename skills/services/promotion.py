@@ -4,6 +4,8 @@ along the transition table."""
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from django.db import IntegrityError, transaction
 
 from learnings.models import Learning
@@ -27,6 +29,17 @@ from skills.services.rules import ALLOWED_TRANSITIONS, ensure_gate, ensure_promo
 from skills.services.transitions import apply_transition, lock_learning, record_lifecycle, verify_fingerprint
 
 S = SkillStatus
+
+
+class _Lifecycle(TypedDict):
+    """The arguments ``record_lifecycle`` and ``apply_transition`` share for a promotion."""
+
+    event: str
+    action: str
+    at_ms: int
+    actor: object
+    to_status: str
+    audit_data: dict[str, Any]
 
 
 @transaction.atomic
@@ -95,7 +108,7 @@ def _create(
         "revoked_at_ms": None,
         "revoked_reason": None,
     }
-    lifecycle = {
+    lifecycle: _Lifecycle = {
         "event": LifecycleEventKind.PROMOTE,
         "action": "promote",
         "at_ms": at,

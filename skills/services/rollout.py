@@ -3,6 +3,8 @@ service against a promoted skill's current definition."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 
 from memory.clock import now_ms
@@ -59,7 +61,7 @@ def skill_record_rollout(
     success = output is not None and marker in output
     session_id = run.session.public_id
     at = now_ms()
-    state = {"verifier_run_ids": [*skill.verifier_run_ids, run.public_id]}
+    state: dict[str, Any] = {"verifier_run_ids": [*skill.verifier_run_ids, run.public_id]}
     sessions = list(skill.evidence_session_ids)
     if success and session_id not in sessions:
         sessions.append(session_id)

@@ -4,6 +4,8 @@ the catalogue's errors; no writes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from learnings.models import Learning, LearningKind, LearningStatus, PublishTier, ScopeKind
 from skills.models import SkillStatus, SkillVerificationStatus
 from skills.services.messages import (
@@ -59,7 +61,7 @@ def can_source_rollback(learning: Learning) -> bool:
     )
 
 
-def reset_evidence() -> dict:
+def reset_evidence() -> dict[str, Any]:
     return {
         "verification_status": SkillVerificationStatus.UNVERIFIED,
         "successful_run_count": 0,
@@ -73,7 +75,7 @@ def reset_evidence() -> dict:
     }
 
 
-def has_verification_evidence(state: dict) -> bool:
+def has_verification_evidence(state: dict[str, Any]) -> bool:
     return (
         state["verification_status"] == SkillVerificationStatus.VERIFIED
         and state["real_daemon_verified"]
@@ -82,7 +84,7 @@ def has_verification_evidence(state: dict) -> bool:
     )
 
 
-def ensure_gate(current_status: str, state: dict, *, definition_changed: bool) -> None:
+def ensure_gate(current_status: str, state: dict[str, Any], *, definition_changed: bool) -> None:
     target = state["status"]
     if current_status == S.ACTIVE and definition_changed:
         raise conflict(MSG_ACTIVE_IMMUTABLE, "definition_immutable")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from learnings.models import Learning
 from learnings.selectors import parse_learning_id
@@ -34,7 +35,7 @@ def lock_learning(learning: Learning | int | str) -> Learning:
         pk = learning
     else:
         pk = parse_learning_id(learning)
-    locked = Learning.objects.select_for_update().filter(pk=pk).first()
+    locked: Learning | None = Learning.objects.select_for_update().filter(pk=pk).first()
     if locked is None:
         raise NotFound(f"unknown learning {public_ids.learning_id(pk)}", domain="learnings", code="learning_not_found")
     return locked
@@ -49,7 +50,7 @@ def verify_fingerprint(skill: LearningSkill) -> str:
     return computed
 
 
-def record_json(skill: LearningSkill) -> dict:
+def record_json(skill: LearningSkill) -> dict[str, Any]:
     """The whole record (what a history snapshot keeps and what rollback restores)."""
     return {
         "skill_name": skill.skill_name,
@@ -114,7 +115,7 @@ def _event(
     actor: object,
     from_status: str | None = None,
     reason: str | None = None,
-    **extra: object,
+    **extra: Any,
 ) -> LearningSkillEvent:
     return LearningSkillEvent.objects.create(
         skill=skill,
@@ -139,8 +140,8 @@ def record_lifecycle(
     from_status: str | None,
     to_status: str,
     reason: str | None = None,
-    audit_data: dict | None = None,
-    event_fields: dict | None = None,
+    audit_data: dict[str, Any] | None = None,
+    event_fields: dict[str, Any] | None = None,
 ) -> None:
     """The lifecycle event and the audit row of a change (the tail of ``apply_transition``; on its own only
     for a record that has just been created, which has nothing to snapshot)."""
@@ -173,11 +174,11 @@ def apply_transition(
     action: str,
     at_ms: int,
     actor: object,
-    changes: dict,
+    changes: dict[str, Any],
     to_status: str | None = None,
     reason: str | None = None,
-    audit_data: dict | None = None,
-    event_fields: dict | None = None,
+    audit_data: dict[str, Any] | None = None,
+    event_fields: dict[str, Any] | None = None,
 ) -> str:
     """Snapshot the record as it is, update it with a compare-and-swap on its current status and fingerprint,
     then append the lifecycle event and the audit row. ``to_status=None`` records evidence without a status
