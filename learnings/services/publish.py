@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Unpack, cast
 
 from django.db import transaction
 
@@ -19,7 +20,7 @@ from learnings.models import (
     VerificationStatus,
 )
 from learnings.selectors import DOMAIN, find_conflict, find_equivalent
-from learnings.services.candidates import lock_candidate, mark_published
+from learnings.services.candidates import CandidateFields, lock_candidate, mark_published
 from learnings.services.cleaning import (
     clean_content,
     clean_evidence_refs,
@@ -76,7 +77,7 @@ class AutomationDecision:
     """An automated publication: its governance and the review (with the policy revision) that decided it."""
 
     governance: Governance
-    review: dict | None = None
+    review: dict[str, Any] | None = None
     revision: int | None = None
 
 
@@ -95,7 +96,12 @@ class PublishOptions:
 
     @classmethod
     def automated(
-        cls, governance: Governance, *, review: dict | None = None, revision: int | None = None, **edits: object
+        cls,
+        governance: Governance,
+        *,
+        review: dict[str, Any] | None = None,
+        revision: int | None = None,
+        **edits: object,
     ) -> PublishOptions:
         """An automated publication with the governance and review that decided it (and optional edits)."""
         return cls(edits=PublishEdits(**edits), automation=AutomationDecision(governance, review, revision))  # type: ignore[arg-type]
@@ -188,7 +194,8 @@ def _publish_locked(
         kind=edits.kind or locked.kind,
         sensitivity=edits.sensitivity or locked.sensitivity,
         content=body,
-        confidence=locked.confidence if edits.confidence is None else edits.confidence,
+        # the operator's value: validated_learning checks it below
+        confidence=locked.confidence if edits.confidence is None else cast(int, edits.confidence),
         source=locked.source,
         source_run_id=locked.source_run_id,
         evidence_refs=refs or locked.evidence_refs,
@@ -288,7 +295,7 @@ def learning_create_published(
     content: str,
     publish_tier: str = PublishTier.ACTIVE,
     supersedes: str | None = None,
-    **candidate: object,
+    **candidate: Unpack[CandidateFields],
 ) -> tuple[Learning, LearningCandidate]:
     """``POST /v1/learnings``: an operator's fact in one call - the candidate is created (``candidate_create``:
     every validation, the secret guard, its audit row) and published manually in the same transaction
@@ -308,6 +315,6 @@ def learning_create_published(
         raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
     created = create_candidate_in_transaction(
         actor=actor, scope=scope, kind=kind, content=content, queue_review=False, **candidate
-    )  # type: ignore[arg-type]
+    )
     options = PublishOptions.manual(publish_tier=publish_tier, supersedes=supersedes)
     return _publish_locked(created, actor=actor, options=options, fresh=True), created
