@@ -597,7 +597,7 @@ class LearningPolicy:
         :meth:`validate_rules`). An omitted ``mode`` is ``manual_only``; other omitted fields take their
         defaults."""
         _check(_POLICY_VALIDATOR, data)
-        return cls._build(data)  # type: ignore[arg-type]  # the schema checked it is a mapping
+        return cls._build(cast("Mapping[str, Any]", data))  # the schema checked it is a mapping
 
     @classmethod
     def _build(cls, data: Mapping[str, Any]) -> LearningPolicy:

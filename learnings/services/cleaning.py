@@ -102,7 +102,7 @@ def invalid(exc: LearningValidationError, *, code: str = "invalid_learning") -> 
 def normalise_scope(kind: object, scope_id: object) -> LearningScope:
     """A scope given as input: ids trimmed, workspace id defaulted (§2.3)."""
     try:
-        return validation.normalise_scope(kind, scope_id)  # type: ignore[arg-type]
+        return validation.normalise_scope(kind, scope_id)
     except LearningValidationError as exc:
         raise invalid(exc) from exc
 
@@ -190,7 +190,7 @@ def clean_stated_at(value: object, field: str = "stated_at_ms") -> int | None:
 
 def clean_content(value: object) -> str:
     try:
-        validation.validate_content(value)  # type: ignore[arg-type]
+        validation.validate_content(value)
     except LearningValidationError as exc:
         raise invalid(exc) from exc
     return str(value).strip()

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Unpack, cast
+from typing import Any, TypedDict, Unpack, cast
 
 from django.db import transaction
 
@@ -72,6 +72,20 @@ class PublishEdits:
     evidence_refs: object = None
 
 
+class EditFields(TypedDict, total=False):
+    """``PublishEdits``' fields as keyword arguments (``PublishOptions.manual`` / ``automated``)."""
+
+    publish_tier: str
+    supersedes: str | None
+    scope: LearningScope | None
+    kind: str | None
+    sensitivity: str | None
+    content: str | None
+    confidence: object
+    expires_at_ms: object
+    evidence_refs: object
+
+
 @dataclass(frozen=True)
 class AutomationDecision:
     """An automated publication: its governance and the review (with the policy revision) that decided it."""
@@ -90,9 +104,9 @@ class PublishOptions:
     automation: AutomationDecision | None = None
 
     @classmethod
-    def manual(cls, **edits: object) -> PublishOptions:
+    def manual(cls, **edits: Unpack[EditFields]) -> PublishOptions:
         """An operator's publication: ``PublishOptions.manual(publish_tier="provisional", supersedes=...)``."""
-        return cls(edits=PublishEdits(**edits))  # type: ignore[arg-type]
+        return cls(edits=PublishEdits(**edits))
 
     @classmethod
     def automated(
@@ -101,10 +115,10 @@ class PublishOptions:
         *,
         review: dict[str, Any] | None = None,
         revision: int | None = None,
-        **edits: object,
+        **edits: Unpack[EditFields],
     ) -> PublishOptions:
         """An automated publication with the governance and review that decided it (and optional edits)."""
-        return cls(edits=PublishEdits(**edits), automation=AutomationDecision(governance, review, revision))  # type: ignore[arg-type]
+        return cls(edits=PublishEdits(**edits), automation=AutomationDecision(governance, review, revision))
 
 
 @transaction.atomic
