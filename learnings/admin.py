@@ -169,7 +169,7 @@ class LearningCandidateAdmin(ReadOnlyModelAdmin):
         "review_json",
         "published_learning",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     actions: list = []  # bulk actions: kheish/admin.py
     created = ms_column("created_at_ms", "Created")
     expires = ms_column("expires_at_ms", "Expires")
@@ -273,7 +273,7 @@ class LearningAdmin(ReadOnlyModelAdmin):
         "source_json",
         "evidence_json",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
     actions: list = []  # bulk actions: kheish/admin.py
     created = ms_column("created_at_ms", "Created")
     published = ms_column("published_at_ms", "Published")

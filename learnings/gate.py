@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Expression, OuterRef, Q
 
 from learnings.vocabulary import (
     LIVE_STATUSES,
@@ -364,7 +364,7 @@ def shape_sql(shape: str, alias: str = "l") -> str:
     return "\n  " + "\n  AND ".join(lines)
 
 
-def shape_q(shape: str, model: Any, scope_keys: Sequence[str], at_ms: int) -> list[Q]:
+def shape_q(shape: str, model: Any, scope_keys: Sequence[str], at_ms: int) -> list[Q | Expression]:
     """The same as ``filter()`` arguments, in one call (no clone per step)."""
     return [
         Q(scope_key__in=list(scope_keys)),

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from learnings.services.imports import ImportItem
 from learnings.validation import LearningScope
@@ -43,11 +43,13 @@ class ReadError(ValueError):
 
 
 def parse_scope(value: object) -> LearningScope:
+    """The scope as given, its id None or not a string maybe: ``import_batch`` normalises it (and reports an
+    item whose scope it refuses), ``derived_id`` reads it as given."""
     if isinstance(value, dict):
-        return LearningScope(kind=str(value.get("kind", "")), id=value.get("id"))
+        return LearningScope(kind=str(value.get("kind", "")), id=cast(str, value.get("id")))
     if isinstance(value, str) and value:
         kind, _, scope_id = value.partition(":")
-        return LearningScope(kind=kind, id=scope_id or None)
+        return LearningScope(kind=kind, id=cast(str, scope_id or None))
     raise ReadError("scope must be {'kind': ..., 'id': ...} or 'kind:id' (or pass --scope)")
 
 
@@ -108,13 +110,17 @@ def _item(record: dict, *, fmt: str, default_scope: LearningScope | None, defaul
     if scope is None:
         raise ReadError("no scope: give each memory a scope, or pass --scope kind:id")
     kind = record.get("kind") or default_kind
-    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    metadata = record.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     if fmt == "mem0":
         content, external = record.get("memory"), record.get("id")
         stated = epoch_ms(record.get("created_at"))
         kind = metadata.get("kind") or default_kind if record.get("kind") is None else kind
     elif fmt == "langgraph":
-        value = record.get("value") if isinstance(record.get("value"), dict) else {}
+        value = record.get("value")
+        if not isinstance(value, dict):
+            value = {}
         content = next((value[key] for key in TEXT_KEYS if isinstance(value.get(key), str)), None)
         namespace = record.get("namespace") or []
         key = record.get("key")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
@@ -306,12 +306,17 @@ def _policy_error(error: ValidationError, *, under: str | None = None) -> Learni
     path = list(error.absolute_path)
     if under is not None and path[:1] == [under]:
         path = path[1:]
-    schema, keyword = error.schema, error.validator
+    # An error a validator yields carries its schema, instance and keyword value (the stubs' ``Unset`` is for
+    # errors built by hand); the policy schemas' subschemas are objects, never ``true``/``false``.
+    schema = cast("Mapping[str, Any]", error.schema)
+    instance: Any = error.instance
+    keyword = error.validator
     if keyword == "additionalProperties":
-        name = _field_name([*path, next(str(key) for key in error.instance if key not in schema["properties"])])
+        name = _field_name([*path, next(str(key) for key in instance if key not in schema["properties"])])
         return LearningPolicyError(name, f"unknown field `{name}`")
     if keyword == "required":
-        path.append(next(key for key in error.validator_value if key not in error.instance))
+        required: Any = error.validator_value
+        path.append(next(key for key in required if key not in instance))
     name = _field_name(path)
     template = schema.get(MESSAGES, {}).get(keyword) if isinstance(schema, Mapping) else None
     if template is None:
@@ -592,7 +597,7 @@ class LearningPolicy:
         :meth:`validate_rules`). An omitted ``mode`` is ``manual_only``; other omitted fields take their
         defaults."""
         _check(_POLICY_VALIDATOR, data)
-        return cls._build(data)  # type: ignore[arg-type]  # the schema checked it is a mapping
+        return cls._build(cast("Mapping[str, Any]", data))  # the schema checked it is a mapping
 
     @classmethod
     def _build(cls, data: Mapping[str, Any]) -> LearningPolicy:
@@ -858,7 +863,7 @@ def evaluate_candidate(policy: LearningPolicy, candidate: Any, *, now_ms: int) -
 # Publication metadata (§4.10, §4.12, §4.14)
 # ---------------------------------------------------------------------------------------------------------
 
-POLICY_ACTORS = {PolicyDecision.MANUAL: "operator", PolicyDecision.AUTOMATIC: "daemon"}
+POLICY_ACTORS: dict[str, str] = {PolicyDecision.MANUAL: "operator", PolicyDecision.AUTOMATIC: "daemon"}
 
 
 def publish_tier_for_action(action: str) -> str | None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypeVar, cast
 
 from django.db import connections
-from django.db.models import CharField, Model, Q, QuerySet, Value
+from django.db.models import CharField, Field, Model, Q, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 
 from learnings import gate, recall_sql
@@ -25,6 +25,9 @@ from learnings.vocabulary import (
 )
 from memory import public_ids
 from memory.clock import now_ms
+
+if TYPE_CHECKING:  # named as strings in the querysets' base classes (learnings.models imports this module)
+    from learnings.models import Learning, LearningCandidate  # noqa: F401
 
 ROW_VERSION = "_row_version"
 """A row version's identity: ``id:xmin:ctid``. ``xmin`` (the writing transaction) changes with
@@ -42,7 +45,7 @@ _VERSION_SQL = "(l.id::text || ':' || l.xmin::text || ':' || l.ctid::text)"
 class Fingerprint(NamedTuple):
     """What a set of rows is, in one small value: how many, and the digest of their versions."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # a field may shadow tuple.count; mypy reads it as an override
     digest: bytes
 
 
@@ -57,7 +60,10 @@ def versions_digest(rows: Sequence[tuple]) -> bytes:
 def _rows_sql(model: type[Model], shape: str, fields: tuple[str, ...], versioned: bool) -> str:
     """``SELECT <fields' columns>[, ROW_VERSION] FROM <table> l WHERE <shape's gates>``."""
     meta = model._meta
-    columns = [meta.pk.column if name == "pk" else meta.get_field(name).column for name in fields]
+    # ``fields`` are plain columns (``scoped_rows``), never relations; cached, so the cast runs once per key
+    columns = [
+        meta.pk.column if name == "pk" else cast("Field[Any, Any]", meta.get_field(name)).column for name in fields
+    ]
     select = [f'l."{column}"' for column in columns] + ([_VERSION_SQL] if versioned else [])
     return f'SELECT {", ".join(select)} FROM "{meta.db_table}" l WHERE {SHAPE_GATES[shape]}'  # noqa: S608
 
@@ -90,10 +96,13 @@ def caller_scope_q(user: object) -> Q:
     )
 
 
-class _ScopedQuerySet(QuerySet):
+_M = TypeVar("_M", bound=Model)
+
+
+class _ScopedQuerySet(QuerySet[_M]):
     id_prefix = ""
 
-    def visible_to(self, user: object, *, operator: bool) -> QuerySet:
+    def visible_to(self, user: object, *, operator: bool) -> Self:
         """Operators see everything; an agent only what lies in the scopes of the sessions it owns."""
         if operator:
             return self
@@ -101,10 +110,10 @@ class _ScopedQuerySet(QuerySet):
             return self.none()
         return self.filter(caller_scope_q(user))
 
-    def in_scopes(self, scope_keys: list[str]) -> QuerySet:
+    def in_scopes(self, scope_keys: list[str]) -> Self:
         return self.filter(scope_key__in=list(scope_keys))
 
-    def matching_query(self, query: str | None) -> QuerySet:
+    def matching_query(self, query: str | None) -> Self:
         """§2.4 list ``query``: case-insensitive substring of the id, the scope key, the compact kind name
         (``runsummary``), the content or the source run id."""
         needle = (query or "").strip().lower()
@@ -123,10 +132,10 @@ class _ScopedQuerySet(QuerySet):
         )
 
 
-class LearningCandidateQuerySet(_ScopedQuerySet):
+class LearningCandidateQuerySet(_ScopedQuerySet["LearningCandidate"]):
     id_prefix = CANDIDATE_ID
 
-    def visible_to(self, user: object, *, operator: bool) -> QuerySet:
+    def visible_to(self, user: object, *, operator: bool) -> Self:
         """Candidates are unreviewed proposals (issue 19.4): an agent sees only its own - those it proposed or
         that were captured from its runs (``proposed_by``) - and only in scopes it can still see; operators see
         all. What other agents published reaches it as learnings (``LearningQuerySet.visible_to``)."""
@@ -136,16 +145,16 @@ class LearningCandidateQuerySet(_ScopedQuerySet):
             return self.none()
         return self.filter(caller_scope_q(user), proposed_by=user)
 
-    def pending_review(self) -> QuerySet:
+    def pending_review(self) -> Self:
         """Pending and escalated candidates, whatever their kind."""
         return self.filter(state__in=REVIEW_STATES)
 
-    def awaiting_review(self) -> QuerySet:
+    def awaiting_review(self) -> Self:
         """The review queue: pending and escalated candidates that are work, i.e. not run summaries (review
         material that never reaches a prompt; the queue shows them under their own filter)."""
         return self.pending_review().exclude(kind__in=CAPTURED_ONLY_KINDS)
 
-    def needing_review(self, revision: int, at_ms: int | None = None) -> QuerySet:
+    def needing_review(self, revision: int, at_ms: int | None = None) -> Self:
         """Pending candidates whose last automation review predates the current policy revision and that
         no sweep currently holds a lease on."""
         at_ms = now_ms() if at_ms is None else at_ms
@@ -156,7 +165,7 @@ class LearningCandidateQuerySet(_ScopedQuerySet):
         )
 
 
-class LearningQuerySet(_ScopedQuerySet):
+class LearningQuerySet(_ScopedQuerySet["Learning"]):
     id_prefix = LEARNING_ID
 
     def scoped_rows(
@@ -194,32 +203,32 @@ class LearningQuerySet(_ScopedQuerySet):
             return None
         return _fingerprint_sql(self.model, shape), {"keys": keys, "at": at_ms}
 
-    def live(self, at_ms: int | None = None) -> QuerySet:
+    def live(self, at_ms: int | None = None) -> Self:
         """§4.7 visibility: active or provisional, verification not failed, not expired (``gate.VISIBLE``)."""
         at_ms = now_ms() if at_ms is None else at_ms
         return self.filter(*(condition.q(at_ms) for condition in gate.VISIBLE))
 
-    def unshadowed(self, at_ms: int | None = None) -> QuerySet:
+    def unshadowed(self, at_ms: int | None = None) -> Self:
         """Drop records that a live record names in ``supersedes``."""
         at_ms = now_ms() if at_ms is None else at_ms
         return self.filter(~gate.shadowing_q(self.model, at_ms))
 
-    def prompt_visible(self) -> QuerySet:
+    def prompt_visible(self) -> Self:
         """§4.7 ``learning_is_prompt_visible`` (``gate.PROMPT_VISIBLE``): active status and tier, not sensitive,
         verification not failed; automatic decisions must be verified, escalated ones never show."""
         return self.filter(*(condition.q(0) for condition in gate.PROMPT_VISIBLE))
 
-    def prompt_kinds(self) -> QuerySet:
+    def prompt_kinds(self) -> Self:
         return self.filter(gate.PROMPT_KIND.q(0))
 
-    def for_prompt(self, scope_keys: list[str], at_ms: int | None = None) -> QuerySet:
+    def for_prompt(self, scope_keys: list[str], at_ms: int | None = None) -> Self:
         """Everything that may enter ``learned_context`` for these scopes (scoring aside): the ``prompt`` shape of
         ``learnings.gate`` - in the scopes, visible, prompt-eligible, unshadowed - in one ``filter()`` call (this
         runs for every new run; chaining would clone the query at each step)."""
         at_ms = now_ms() if at_ms is None else at_ms
         return self.filter(*gate.shape_q("prompt", self.model, scope_keys, at_ms))
 
-    def search_visible(self, scope_keys: list[str], at_ms: int | None = None) -> QuerySet:
+    def search_visible(self, scope_keys: list[str], at_ms: int | None = None) -> Self:
         """What memory-search reads (§4.21): the §4.7 visible records of these scopes, never sensitive ones (the
         ``search`` shape of ``learnings.gate``)."""
         at_ms = now_ms() if at_ms is None else at_ms

@@ -113,7 +113,7 @@ def common_terms() -> frozenset[str]:
             "WHERE tablename = 'learnings_learning' AND attname = 'search_tsv'"
         )
         row = cursor.fetchone()
-    terms = frozenset()
+    terms: frozenset[str] = frozenset()
     if row is not None and row[0] is not None:
         terms = frozenset(t for t, f in zip(row[0], row[1] or [], strict=False) if f > COMMON_TERM_FREQUENCY)
     with _stats_lock:
@@ -169,9 +169,10 @@ def pool_statement(
             f"WHERE {gates} AND l.search_tsv @@ to_tsquery('english', %(tsq)s) LIMIT {int(LEXICAL_SCAN_LIMIT)}) m "
             f"ORDER BY ts_rank_cd(m.search_tsv, to_tsquery('english', %(tsq)s)) DESC, m.id DESC LIMIT {k})"
         )
-    vectors = query_vector is not None and has_vectors()
+    vectors = False
     head = ""
-    if vectors:
+    if query_vector is not None and has_vectors():
+        vectors = True
         params["vec"] = vector_literal(query_vector)
         exact = int(EXACT_LIMIT)
         # Which semantic arm answers is decided by the statement from a bounded count of the scopes' live rows

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -258,11 +258,16 @@ def hybrid_pool_order(
         lexical_query = speakers_module.without_names(query, _speakers_named(query, texts)[1])
     if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
         ranked = ranking.rank(
-            lexical_query, texts, found.embeddings, query_vector, priors=priors, also_relevant=named_rows
+            lexical_query,
+            texts,
+            found.embeddings,
+            query_vector,
+            priors=priors,  # type: ignore[arg-type]  # rank reads them with np.asarray; memory.ranking annotates Sequence[float]
+            also_relevant=named_rows,
         )
     else:
         ids = [row[0] for row in found.rows]
-        cosines = found.cosines
+        cosines = cast(np.ndarray, found.cosines)  # a query vector was given: the pool computed them
 
         def feedback(top: list[int]) -> np.ndarray:
             centroid, norm = recall_sql.centroid_cosines(ids, [ids[i] for i in top])
@@ -274,7 +279,7 @@ def hybrid_pool_order(
             None,
             None,
             cosines=cosines,
-            priors=priors,
+            priors=priors,  # type: ignore[arg-type]  # as above: an array
             feedback=feedback,
             also_relevant=named_rows,
         )
@@ -291,8 +296,7 @@ class Selection(NamedTuple):
 
 
 def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int, reference_ms: int) -> list[tuple]:
-    normalised = semantic.normalise_query(query)
-    if normalised is None:
+    if query is None or (normalised := semantic.normalise_query(query)) is None:
         return recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
     rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at, reference_ms)
     if not rows and semantic.is_explicit_memory_request(normalised):

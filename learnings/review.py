@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import cast
 
 from django.db import transaction
 
@@ -209,7 +210,7 @@ def _act(
         candidate = services.candidate_reject(candidate=candidate.pk, actor="daemon", review=review, revision=revision)
     else:
         governance = services.Governance(
-            publish_tier=publish_tier_for_action(action),
+            publish_tier=cast(str, publish_tier_for_action(action)),  # the actions left publish
             policy_decision=PolicyDecision.AUTOMATIC,
             verification_status=verification,
             expires_at_ms=expires_at_ms,

@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 VERSION = 1
 MAX_SCREENED_CHARS = 2000  # candidate content is at most 1,600 characters (validated first); the rest is cut
@@ -553,7 +554,7 @@ def screen(text: object) -> Screening:
     return Screening(tuple(findings[:MAX_FINDINGS]))
 
 
-def is_flagged(stored: object) -> bool:
+def is_flagged(stored: object) -> TypeGuard[dict[str, Any]]:
     """Whether a stored ``screening`` value (or None for a candidate never screened) is flagged."""
     return isinstance(stored, dict) and bool(stored.get("flagged"))
 

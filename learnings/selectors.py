@@ -3,11 +3,14 @@ filters of spec §2.3/§2.4 (django-filter), the record views, and the §4.13 eq
 
 from __future__ import annotations
 
+from typing import Any, NotRequired, TypedDict, TypeVar
+
 import django_filters
 from django.db.models import Count, Q, QuerySet
 
 from learnings import semantic
 from learnings.models import Learning, LearningCandidate
+from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
 from learnings.screening import CATEGORIES
 from learnings.validation import LearningValidationError, parse_scope_query
 from learnings.vocabulary import (
@@ -51,7 +54,7 @@ def parse_learning_id(learning_id: str) -> int:
     return public_ids.parse_or_404(learning_id, LEARNING_ID, domain=DOMAIN, code="learning_not_found", noun="learning")
 
 
-def get_candidate(candidate_id: str, *, queryset: QuerySet | None = None) -> LearningCandidate:
+def get_candidate(candidate_id: str, *, queryset: QuerySet[LearningCandidate] | None = None) -> LearningCandidate:
     pk = parse_candidate_id(candidate_id)
     qs = queryset if queryset is not None else LearningCandidate.objects.all()
     candidate = qs.select_related("published_learning").filter(pk=pk).first()
@@ -60,7 +63,7 @@ def get_candidate(candidate_id: str, *, queryset: QuerySet | None = None) -> Lea
     return candidate
 
 
-def get_learning(learning_id: str, *, queryset: QuerySet | None = None) -> Learning:
+def get_learning(learning_id: str, *, queryset: QuerySet[Learning] | None = None) -> Learning:
     pk = parse_learning_id(learning_id)
     qs = queryset if queryset is not None else Learning.objects.all()
     learning = qs.filter(pk=pk).first()
@@ -72,7 +75,56 @@ def get_learning(learning_id: str, *, queryset: QuerySet | None = None) -> Learn
 # ---- views (the JSON shapes of §1.5 / §1.6) ---------------------------------------------------------------
 
 
-def candidate_view(candidate: LearningCandidate) -> dict:
+class CandidateView(TypedDict):
+    """``LearningCandidateView`` (§1.5)."""
+
+    candidate_id: str
+    origin: str
+    scope: dict[str, str]
+    kind: str
+    sensitivity: str
+    content: str
+    confidence: int
+    source: dict[str, Any]
+    evidence_refs: list[dict[str, Any]]
+    created_at_ms: int
+    expires_at_ms: int | None
+    stated_at_ms: int
+    state: str
+    automation_review: dict[str, Any] | None
+    published_learning_id: str | None
+    screening: NotRequired[dict[str, Any] | None]
+    """Not set here: the API's view adds it (operators only)."""
+
+
+class LearningView(TypedDict):
+    """``LearningView`` (§1.6)."""
+
+    learning_id: str
+    scope: dict[str, str]
+    kind: str
+    sensitivity: str
+    content: str
+    confidence: int
+    source: dict[str, Any]
+    evidence_refs: list[dict[str, Any]]
+    source_candidate_id: str | None
+    created_at_ms: int
+    published_at_ms: int
+    expires_at_ms: int | None
+    stated_at_ms: int
+    status: str
+    publish_tier: str
+    policy_decision: str | None
+    policy_actor: str | None
+    verification_status: str
+    supersedes: str | None
+    superseded_by: str | None
+    revoked_at_ms: int | None
+    revoked_reason: str | None
+
+
+def candidate_view(candidate: LearningCandidate) -> CandidateView:
     return {
         "candidate_id": candidate.public_id,
         "origin": candidate.origin,
@@ -96,7 +148,7 @@ def candidate_view(candidate: LearningCandidate) -> dict:
     }
 
 
-def learning_view(learning: Learning) -> dict:
+def learning_view(learning: Learning) -> LearningView:
     return {
         "learning_id": learning.public_id,
         "scope": learning.scope,
@@ -182,6 +234,9 @@ def scope_filter_error(exc: LearningValidationError) -> ValidationFailed:
     return ValidationFailed(exc.message, field=exc.field, domain=DOMAIN, code="invalid_learning_scope")
 
 
+_QS = TypeVar("_QS", LearningQuerySet, LearningCandidateQuerySet)
+
+
 class _ScopedFilter(django_filters.FilterSet):
     """``query`` (substring), ``scope_kind`` + ``scope_id`` (parsed with the literal messages of §2.3)."""
 
@@ -190,13 +245,13 @@ class _ScopedFilter(django_filters.FilterSet):
     scope_id = django_filters.CharFilter(method="filter_noop", max_length=200)
     kind = django_filters.ChoiceFilter(choices=LearningKind.choices)
 
-    def filter_query(self, queryset, name, value):
+    def filter_query(self, queryset: _QS, name: str, value: str) -> _QS:
         return queryset.matching_query(value)
 
-    def filter_noop(self, queryset, name, value):
+    def filter_noop(self, queryset: _QS, name: str, value: str) -> _QS:
         return queryset
 
-    def filter_queryset(self, queryset):
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         data = self.form.cleaned_data
         try:
             scope = parse_scope_query(data.get("scope_kind"), data.get("scope_id"))
@@ -247,7 +302,7 @@ def filter_errors(filterset: django_filters.FilterSet) -> ValidationFailed | Non
     return ValidationFailed(f"{field}: {messages[0]}", field=field)
 
 
-def filter_learnings(params: dict, queryset: QuerySet | None = None) -> QuerySet:
+def filter_learnings(params: dict[str, Any], queryset: QuerySet[Learning] | None = None) -> QuerySet[Learning]:
     """Learnings matching the §2.4 filters given as strings (API query, revoke-matching body, admin)."""
     filterset = LearningFilter(data=params, queryset=queryset if queryset is not None else Learning.objects.all())
     error = filter_errors(filterset)
@@ -262,7 +317,15 @@ SCOPE_KIND_CHOICES = ScopeKind.choices
 # ---- the memory-poisoning screen (issue 19.5) ----------------------------------------------------------------
 
 
-def screening_counts() -> dict:
+class ScreeningCounts(TypedDict):
+    flagged_total: int
+    flagged_awaiting_review: int
+    flagged_published: int
+    flagged_rejected: int
+    by_category: dict[str, int]
+
+
+def screening_counts() -> ScreeningCounts:
     """What ``/v1/status`` reports about the screen (one query over the flagged rows' partial index):
     flagged candidates in all, those waiting for an operator (pending or escalated), those an operator
     published anyway, those rejected, and the flagged count per category."""
@@ -274,9 +337,9 @@ def screening_counts() -> dict:
         **{f"category_{name}": Count("id", filter=Q(screening__categories__contains=[name])) for name in CATEGORIES},
     )
     return {
-        **{
-            key: counts[key]
-            for key in ("flagged_total", "flagged_awaiting_review", "flagged_published", "flagged_rejected")
-        },
+        "flagged_total": counts["flagged_total"],
+        "flagged_awaiting_review": counts["flagged_awaiting_review"],
+        "flagged_published": counts["flagged_published"],
+        "flagged_rejected": counts["flagged_rejected"],
         "by_category": {name: counts[f"category_{name}"] for name in CATEGORIES},
     }

@@ -94,7 +94,7 @@ def _check_scope_kind(kind: object, field: str) -> str:
     return kind
 
 
-def normalise_scope(kind: str, scope_id: str | None, *, field: str = "scope") -> LearningScope:
+def normalise_scope(kind: object, scope_id: object, *, field: str = "scope") -> LearningScope:
     """Normalise a scope given as input (request body or query string).
 
     The id is trimmed. Workspace: a blank id becomes ``default``, any other id is rejected. Other kinds:
@@ -159,7 +159,7 @@ def parse_scope_query(scope_kind: str | None, scope_id: str | None) -> LearningS
 # ---------------------------------------------------------------------------------------------------------
 
 
-def validate_content(content: str | None) -> None:
+def validate_content(content: object) -> None:
     """Content is required and at most 1600 characters once trimmed (counted in characters)."""
     if not isinstance(content, str) or not content.strip():
         raise LearningValidationError("content", MSG_CONTENT_REQUIRED)

@@ -147,11 +147,11 @@ def window(query: str | None, reference_ms: int) -> Window | None:
             if pattern is _ISO:
                 year, month, day = (int(part) for part in found.groups())
             elif pattern is _DATE_DMY:
-                day, month, year = int(found.group(1)), MONTHS[found.group(2).lower()], found.group(3)
-                year = int(year) if year else _past_year(month, day, now)
+                day, month, given = int(found.group(1)), MONTHS[found.group(2).lower()], found.group(3)
+                year = int(given) if given else _past_year(month, day, now)
             else:
-                month, day, year = MONTHS[found.group(1).lower()], int(found.group(2)), found.group(3)
-                year = int(year) if year else _past_year(month, day, now)
+                month, day, given = MONTHS[found.group(1).lower()], int(found.group(2)), found.group(3)
+                year = int(given) if given else _past_year(month, day, now)
             start = datetime(year, month, day, tzinfo=UTC)
         except ValueError:
             continue
@@ -193,8 +193,8 @@ def window(query: str | None, reference_ms: int) -> Window | None:
     if found is not None:
         target = WEEKDAYS[found.group(1).lower()]
         back = (today.weekday() - target) % 7 or 7
-        day = today - timedelta(days=back)
-        return _window(day, day + timedelta(days=1), found.group(0))
+        weekday = today - timedelta(days=back)
+        return _window(weekday, weekday + timedelta(days=1), found.group(0))
     found = _MONTH_YEAR.search(query)
     if found is not None:
         month = MONTHS[found.group(1).lower()]

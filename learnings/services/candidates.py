@@ -4,7 +4,7 @@ compare-and-swap update with its audit row. A new candidate's review is queued a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -40,6 +40,9 @@ from memory.identity import is_operator
 from memory.models import Run, RunMemoryRecord, Session
 from memory.sessions import caller_scopes
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 RUN_SUMMARY_TTL_MS = 30 * 24 * 60 * 60 * 1000
 
 
@@ -55,8 +58,8 @@ def _new_candidate(
     content: str,
     sensitivity: str,
     confidence: object,
-    source: dict,
-    evidence_refs: list,
+    source: dict[str, Any],
+    evidence_refs: list[dict[str, Any]],
     created_at_ms: int,
     expires_at_ms: int | None,
     source_run: Run | None,
@@ -72,7 +75,7 @@ def _new_candidate(
         kind=kind,
         sensitivity=sensitivity,
         content=content,
-        confidence=confidence,
+        confidence=cast(int, confidence),  # the caller's value: validate_candidate checks it below
         source=source,
         evidence_refs=evidence_refs,
         created_at_ms=created_at_ms,
@@ -102,7 +105,7 @@ def _new_candidate(
     return candidate
 
 
-def _screen_audit(candidate: LearningCandidate) -> dict:
+def _screen_audit(candidate: LearningCandidate) -> dict[str, Any]:
     """What the audit row of a new candidate says about the screen (only when it flagged something)."""
     if not candidate.screen_flagged:
         return {}
@@ -155,15 +158,16 @@ def require_own_provenance(
     def refuse(field: str, what: str) -> None:
         raise Forbidden(f"{field} {what} is not the caller's", field=field, domain=DOMAIN, code="provenance_forbidden")
 
-    runs = Run.objects.filter(session__owner=actor)
+    agent = cast("User", actor)  # an agent is a principal (acts_as_agent): a user
+    runs = Run.objects.filter(session__owner=agent)
     if isinstance(source, dict):
         agent_id = source.get("agent_id")
-        if isinstance(agent_id, str) and agent_id != actor.get_username():
+        if isinstance(agent_id, str) and agent_id != agent.get_username():
             refuse("source.agent_id", str(agent_id))
         session_pk = None
         if isinstance(source.get("session_id"), str):
             session_pk = _owned_id(source["session_id"], "session")
-            if session_pk is None or not Session.objects.filter(pk=session_pk, owner=actor).exists():
+            if session_pk is None or not Session.objects.filter(pk=session_pk, owner=agent).exists():
                 refuse("source.session_id", str(source["session_id"]))
         if isinstance(source.get("run_id"), str):
             run_pk = _owned_id(source["run_id"], "run")
@@ -178,6 +182,19 @@ def require_own_provenance(
                 run_pk = _owned_id(ref["run_id"], "run")
                 if run_pk is None or not runs.filter(pk=run_pk).exists():
                     refuse(f"evidence_refs[{index}].run_id", str(ref["run_id"]))
+
+
+class CandidateFields(TypedDict, total=False):
+    """The optional fields of :func:`create_candidate_in_transaction` (``learning_create_published`` passes
+    them on): the caller's values, checked there."""
+
+    sensitivity: str
+    confidence: object
+    source: object
+    evidence_refs: object
+    expires_at_ms: object
+    stated_at_ms: object
+    operator: bool | None
 
 
 def candidate_create(**kwargs: Any) -> LearningCandidate:
@@ -248,7 +265,7 @@ def create_candidate_in_transaction(
     return candidate
 
 
-def daemon_source(run: Run) -> dict:
+def daemon_source(run: Run) -> dict[str, str]:
     session = run.session
     return {
         "run_id": run.public_id,
@@ -266,7 +283,7 @@ def daemon_candidate_create(
     confidence: int,
     sensitivity: str = Sensitivity.SCOPED,
     scope: LearningScope | None = None,
-    evidence_refs: list | None = None,
+    evidence_refs: list[dict[str, Any]] | None = None,
     created_at_ms: int | None = None,
     expires_at_ms: int | None = None,
     stated_at_ms: int | None = None,
@@ -398,7 +415,7 @@ def mark_published(
     *,
     actor: object,
     reason: str,
-    review: dict | None = None,
+    review: dict[str, Any] | None = None,
     revision: int | None = None,
 ) -> LearningCandidate:
     changes: dict[str, Any] = {"published_learning": learning}
@@ -415,7 +432,7 @@ def mark_published(
     )
 
 
-def _review_fields(review: dict, revision: int | None) -> dict:
+def _review_fields(review: dict[str, Any], revision: int | None) -> dict[str, Any]:
     try:
         validation.validate_review_reason(review.get("reason"))
     except LearningValidationError as exc:
@@ -434,7 +451,7 @@ def candidate_reject(
     candidate: LearningCandidate | int,
     actor: object,
     reason: str = "",
-    review: dict | None = None,
+    review: dict[str, Any] | None = None,
     revision: int | None = None,
 ) -> LearningCandidate:
     """Reject a pending or escalated candidate (a rejected one: no-op; a published one: 409)."""
@@ -460,7 +477,7 @@ def candidate_reject(
 
 @transaction.atomic
 def candidate_escalate(
-    *, candidate: LearningCandidate | int, review: dict, revision: int | None, actor: object = "daemon"
+    *, candidate: LearningCandidate | int, review: dict[str, Any], revision: int | None, actor: object = "daemon"
 ) -> LearningCandidate:
     """Automation hands a pending candidate to an operator (state ``escalated``) with its review."""
     locked = lock_candidate(candidate)
@@ -482,7 +499,7 @@ def candidate_escalate(
 
 @transaction.atomic
 def candidate_record_review(
-    *, candidate: LearningCandidate | int, review: dict, revision: int | None, actor: object = "daemon"
+    *, candidate: LearningCandidate | int, review: dict[str, Any], revision: int | None, actor: object = "daemon"
 ) -> LearningCandidate:
     """Store an automation review without changing the state (shadow mode, or a candidate an operator
     already published)."""

@@ -4,7 +4,7 @@ expiry, content, and the semantic key digests. Each failure is a 400 ``Validatio
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator, validators
 
@@ -81,7 +81,7 @@ EVIDENCE_REFS_SCHEMA: dict[str, Any] = {
     MESSAGES: {"type": "{field} must be a list", "maxItems": "{field} may hold at most {maxItems} items"},
 }
 
-_Validator = validators.extend(
+_Validator = validators.extend(  # type: ignore[no-untyped-call]  # the jsonschema stubs leave extend untyped
     Draft202012Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
         {
@@ -102,7 +102,7 @@ def invalid(exc: LearningValidationError, *, code: str = "invalid_learning") -> 
 def normalise_scope(kind: object, scope_id: object) -> LearningScope:
     """A scope given as input: ids trimmed, workspace id defaulted (§2.3)."""
     try:
-        return validation.normalise_scope(kind, scope_id)  # type: ignore[arg-type]
+        return validation.normalise_scope(kind, scope_id)
     except LearningValidationError as exc:
         raise invalid(exc) from exc
 
@@ -140,22 +140,24 @@ def _check(validator: Any, value: object, root: str) -> None:
     raise ValidationFailed(message, field=field, domain=DOMAIN, code="invalid_learning")
 
 
-def clean_source(value: object) -> dict:
+def clean_source(value: object) -> dict[str, Any]:
     """A ``LearningSourceRef``: optional run/session/agent/observation/derivation ids and an input offset
     (:data:`SOURCE_SCHEMA`); null fields are dropped."""
     if value is None:
         return {}
     _check(_SOURCE, value, "source")
-    return {name: value[name] for name in SOURCE_FIELDS if value.get(name) is not None}  # type: ignore[attr-defined]
+    source = cast("Mapping[str, Any]", value)  # the schema's object: a mapping
+    return {name: source[name] for name in SOURCE_FIELDS if source.get(name) is not None}
 
 
-def clean_evidence_refs(value: object) -> list[dict]:
+def clean_evidence_refs(value: object) -> list[dict[str, Any]]:
     """``LearningEvidenceRef`` items: optional ``run_id``, ``artifact_id``, ``note`` strings
     (:data:`EVIDENCE_REFS_SCHEMA`); null fields are dropped."""
     if value is None:
         return []
     _check(_EVIDENCE_REFS, value, "evidence_refs")
-    return [{name: item[name] for name in EVIDENCE_FIELDS if item.get(name) is not None} for item in value]  # type: ignore[attr-defined]
+    refs = cast("list[Mapping[str, Any]]", value)  # the schema's array of objects (mappings)
+    return [{name: item[name] for name in EVIDENCE_FIELDS if item.get(name) is not None} for item in refs]
 
 
 def clean_expiry(value: object, field: str = "expires_at_ms") -> int | None:
@@ -188,7 +190,7 @@ def clean_stated_at(value: object, field: str = "stated_at_ms") -> int | None:
 
 def clean_content(value: object) -> str:
     try:
-        validation.validate_content(value)  # type: ignore[arg-type]
+        validation.validate_content(value)
     except LearningValidationError as exc:
         raise invalid(exc) from exc
     return str(value).strip()

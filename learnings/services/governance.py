@@ -4,7 +4,7 @@ revoke the promoted skill a learning grew inside the same transaction."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -62,7 +62,9 @@ def learning_revoke(*, learning: Learning | int, actor: object, reason: str | No
     )
 
 
-def learnings_revoke_matching(*, queryset: QuerySet, actor: object, reason: str | None = None) -> list[Learning]:
+def learnings_revoke_matching(
+    *, queryset: QuerySet[Learning], actor: object, reason: str | None = None
+) -> list[Learning]:
     """Revoke every matching learning one by one (§4.15; revoking is idempotent, so an already revoked match
     is returned as it is), all or nothing: on the first error nothing has changed and the error says how many
     updates had succeeded."""
@@ -119,7 +121,8 @@ def learning_supersede(
         kind=kind or locked.kind,
         sensitivity=sensitivity or locked.sensitivity,
         content=body,
-        confidence=locked.confidence if confidence is None else confidence,
+        # the caller's value: validated_learning checks it below
+        confidence=locked.confidence if confidence is None else cast(int, confidence),
         source=locked.source,
         source_run_id=locked.source_run_id,
         evidence_refs=locked.evidence_refs,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
@@ -31,6 +32,7 @@ from learnings.models import (
     Sensitivity,
     VerificationStatus,
 )
+from learnings.querysets import LearningQuerySet
 from learnings.semantic import PROMPT_ELIGIBLE_KINDS
 from learnings.services.candidates import _new_candidate
 from learnings.services.cleaning import (
@@ -64,8 +66,8 @@ class ImportItem:
     kind: str
     scope: LearningScope
     stated_at_ms: int | None = None
-    source: dict | None = None
-    evidence_refs: list | None = None
+    source: dict[str, Any] | None = None
+    evidence_refs: list[dict[str, Any]] | None = None
     confidence: int = 80
     expires_at_ms: int | None = None
     sensitivity: str = Sensitivity.SCOPED
@@ -96,7 +98,7 @@ def _locks(pairs: Iterable[tuple[str, str]]) -> None:
             )
 
 
-def _live_prompt_visible(at: int, scope_keys: set[str]):
+def _live_prompt_visible(at: int, scope_keys: set[str]) -> LearningQuerySet:
     return Learning.objects.filter(scope_key__in=scope_keys).live(at).prompt_visible()
 
 
@@ -129,7 +131,8 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
                 stated_at_ms=clean_stated_at(item.stated_at_ms),
             )
         except (AppError, ValueError, TypeError, AttributeError) as exc:
-            where = f" ({exc.field})" if getattr(exc, "field", None) else ""
+            field_name = getattr(exc, "field", None)
+            where = f" ({field_name})" if field_name else ""
             outcome.invalid.append((external_id, f"{getattr(exc, 'detail', None) or exc}{where}"))
             continue
         candidate.external_id = external_id
@@ -197,7 +200,7 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
         c.updated_at_ms = at
     memory_sql.copy_instances(LearningCandidate, candidates)
     learnings = []
-    vectors = embed_many([c.content for _, c in to_publish]) if to_publish else []
+    vectors: Iterable[np.ndarray] = embed_many([c.content for _, c in to_publish]) if to_publish else []
     label = policy_actor_for(PolicyDecision.MANUAL)
     for (_, c), vector in zip(to_publish, vectors, strict=True):
         learning = Learning(
@@ -269,13 +272,13 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
             reason=REASON,
             at_ms=at,
             data={
-                "candidate": learning.source_candidate.public_id,
+                "candidate": c.public_id,
                 "publish_tier": learning.publish_tier,
                 "policy_decision": learning.policy_decision,
                 "verification_status": learning.verification_status,
             },
         )
-        for learning in learnings
+        for (_, c), learning in zip(to_publish, learnings, strict=True)
     ]
     audit += [
         AuditEvent(

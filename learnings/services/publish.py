@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, TypedDict, Unpack, cast
 
 from django.db import transaction
 
@@ -19,7 +20,7 @@ from learnings.models import (
     VerificationStatus,
 )
 from learnings.selectors import DOMAIN, find_conflict, find_equivalent
-from learnings.services.candidates import lock_candidate, mark_published
+from learnings.services.candidates import CandidateFields, lock_candidate, mark_published
 from learnings.services.cleaning import (
     clean_content,
     clean_evidence_refs,
@@ -71,12 +72,26 @@ class PublishEdits:
     evidence_refs: object = None
 
 
+class EditFields(TypedDict, total=False):
+    """``PublishEdits``' fields as keyword arguments (``PublishOptions.manual`` / ``automated``)."""
+
+    publish_tier: str
+    supersedes: str | None
+    scope: LearningScope | None
+    kind: str | None
+    sensitivity: str | None
+    content: str | None
+    confidence: object
+    expires_at_ms: object
+    evidence_refs: object
+
+
 @dataclass(frozen=True)
 class AutomationDecision:
     """An automated publication: its governance and the review (with the policy revision) that decided it."""
 
     governance: Governance
-    review: dict | None = None
+    review: dict[str, Any] | None = None
     revision: int | None = None
 
 
@@ -89,16 +104,21 @@ class PublishOptions:
     automation: AutomationDecision | None = None
 
     @classmethod
-    def manual(cls, **edits: object) -> PublishOptions:
+    def manual(cls, **edits: Unpack[EditFields]) -> PublishOptions:
         """An operator's publication: ``PublishOptions.manual(publish_tier="provisional", supersedes=...)``."""
-        return cls(edits=PublishEdits(**edits))  # type: ignore[arg-type]
+        return cls(edits=PublishEdits(**edits))
 
     @classmethod
     def automated(
-        cls, governance: Governance, *, review: dict | None = None, revision: int | None = None, **edits: object
+        cls,
+        governance: Governance,
+        *,
+        review: dict[str, Any] | None = None,
+        revision: int | None = None,
+        **edits: Unpack[EditFields],
     ) -> PublishOptions:
         """An automated publication with the governance and review that decided it (and optional edits)."""
-        return cls(edits=PublishEdits(**edits), automation=AutomationDecision(governance, review, revision))  # type: ignore[arg-type]
+        return cls(edits=PublishEdits(**edits), automation=AutomationDecision(governance, review, revision))
 
 
 @transaction.atomic
@@ -188,7 +208,8 @@ def _publish_locked(
         kind=edits.kind or locked.kind,
         sensitivity=edits.sensitivity or locked.sensitivity,
         content=body,
-        confidence=locked.confidence if edits.confidence is None else edits.confidence,
+        # the operator's value: validated_learning checks it below
+        confidence=locked.confidence if edits.confidence is None else cast(int, edits.confidence),
         source=locked.source,
         source_run_id=locked.source_run_id,
         evidence_refs=refs or locked.evidence_refs,
@@ -288,7 +309,7 @@ def learning_create_published(
     content: str,
     publish_tier: str = PublishTier.ACTIVE,
     supersedes: str | None = None,
-    **candidate: object,
+    **candidate: Unpack[CandidateFields],
 ) -> tuple[Learning, LearningCandidate]:
     """``POST /v1/learnings``: an operator's fact in one call - the candidate is created (``candidate_create``:
     every validation, the secret guard, its audit row) and published manually in the same transaction
@@ -308,6 +329,6 @@ def learning_create_published(
         raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
     created = create_candidate_in_transaction(
         actor=actor, scope=scope, kind=kind, content=content, queue_review=False, **candidate
-    )  # type: ignore[arg-type]
+    )
     options = PublishOptions.manual(publish_tier=publish_tier, supersedes=supersedes)
     return _publish_locked(created, actor=actor, options=options, fresh=True), created
