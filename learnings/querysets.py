@@ -27,6 +27,8 @@ from memory import public_ids
 from memory.clock import now_ms
 
 if TYPE_CHECKING:  # named as strings in the querysets' base classes (learnings.models imports this module)
+    from django.contrib.auth.models import User
+
     from learnings.models import Learning, LearningCandidate  # noqa: F401
 
 ROW_VERSION = "_row_version"
@@ -84,7 +86,7 @@ def caller_scope_q(user: object) -> Q:
     are bound to *and* it is granted now (``memory.sessions.caller_scopes``, the one place that rule lives)."""
     from memory.sessions import caller_scopes
 
-    scopes = caller_scopes(user)
+    scopes = caller_scopes(cast("User", user))  # an authenticated principal (visible_to checked it)
     session_ids = scopes.session_pks.annotate(
         public=Concat(Value(f"{public_ids.SESSION}-"), Cast("pk", CharField()), output_field=CharField())
     ).values("public")

@@ -133,7 +133,7 @@ def require_scope(actor: object, scope: LearningScope, *, operator: bool | None 
     granted (``memory.sessions.caller_scopes``)."""
     if not acts_as_agent(actor, operator):
         return
-    if not caller_scopes(actor).allows(scope.kind, scope.id):
+    if not caller_scopes(cast("User", actor)).allows(scope.kind, scope.id):  # an agent: a principal, not a label
         raise Forbidden(
             f"learning scope {scope.scope_key} is not visible to the caller",
             field="scope",
