@@ -10,17 +10,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from drf_spectacular.utils import extend_schema
 
 from kheish.api.errors import PROBLEM_CONTENT_TYPE, TITLES
-
-if TYPE_CHECKING:
-    from drf_spectacular.generators import SchemaGenerator
-    from drf_spectacular.openapi import AutoSchema
-    from drf_spectacular.utils import Direction
-    from rest_framework.request import Request
 
 AGENT = "agent"
 OPERATOR = "operator"
@@ -129,6 +123,10 @@ def problem_responses(
 # ---- request bodies: what the serializers enforce, said in the schema (issue 22.5) ---------------------------
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension  # noqa: E402
+from drf_spectacular.generators import SchemaGenerator  # noqa: E402
+from drf_spectacular.openapi import AutoSchema  # noqa: E402
+from drf_spectacular.utils import Direction  # noqa: E402
+from rest_framework.request import Request  # noqa: E402
 
 
 class StrictCharFieldSchema(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]  # an unannotated __init_subclass__
