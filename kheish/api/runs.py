@@ -513,7 +513,9 @@ def _action_view(name: str) -> ViewSetAction[RunActionView]:
         data.is_valid(raise_exception=True)
         with transaction.atomic():
             # One query checks visibility and takes the row lock the service would otherwise take again.
-            run = run_service.get_locked_run(run_id, owner=None if caller_is_operator(request) else request.user)
+            run = run_service.get_locked_run(
+                run_id, owner=None if caller_is_operator(request) else authenticated_user(request)
+            )
             updated = call(run, data.validated_data, authenticated_user(request))
         updated.session = run.session  # same session; keeps the owner loaded for the view
         return Response(run_view(updated))

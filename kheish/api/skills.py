@@ -30,7 +30,7 @@ from kheish.api.pagination import (
     query_parameter,
     query_text,
 )
-from kheish.api.permissions import IsOperator, caller_is_operator
+from kheish.api.permissions import IsOperator, authenticated_user, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin
 from learnings.models import Learning
@@ -220,9 +220,8 @@ def _query(request: Request) -> str | None:
     return query_text(request)
 
 
-# skills.selectors.without_server_paths is not annotated yet: the contract this module relies on (a skill view
-# in, the view an agent sees out)
-_without_server_paths: Callable[[Any], Any] = selectors.without_server_paths
+# skills.selectors.without_server_paths is not annotated on this branch yet: the contract this module relies on
+_without_server_paths: Callable[[dict[str, Any]], dict[str, Any]] = selectors.without_server_paths
 
 
 def _hide_paths(request: Request, item: dict[str, Any]) -> dict[str, Any]:
@@ -232,9 +231,8 @@ def _hide_paths(request: Request, item: dict[str, Any]) -> dict[str, Any]:
     if caller_is_operator(request):
         return item
     if isinstance(item, dict) and "lifecycle_events" in item:
-        item = selectors.without_foreign_ids([item], request.user)[0]
-    shown: dict[str, Any] = _without_server_paths(item)
-    return shown
+        item = selectors.without_foreign_ids([item], authenticated_user(request))[0]
+    return _without_server_paths(item)
 
 
 def _visible_learnings(request: Request) -> QuerySet[Learning] | None:
@@ -404,7 +402,8 @@ class LearningSkillViewSet(_SkillsViewSet):
         assert page is not None  # DEFAULT_PAGINATION_CLASS pages every list
         views = [selectors.learning_skill_view(skill) for skill in page]
         if not caller_is_operator(request):  # one pass for the page: two queries, not two per record
-            views = [_without_server_paths(v) for v in selectors.without_foreign_ids(views, request.user)]
+            mine = selectors.without_foreign_ids(views, authenticated_user(request))
+            views = [_without_server_paths(v) for v in mine]
         return self.get_paginated_response(views)
 
     @described(
