@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rest_framework import serializers, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kheish.api.fields import StrictCharField, StrictSerializer
@@ -34,7 +35,7 @@ class AgentGrantsViewSet(viewsets.ViewSet):
         responses=AgentGrantsSerializer,
         operation_id="agents_grants_retrieve",
     )
-    def read(self, request, agent_id: str):
+    def read(self, request: Request, agent_id: str) -> Response:
         return Response(grants.grants_for(grants.get_agent(agent_id)).as_dict())
 
     @described(
@@ -47,7 +48,7 @@ class AgentGrantsViewSet(viewsets.ViewSet):
         responses=AgentGrantsSerializer,
         operation_id="agents_grants_update",
     )
-    def replace(self, request, agent_id: str):
+    def replace(self, request: Request, agent_id: str) -> Response:
         agent = grants.get_agent(agent_id)
         data = AgentGrantsSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -7,15 +7,23 @@ import json
 import logging
 import math
 import sys
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import InterfaceError, OperationalError
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 
 from memory.errors import AppError
+
+if TYPE_CHECKING:
+    from rest_framework.views import APIView
+
+    _View = APIView
+else:
+    _View = object
 
 logger = logging.getLogger("kheish.api")
 
@@ -39,10 +47,20 @@ TITLES = {
 DATABASE_RETRY_AFTER_S = 5
 
 
+class ProblemArgs(TypedDict):
+    """``problem()``'s keyword arguments, for the helpers that pass them on."""
+
+    domain: str
+    code: str
+    detail: str
+    field: NotRequired[str | None]
+    extra: NotRequired[dict[str, Any] | None]
+
+
 def problem(
-    status: int, *, domain: str, code: str, detail: str, field: str | None = None, extra: dict | None = None
-) -> dict:
-    body = {
+    status: int, *, domain: str, code: str, detail: str, field: str | None = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "type": f"https://kheish.dev/problems/{domain}/{code}",
         "title": TITLES.get(status, "Error"),
         "status": status,
@@ -57,11 +75,11 @@ def problem(
     return body
 
 
-def problem_response(status: int, **kwargs) -> Response:
+def problem_response(status: int, **kwargs: Unpack[ProblemArgs]) -> Response:
     return Response(problem(status, **kwargs), status=status, content_type=PROBLEM_CONTENT_TYPE)
 
 
-def _first_error(detail, path: str = "") -> tuple[str, str]:
+def _first_error(detail: object, path: str = "") -> tuple[str, str]:
     if isinstance(detail, dict):
         for key, value in detail.items():
             sub = key if not path else (f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
@@ -83,7 +101,7 @@ def database_unavailable(exc: BaseException | None) -> bool:
     return isinstance(exc, OperationalError | InterfaceError)
 
 
-def _database_unavailable_body() -> dict:
+def _database_unavailable_body() -> dict[str, Any]:
     return problem(
         503,
         domain="api",
@@ -93,7 +111,7 @@ def _database_unavailable_body() -> dict:
     )
 
 
-def server_error(request) -> HttpResponse:
+def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: an exception outside DRF's handler (the console, the admin, a middleware, a response
     being finished). Database unavailability is 503 problem+json with ``Retry-After``; anything else is
     Django's 500 page."""
@@ -112,7 +130,7 @@ def server_error(request) -> HttpResponse:
     return defaults.server_error(request)
 
 
-def problem_exception_handler(exc, context):
+def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if database_unavailable(exc):
         logger.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip()[:300])
         response = Response(_database_unavailable_body(), status=503, content_type=PROBLEM_CONTENT_TYPE)
@@ -146,7 +164,8 @@ def problem_exception_handler(exc, context):
     if isinstance(exc, exceptions.PermissionDenied):
         return problem_response(403, domain="auth", code="forbidden", detail=str(exc.detail))
     if isinstance(exc, exceptions.Throttled):  # 429 with Retry-After (kheish.api.throttling)
-        wait = max(1, math.ceil(exc.wait)) if exc.wait is not None else 1
+        seconds: float | None = exc.wait  # type: ignore[attr-defined]  # Throttled.__init__ sets it; the stubs omit it
+        wait = max(1, math.ceil(seconds)) if seconds is not None else 1
         code = getattr(exc, "problem_code", None)
         detail = str(exc.detail) if code else f"Request rate limit reached. Retry in {wait} s."
         response = problem_response(
@@ -165,10 +184,10 @@ def problem_exception_handler(exc, context):
     return problem_response(500, domain="api", code="internal_error", detail="internal error")
 
 
-class JsonErrorsMixin:
+class JsonErrorsMixin(_View):
     """For views whose normal renderer is HTML or YAML (schema, docs): errors still render as problem+json."""
 
-    def handle_exception(self, exc):
+    def handle_exception(self, exc: Exception) -> Response:
         from rest_framework.renderers import JSONRenderer
 
         self.request.accepted_renderer = JSONRenderer()

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
+from typing import Unpack
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from kheish.api.errors import PROBLEM_CONTENT_TYPE, problem
+from kheish.api.errors import PROBLEM_CONTENT_TYPE, ProblemArgs, problem
 
 READ_CHUNK = 65_536
 
 
-def _problem_response(status: int, **kwargs) -> HttpResponse:
+def _problem_response(status: int, **kwargs: Unpack[ProblemArgs]) -> HttpResponse:
     return HttpResponse(json.dumps(problem(status, **kwargs)), status=status, content_type=PROBLEM_CONTENT_TYPE)
 
 
@@ -45,7 +47,7 @@ def _malformed_chunked(exc: Exception) -> HttpResponse:
     return response
 
 
-def _read_chunked(request, limit: int) -> HttpResponse | None:
+def _read_chunked(request: HttpRequest, limit: int) -> HttpResponse | None:
     if not request.META.get("wsgi.input_terminated"):
         return _problem_response(
             411,
@@ -75,17 +77,17 @@ def _read_chunked(request, limit: int) -> HttpResponse | None:
 
 
 class BodySizeLimitMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if request.path.startswith("/v1/"):
             refused = self._check(request)
             if refused is not None:
                 return refused
         return self.get_response(request)
 
-    def _check(self, request) -> HttpResponse | None:
+    def _check(self, request: HttpRequest) -> HttpResponse | None:
         if "\x00" in request.path:
             return _problem_response(
                 400, domain="api", code="invalid_path", field="path", detail="the request path contains a NUL character"

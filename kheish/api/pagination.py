@@ -1,18 +1,26 @@
+from __future__ import annotations
+
 import functools
+from typing import TYPE_CHECKING, Any, overload
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema_serializer, inline_serializer
 from rest_framework import pagination, serializers
+from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
 from memory import limits
 from memory.errors import ValidationFailed
+
+if TYPE_CHECKING:  # rest_framework.views imports this module (DEFAULT_PAGINATION_CLASS): annotations only
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 MAX_OFFSET = 2**62
 LIMIT_HELP = "Items per page: 1 or more (default 50); at most 500 are served, a larger limit serves 500."
 OFFSET_HELP = "How many items to skip (0 to 2^62). Follow next: a page may stop early at its byte budget."
 
 
-def single_query_value(request, name: str) -> str | None:
+def single_query_value(request: Request, name: str) -> str | None:
     """A scalar query parameter: absent → None, given twice → 400 (``?offset=1&offset=2`` means nothing)."""
     values = request.query_params.getlist(name)
     if len(values) > 1:
@@ -20,7 +28,11 @@ def single_query_value(request, name: str) -> str | None:
     return values[0] if values else None
 
 
-def int_query_value(request, name: str, *, default: int | None, minimum: int, maximum: int) -> int | None:
+@overload
+def int_query_value(request: Request, name: str, *, default: int, minimum: int, maximum: int) -> int: ...
+@overload
+def int_query_value(request: Request, name: str, *, default: None, minimum: int, maximum: int) -> int | None: ...
+def int_query_value(request: Request, name: str, *, default: int | None, minimum: int, maximum: int) -> int | None:
     """An integer query parameter in [minimum, maximum]: ASCII digits (an optional ``-``), else 400 (blank too:
     ``?cursor=`` is not an integer)."""
     raw = single_query_value(request, name)
@@ -53,7 +65,7 @@ percent-encoding expands each to 12 bytes (4-byte UTF-8), so the documented maxi
 QUERY_HELP = f"search text, at most {MAX_QUERY_CHARS} characters"
 
 
-def query_text(request, name: str = "query") -> str | None:
+def query_text(request: Request, name: str = "query") -> str | None:
     """A search text parameter: given at most once and at most ``MAX_QUERY_CHARS`` characters, else 400."""
     query = single_query_value(request, name)
     if query is not None and len(query) > MAX_QUERY_CHARS:
@@ -78,18 +90,19 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
     items reach ``KHEISH_MAX_PAGE_BYTES`` as JSON it stops early (at least one item is served) and ``next``
     continues right after the last item served. Follow ``next`` rather than adding ``limit`` to ``offset``."""
 
-    default_limit = 50
-    max_limit = 500
+    default_limit: int = 50
+    max_limit: int = 500
+    served: int  # items on the page served (``_within_budget``)
 
-    def get_limit(self, request):
+    def get_limit(self, request: Request) -> int:
         """Strict (issue 22.5): a limit that is not an integer ≥ 1 is 400 (DRF would serve the default)."""
         limit = int_query_value(request, self.limit_query_param, default=self.default_limit, minimum=1, maximum=10**18)
         return min(limit, self.max_limit)
 
-    def get_offset(self, request):
+    def get_offset(self, request: Request) -> int:
         return int_query_value(request, self.offset_query_param, default=0, minimum=0, maximum=MAX_OFFSET)
 
-    def get_schema_operation_parameters(self, view):
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
         return [
             {
                 "name": self.limit_query_param,
@@ -107,11 +120,11 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
             },
         ]
 
-    def get_paginated_response(self, data):
+    def get_paginated_response(self, data: Any) -> Response:
         data = self._within_budget(list(data))
         return super().get_paginated_response(data)
 
-    def _within_budget(self, items: list) -> list:
+    def _within_budget(self, items: list[Any]) -> list[Any]:
         budget, used = limits.max_page_bytes(), 0
         for index, item in enumerate(items):
             used += limits.json_bytes(item)
@@ -121,10 +134,12 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
         self.served = len(items)
         return items
 
-    def get_next_link(self):
+    def get_next_link(self) -> str | None:
         served = getattr(self, "served", None)
         if served is None or self.limit is None or served >= self.limit:
             return super().get_next_link()
+        # paginate_queryset set them, as it set limit
+        assert self.offset is not None and self.count is not None and self.request is not None
         next_offset = self.offset + served
         if next_offset >= self.count:
             return None
@@ -134,7 +149,7 @@ class LimitOffsetPagination(pagination.LimitOffsetPagination):
 
 
 @functools.cache
-def paginated(serializer_class):
+def paginated(serializer_class: type[serializers.BaseSerializer[Any]]) -> serializers.Serializer[Any]:
     """The schema of a LimitOffsetPagination page of ``serializer_class`` items, for list views whose items are
     not one model's rows: ``{count, next, previous, results}``, all four always present (issue 14.15:
     documented as they are served). Marked ``many=False`` so that drf-spectacular does not wrap the page, which

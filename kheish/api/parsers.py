@@ -8,6 +8,8 @@ from __future__ import annotations
 import codecs
 import json
 import math
+from collections.abc import Mapping
+from typing import IO, Any, NoReturn
 
 from django.conf import settings
 from rest_framework.parsers import JSONParser
@@ -17,7 +19,7 @@ from memory.errors import ValidationFailed
 MAX_JSON_DEPTH = 64
 
 
-def _refuse_constant(name: str):
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
@@ -91,7 +93,9 @@ class SafeJSONParser(JSONParser):
     """``JSONParser`` plus :func:`check_json_value` over the whole body; NaN/±Infinity (and numbers that overflow
     to infinity) are a parse error, a RecursionError is the depth rule's 400."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self, stream: IO[Any], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> Any:  # any JSON value, not only an object (a serializer refuses what its view does not take)
         parser_context = parser_context or {}
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         try:

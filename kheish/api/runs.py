@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+
 from django.db import transaction
+from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kheish import composition
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.pagination import int_parameter
-from kheish.api.permissions import caller_is_operator
+from kheish.api.permissions import authenticated_user, caller_is_operator
 from kheish.api.schema import described
 from kheish.api.sessions import LogEntrySerializer, SessionScopedMixin, parse_int_param
 from memory import public_ids
@@ -21,6 +26,10 @@ from memory.errors import ValidationFailed
 from memory.journal import log_entry
 from memory.models import EventType, JournalEvent, Run, RunKind, RunStatus
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from rest_framework.decorators import ViewSetAction
+
 OUTPUTS_IN_VIEW = 8
 """A run view carries at most this many outputs (the newest) ... """
 OUTPUTS_VIEW_CHARS = 32_000
@@ -28,17 +37,19 @@ OUTPUTS_VIEW_CHARS = 32_000
 every output, whole, is paged at ``GET /v1/runs/{id}/outputs`` (issue 14.10)."""
 
 
-def view_outputs(outputs: list) -> tuple[list, bool]:
+def view_outputs(outputs: list[Any]) -> tuple[list[Any], bool]:
     """The newest outputs that fit the view's count and content budget, oldest first; and whether any was
-    left out or cut."""
-    kept: list = []
+    left out or cut. Outputs are the run's JSON items (dicts as the service writes them; anything else counts
+    as no content)."""
+    kept: list[Any] = []
     budget = OUTPUTS_VIEW_CHARS
     for output in reversed(outputs[-OUTPUTS_IN_VIEW:]):
         content = output.get("content") if isinstance(output, dict) else None
-        size = len(content) if isinstance(content, str) else 0
+        text = content if isinstance(content, str) else ""
+        size = len(text)
         if size > budget:
             if not kept:  # the newest output is always shown, cut to the budget
-                kept.append({**output, "content": content[:budget], "content_truncated": True})
+                kept.append({**output, "content": text[:budget], "content_truncated": True})
             break
         budget -= size
         kept.append(output)
@@ -46,7 +57,7 @@ def view_outputs(outputs: list) -> tuple[list, bool]:
     return kept, len(kept) < len(outputs) or any(o.get("content_truncated") for o in kept if isinstance(o, dict))
 
 
-class PromptSectionSerializer(serializers.Serializer):
+class PromptSectionSerializer(serializers.Serializer[dict[str, Any]]):
     """One packed memory section a new run receives."""
 
     name = serializers.CharField(help_text="learned_context | recovered_memory")
@@ -55,7 +66,7 @@ class PromptSectionSerializer(serializers.Serializer):
     truncated = serializers.BooleanField()
 
 
-class RunPromptSerializer(serializers.Serializer):
+class RunPromptSerializer(serializers.Serializer[dict[str, Any]]):
     """The injection ledger of a run: what was put in front of the model, and its token estimate."""
 
     sections = PromptSectionSerializer(many=True)
@@ -63,7 +74,7 @@ class RunPromptSerializer(serializers.Serializer):
     budget_tokens = serializers.IntegerField(required=False, allow_null=True)
 
 
-class RunViewSerializer(serializers.Serializer):
+class RunViewSerializer(serializers.Serializer[Run]):
     run_id = StrictCharField(source="public_id")
     session_id = serializers.SerializerMethodField()
     agent_id = StrictCharField(source="session.owner.username")
@@ -93,41 +104,71 @@ class RunViewSerializer(serializers.Serializer):
     error = StrictCharField(allow_null=True)
     prompt = RunPromptSerializer(allow_null=True)
 
-    def get_session_id(self, obj) -> str:
+    # The return annotations are the schema drf-spectacular serves for these fields.
+    def get_session_id(self, obj: Run) -> str:
         return public_ids.session_id(obj.session_id)
 
-    def get_queued_position(self, obj) -> int | None:
+    def get_queued_position(self, obj: Run) -> int | None:
         return 0 if obj.status == RunStatus.QUEUED else None
 
-    def get_input_attachments(self, obj) -> list:
-        return obj.input.get("attachments", [])
+    def get_input_attachments(self, obj: Run) -> list[Any]:
+        attachments: list[Any] = obj.input.get("attachments", [])
+        return attachments
 
-    def get_input_metadata(self, obj) -> dict | None:
-        return obj.input.get("metadata")
+    def get_input_metadata(self, obj: Run) -> dict[str, Any] | None:
+        metadata: dict[str, Any] | None = obj.input.get("metadata")
+        return metadata
 
-    def get_pending_approvals(self, obj) -> list:
+    def get_pending_approvals(self, obj: Run) -> list[Any]:
         return pending_requests(obj.pending_approval_ids, obj.pending_question)
 
-    def get_pending_questions(self, obj) -> list:
+    def get_pending_questions(self, obj: Run) -> list[Any]:
         return pending_requests(obj.pending_question_ids, obj.pending_question)
 
-    def get_outputs(self, obj) -> list[dict]:
+    def get_outputs(self, obj: Run) -> list[dict[str, Any]]:
         return view_outputs(obj.outputs or [])[0]
 
-    def get_outputs_truncated(self, obj) -> bool:
+    def get_outputs_truncated(self, obj: Run) -> bool:
         return view_outputs(obj.outputs or [])[1]
 
-    def get_deliveries(self, obj) -> list:
+    def get_deliveries(self, obj: Run) -> list[Any]:
         return []
 
 
-def pending_requests(request_ids: list, question: str) -> list[dict]:
+def pending_requests(request_ids: list[str], question: str) -> list[dict[str, str]]:
     """``pending_approvals`` / ``pending_questions``: one item per request id, with the question the agent asked
     (``wait-for-approval`` / ``wait-for-user-question`` ``question``) when it asked one."""
     return [{"request_id": rid, "question": question} if question else {"request_id": rid} for rid in request_ids]
 
 
-def run_view(run: Run) -> dict:
+class RunView(TypedDict):
+    """The RunView (spec §1.2), as ``run_view`` builds it."""
+
+    run_id: str
+    session_id: str
+    agent_id: str
+    kind: str
+    status: str
+    submitted_at_ms: int
+    updated_at_ms: int
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    queued_position: int | None
+    request: Any
+    input_attachments: Any
+    input_metadata: Any
+    pending_approval_ids: Any
+    pending_approvals: list[dict[str, str]]
+    pending_question_ids: Any
+    pending_questions: list[dict[str, str]]
+    outputs: list[Any]
+    outputs_truncated: bool
+    deliveries: list[Any]
+    error: str | None
+    prompt: Any
+
+
+def run_view(run: Run) -> RunView:
     """The RunView (spec §1.2) as a plain dict: the hot path of every run action, so it avoids building a
     serializer per response. RunViewSerializer above documents the same shape for the schema (a test keeps
     them in step)."""
@@ -162,7 +203,7 @@ def run_view(run: Run) -> dict:
 OUTPUTS_PAGE_MAX = 50
 
 
-class RunOutputSerializer(serializers.Serializer):
+class RunOutputSerializer(serializers.Serializer[dict[str, Any]]):
     offset = serializers.IntegerField()
     run_id = serializers.CharField()
     session_id = serializers.CharField()
@@ -170,7 +211,7 @@ class RunOutputSerializer(serializers.Serializer):
     artifacts = serializers.JSONField()
 
 
-class RunOutputsPageSerializer(serializers.Serializer):
+class RunOutputsPageSerializer(serializers.Serializer[dict[str, Any]]):
     count = serializers.IntegerField(help_text="how many outputs the run has")
     next = serializers.URLField(allow_null=True, help_text="the next page (null on the last page)")
     previous = serializers.URLField(allow_null=True, help_text="the previous page (null on the first page)")
@@ -327,7 +368,7 @@ IDEMPOTENCY_KEY_HEADER = OpenApiParameter(
 )
 
 
-def resolve_idempotency_key(request, body_key: str | None) -> str | None:
+def resolve_idempotency_key(request: Request, body_key: str | None) -> str | None:
     header = request.headers.get("Idempotency-Key")
     if header is not None and body_key is not None and header != body_key:
         raise ValidationFailed("Idempotency-Key header and idempotency_key body field differ", field="idempotency_key")
@@ -341,7 +382,7 @@ def resolve_idempotency_key(request, body_key: str | None) -> str | None:
     return key
 
 
-class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
+class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet[Run]):
     """POST /v1/sessions/{session_id}/runs: open a run; the packed memory sections come back with it."""
 
     serializer_class = RunViewSerializer
@@ -356,7 +397,7 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         responses={202: RunViewSerializer},
         parameters=[IDEMPOTENCY_KEY_HEADER],
     )
-    def create(self, request, session_id: str):
+    def create(self, request: Request, session_id: str) -> Response:
         session = self.get_visible_session(session_id)
         data = RunOpenSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -367,12 +408,13 @@ class SessionRunsViewSet(SessionScopedMixin, viewsets.GenericViewSet):
             run_input=run_service.RunInput(
                 content=body["input"]["content"],
                 attachments=body["input"].get("attachments", []),
-                metadata=_metadata(body["input"].get("metadata")),
+                # any JSON value: RunInput.metadata says dict, canonical_input keeps another value whole
+                metadata=cast("dict[str, Any]", _metadata(body["input"].get("metadata"))),
             ),
             kind=body["kind"],
             idempotency_key=key,
             model=body.get("model"),
-            actor=request.user,
+            actor=authenticated_user(request),
         )
         return Response(run_view(run), status=status.HTTP_202_ACCEPTED)
 
@@ -386,12 +428,15 @@ class RunFilter(filters.FilterSet):
         model = Run
         fields = ["session_id", "status", "kind"]
 
-    def filter_session(self, queryset, name, value):
+    def filter_session(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         pk = public_ids.parse_id(value, public_ids.SESSION)
         return queryset.none() if pk is None else queryset.filter(session_id=pk)
 
 
-ACTIONS = {
+RunAction = Callable[[Run, dict[str, Any], "User"], Run]
+"""A run action: (the locked run, the validated body, the caller) → the updated run."""
+
+ACTIONS: dict[str, tuple[type[StrictSerializer], RunAction]] = {
     "start": (EmptySerializer, lambda run, d, actor: run_service.run_start(run=run, actor=actor)),
     "output": (
         OutputSerializer,
@@ -457,23 +502,29 @@ ACTION_DOCS = {
 }
 
 
-def _action_view(name: str):
+RunActionView = Callable[["RunViewSet", Request, str], Response]
+
+
+def _action_view(name: str) -> ViewSetAction[RunActionView]:
     serializer_class, call = ACTIONS[name]
 
-    def view(self, request, run_id: str):
+    def view(self: RunViewSet, request: Request, run_id: str) -> Response:
         data = serializer_class(data=request.data)  # JSON null, [] or false is 400, not {} (issue 22.5)
         data.is_valid(raise_exception=True)
         with transaction.atomic():
             # One query checks visibility and takes the row lock the service would otherwise take again.
-            run = run_service.get_locked_run(run_id, owner=None if caller_is_operator(request) else request.user)
-            updated = call(run, data.validated_data, request.user)
+            run = run_service.get_locked_run(
+                run_id, owner=None if caller_is_operator(request) else authenticated_user(request)
+            )
+            updated = call(run, data.validated_data, authenticated_user(request))
         updated.session = run.session  # same session; keeps the owner loaded for the view
         return Response(run_view(updated))
 
     view.__name__ = name.replace("-", "_")
     view.__doc__ = ACTION_DOCS[name]
     # extend_schema outside @action: @action replaces the function's kwargs, where the schema override lives
-    as_action = action(detail=True, methods=["post"], url_path=name, filterset_class=None)(view)
+    handler: RunActionView = view
+    as_action = action(detail=True, methods=["post"], url_path=name, filterset_class=None)(handler)
     return described(
         ACTION_DOCS[name].split(".")[0],
         f"{ACTION_DOCS[name]} Answers the updated run. 404 when the run is not the calling agent's; "
@@ -484,17 +535,17 @@ def _action_view(name: str):
     )(as_action)
 
 
-class RunViewSet(viewsets.GenericViewSet):
+class RunViewSet(viewsets.GenericViewSet[Run]):
     serializer_class = RunViewSerializer
     filterset_class = RunFilter
     lookup_field = "run_id"
     lookup_value_regex = "[^/]+"
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Run]:
         runs = Run.objects.select_related("session__owner")
         if caller_is_operator(self.request):
             return runs
-        return runs.filter(session__owner=self.request.user)  # an agent sees only its own sessions' runs
+        return runs.filter(session__owner=authenticated_user(self.request))  # an agent sees only its own sessions' runs
 
     def get_visible_run(self, run_id: str) -> Run:
         return run_service.get_run(run_id, queryset=self.get_queryset())
@@ -508,9 +559,10 @@ class RunViewSet(viewsets.GenericViewSet):
             OpenApiParameter("kind", str, enum=[*RunKind.values, ""], description="blank: no filter"),
         ],
     )
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         qs = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(qs)
+        assert page is not None  # DEFAULT_PAGINATION_CLASS pages every list
         return self.get_paginated_response([run_view(run) for run in page])
 
     @described(
@@ -518,7 +570,7 @@ class RunViewSet(viewsets.GenericViewSet):
         "One run: its status, pending approvals and questions, the newest outputs and the "
         "memory it was given (prompt). 404 when it is not the calling agent's.",
     )
-    def retrieve(self, request, run_id: str):
+    def retrieve(self, request: Request, run_id: str) -> Response:
         return Response(run_view(self.get_visible_run(run_id)))
 
     @described(
@@ -546,12 +598,13 @@ class RunViewSet(viewsets.GenericViewSet):
         ],
     )
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
-    def outputs(self, request, run_id: str):
+    def outputs(self, request: Request, run_id: str) -> Response:
         """Every output of the run, whole, oldest first, from the journal (issues 14.10, 25.4)."""
         run = self.get_visible_run(run_id)
         cursor = parse_int_param(request, "cursor", default=None, maximum=2**62)
         offset = parse_int_param(request, "offset", default=0, maximum=10_000_000)
         limit = parse_int_param(request, "limit", default=10, minimum=1, maximum=OUTPUTS_PAGE_MAX)
+        assert offset is not None and limit is not None  # an integer default answers an integer
         if cursor is not None and offset:
             raise ValidationFailed("send cursor or offset, not both", field="cursor")
         outputs = JournalEvent.objects.filter(
@@ -597,10 +650,11 @@ class RunViewSet(viewsets.GenericViewSet):
         responses=LogEntrySerializer(many=True),
     )
     @action(detail=True, methods=["get"], filterset_class=None)
-    def events(self, request, run_id: str):
+    def events(self, request: Request, run_id: str) -> Response:
         run = self.get_visible_run(run_id)
         qs = JournalEvent.objects.filter(run=run).order_by("offset")
-        page = self.paginate_queryset(qs)
+        page = self.paginator.paginate_queryset(qs, request, view=self) if self.paginator is not None else None
+        assert page is not None  # DEFAULT_PAGINATION_CLASS pages every list
         return self.get_paginated_response([log_entry(e) for e in page])
 
     start = _action_view("start")

@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from drf_spectacular.utils import extend_schema
 
 from kheish.api.errors import PROBLEM_CONTENT_TYPE, TITLES
@@ -21,7 +24,10 @@ CALLERS = {
 }
 
 
-def described(summary: str, description: str, *, caller: str = AGENT, **kwargs):
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def described(summary: str, description: str, *, caller: str = AGENT, **kwargs: Any) -> Callable[[F], F]:
     """``extend_schema`` for one operation: what it does for an agent developer, who may call it, its errors."""
     return extend_schema(
         summary=summary,
@@ -31,7 +37,7 @@ def described(summary: str, description: str, *, caller: str = AGENT, **kwargs):
     )
 
 
-PROBLEM_SCHEMA = {
+PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "An RFC 7807 problem (application/problem+json): every /v1 error has this shape.",
     "properties": {
@@ -71,7 +77,7 @@ UNSAFE = frozenset({"post", "put", "patch", "delete"})
 METHODS = frozenset({"get", "head", *UNSAFE})
 
 
-def error_statuses(method: str, operation: dict) -> list[int]:
+def error_statuses(method: str, operation: dict[str, Any]) -> list[int]:
     """The error statuses an operation can answer, from its shape: every one can be 400 (a NUL in the query
     string is refused before routing), 401 and 429; 404 with path parameters; 403 for operator-only and
     unsafe operations; 404 too when the body names another object by id (BODY_REFERENCES); 409 for
@@ -91,7 +97,9 @@ def error_statuses(method: str, operation: dict) -> list[int]:
     return sorted(statuses)
 
 
-def problem_responses(result, generator, request, public):
+def problem_responses(
+    result: dict[str, Any], generator: SchemaGenerator, request: Request | None, public: bool
+) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: the ``Problem`` component and the error responses of every
     operation (those an operation already documents are kept)."""
     result.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
@@ -115,17 +123,23 @@ def problem_responses(result, generator, request, public):
 # ---- request bodies: what the serializers enforce, said in the schema (issue 22.5) ---------------------------
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension  # noqa: E402
+from drf_spectacular.generators import SchemaGenerator  # noqa: E402
+from drf_spectacular.openapi import AutoSchema  # noqa: E402
+from drf_spectacular.utils import Direction  # noqa: E402
+from rest_framework.request import Request  # noqa: E402
 
 
-class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
+class StrictCharFieldSchema(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]  # an unannotated __init_subclass__
     """A non-blank ``StrictCharField`` says so: ``minLength: 1``, or, when it trims, ``pattern: \\S`` (a
     whitespace-only value trims to blank and is refused)."""
 
     target_class = "kheish.api.fields.StrictCharField"
     match_subclasses = True
 
-    def map_serializer_field(self, auto_schema, direction):
-        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_serializer_field(  # type: ignore[no-untyped-call]  # unannotated
+            self.target, direction, bypass_extensions=True
+        )
         if not self.target.allow_blank and schema.get("type") == "string":
             if self.target.trim_whitespace:
                 schema.setdefault("pattern", "\\S")
@@ -134,23 +148,25 @@ class StrictCharFieldSchema(OpenApiSerializerFieldExtension):
         return schema
 
 
-class StrictSerializerSchema(OpenApiSerializerExtension):
+class StrictSerializerSchema(OpenApiSerializerExtension):  # type: ignore[no-untyped-call]  # an unannotated __init_subclass__
     """Every ``StrictSerializer`` refuses unknown fields (400 "unknown field"), so its schema says
     ``additionalProperties: false``: a body with an extra field is schema-violating, not schema-valid."""
 
     target_class = "kheish.api.fields.StrictSerializer"
     match_subclasses = True
 
-    def map_serializer(self, auto_schema, direction):
-        schema = auto_schema._map_basic_serializer(self.target, direction)
+    def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_basic_serializer(  # type: ignore[no-untyped-call]  # unannotated
+            self.target, direction
+        )
         schema["additionalProperties"] = False
         return schema
 
 
-def openapi_schema(json_schema: dict) -> dict:
+def openapi_schema(json_schema: dict[str, Any]) -> dict[str, Any]:
     """A JSON Schema (Draft 2020-12, as ``learnings.services.cleaning`` declares its references) as an OpenAPI 3.0
     schema: ``["string", "null"]`` types become ``nullable``; ``$schema``, ``title`` and ``x-messages`` go."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for key, value in json_schema.items():
         if key in ("$schema", "title", "x-messages"):
             continue

@@ -12,9 +12,14 @@ so a hostile name (``..%2F..%2Fetc``, a Cyrillic look-alike, 300 characters) is 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kheish.api.fields import StrictCharField, StrictSerializer
@@ -25,14 +30,18 @@ from kheish.api.pagination import (
     query_parameter,
     query_text,
 )
-from kheish.api.permissions import IsOperator, caller_is_operator
+from kheish.api.permissions import IsOperator, authenticated_user, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from kheish.api.sessions import SessionScopedMixin
 from learnings.models import Learning
 from memory.sessions import learning_scope_keys
 from memory.vocabulary import listing
 from skills import selectors, services
+from skills.models import LearningSkill
 from skills.vocabulary import LADDER, RolloutKind, SkillStatus
+
+if TYPE_CHECKING:
+    from rest_framework.permissions import _SupportsHasPermission
 
 STATUS_HELP = listing(SkillStatus.values)
 NAME_PARAMETER = OpenApiParameter(
@@ -46,7 +55,7 @@ NAME_PARAMETER = OpenApiParameter(
 # ---- serializers ------------------------------------------------------------------------------------------
 
 
-class SkillRuntimeConfigSerializer(serializers.Serializer):
+class SkillRuntimeConfigSerializer(serializers.Serializer[dict[str, Any]]):
     allowed_tools = serializers.ListField(child=serializers.CharField())
     blocked_tools = serializers.ListField(child=serializers.CharField())
     context = serializers.CharField(help_text="inline | fork")  # type: ignore[assignment]  # DRF allows the name; its stubs do not
@@ -56,7 +65,7 @@ class SkillRuntimeConfigSerializer(serializers.Serializer):
     fallback_model = serializers.CharField(allow_null=True)
 
 
-class SkillSummarySerializer(serializers.Serializer):
+class SkillSummarySerializer(serializers.Serializer[dict[str, Any]]):
     """An item of the runtime catalog."""
 
     name = serializers.CharField()
@@ -76,7 +85,7 @@ class SkillDetailSerializer(SkillSummarySerializer):
     instructions = serializers.CharField()
 
 
-class LearningSkillLifecycleEventSerializer(serializers.Serializer):
+class LearningSkillLifecycleEventSerializer(serializers.Serializer[dict[str, Any]]):
     event = serializers.CharField(help_text="promote | rollout_result | revoke | rollback")
     recorded_at_ms = serializers.IntegerField()
     from_status = serializers.CharField(required=False, help_text=STATUS_HELP)
@@ -89,7 +98,7 @@ class LearningSkillLifecycleEventSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False)
 
 
-class LearningSkillViewSerializer(serializers.Serializer):
+class LearningSkillViewSerializer(serializers.Serializer[dict[str, Any]]):
     """``LearningSkillView`` (spec §1.8)."""
 
     skill_name = serializers.CharField()
@@ -122,7 +131,7 @@ class LearningSkillViewSerializer(serializers.Serializer):
     revoked_reason = serializers.CharField(allow_null=True)
 
 
-def _text(max_length: int, **kwargs) -> StrictCharField:
+def _text(max_length: int, **kwargs: Any) -> StrictCharField:
     """Lenient at the edge (the service owns the rules and their literal messages), bounded in size."""
     return StrictCharField(
         required=False, allow_null=True, allow_blank=True, trim_whitespace=False, max_length=max_length, **kwargs
@@ -207,22 +216,26 @@ class SkillReasonSerializer(StrictSerializer):
 # ---- helpers ----------------------------------------------------------------------------------------------
 
 
-def _query(request) -> str | None:
+def _query(request: Request) -> str | None:
     return query_text(request)
 
 
-def _hide_paths(request, item):
+# skills.selectors.without_server_paths is not annotated on this branch yet: the contract this module relies on
+_without_server_paths: Callable[[dict[str, Any]], dict[str, Any]] = selectors.without_server_paths
+
+
+def _hide_paths(request: Request, item: dict[str, Any]) -> dict[str, Any]:
     """Agents see a skill's location relative to its skills directory (``code-review/SKILL.md``), never the
     server's absolute paths (issue 14.5), and a learning-skill record's evidence without another agent's run
     or session ids (``selectors.without_foreign_ids``); operators see them whole."""
     if caller_is_operator(request):
         return item
     if isinstance(item, dict) and "lifecycle_events" in item:
-        item = selectors.without_foreign_ids([item], request.user)[0]
-    return selectors.without_server_paths(item)
+        item = selectors.without_foreign_ids([item], authenticated_user(request))[0]
+    return _without_server_paths(item)
 
 
-def _visible_learnings(request):
+def _visible_learnings(request: Request) -> QuerySet[Learning] | None:
     """What bounds the promoted skills a caller sees: for an agent the learnings it can see (a skill promoted
     from a project it is not granted stays out of every list and detail); ``None`` (all) for an operator."""
     if caller_is_operator(request):
@@ -230,29 +243,33 @@ def _visible_learnings(request):
     return Learning.objects.visible_to(request.user, operator=False)
 
 
-def _shown(request, item):
+def _shown(request: Request, item: dict[str, Any]) -> Response:
     return Response(_hide_paths(request, item))
 
 
-def _paginated(view, request, items):
-    page = view.paginate_queryset(items)
+def _paginated(view: _SkillsViewSet, request: Request, items: list[dict[str, Any]]) -> Response:
+    page: list[dict[str, Any]] | None = view.paginate_queryset(items)  # type: ignore[arg-type]  # DRF pages any sequence; the stubs say QuerySet
+    assert page is not None  # DEFAULT_PAGINATION_CLASS pages every list
     return view.get_paginated_response([_hide_paths(request, item) for item in page])
 
 
-def _validated(serializer_class, request) -> dict:
-    data = request.data if request.data not in (None, "") else {}
+def _validated(serializer_class: type[StrictSerializer], request: Request) -> dict[str, Any]:
+    body: object = request.data  # any JSON value (SafeJSONParser), or nothing
+    data = body if body not in (None, "") else {}
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+    validated: dict[str, Any] = serializer.validated_data
+    return validated
 
 
 # ---- the runtime catalog ----------------------------------------------------------------------------------
 
 
-class _SkillsViewSet(viewsets.GenericViewSet):
-    """Skill records are not one model's rows: no filter backend; pages of what the selectors return."""
+class _SkillsViewSet(viewsets.GenericViewSet[LearningSkill]):
+    """Skill records are not one model's rows: no filter backend; pages of what the selectors return (the
+    promoted skills' records are LearningSkill rows; catalog skills are files)."""
 
-    filter_backends: list = []
+    filter_backends = []
     lookup_field = "name"
     # ``[\s\S]+`` (not ``[^/]+``): an encoded ``/`` in a hostile name reaches the name rules and gets a 400
     # instead of falling through to "unknown route", and a name with a newline (%0A) is a name too (a 400 or 404
@@ -272,7 +289,7 @@ class SkillViewSet(_SkillsViewSet):
         parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         return _paginated(
             self, request, selectors.catalog_skills(_query(request), visible_learnings=_visible_learnings(request))
         )
@@ -285,7 +302,7 @@ class SkillViewSet(_SkillsViewSet):
         parameters=[NAME_PARAMETER],
         responses=SkillDetailSerializer,
     )
-    def retrieve(self, request, name: str):
+    def retrieve(self, request: Request, name: str) -> Response:
         return _shown(request, selectors.catalog_skill(name, visible_learnings=_visible_learnings(request)))
 
 
@@ -301,7 +318,7 @@ class SessionSkillViewSet(SessionScopedMixin, _SkillsViewSet):
         parameters=[query_parameter(), *page_parameters()],
         responses=paginated(SkillSummarySerializer),
     )
-    def list(self, request, session_id: str):
+    def list(self, request: Request, session_id: str) -> Response:
         session = self.get_visible_session(session_id)
         skills = selectors.session_visible_skills(
             session=session, scope_keys=learning_scope_keys(session), query=_query(request)
@@ -329,7 +346,7 @@ class PromoteSkillViewSet(_SkillsViewSet):
         request=CreateLearningSkillSerializer,
         responses=LearningSkillViewSerializer,
     )
-    def submit(self, request, learning_id: str):
+    def submit(self, request: Request, learning_id: str) -> Response:
         data = _validated(CreateLearningSkillSerializer, request)
         from learnings.selectors import get_learning
 
@@ -358,7 +375,7 @@ class LearningSkillViewSet(_SkillsViewSet):
 
     operator_actions = frozenset({"rollout_result", "revoke", "rollback"})
 
-    def get_permissions(self):
+    def get_permissions(self) -> Sequence[_SupportsHasPermission]:
         if self.action in self.operator_actions:
             return [IsOperator()]
         return super().get_permissions()
@@ -375,16 +392,18 @@ class LearningSkillViewSet(_SkillsViewSet):
         ],
         responses=paginated(LearningSkillViewSerializer),
     )
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         qs = selectors.learning_skills(
             source_learning_id=request.query_params.get("source_learning_id"),
             status=request.query_params.get("status"),
             visible_learnings=_visible_learnings(request),
         )
         page = self.paginate_queryset(qs)
+        assert page is not None  # DEFAULT_PAGINATION_CLASS pages every list
         views = [selectors.learning_skill_view(skill) for skill in page]
         if not caller_is_operator(request):  # one pass for the page: two queries, not two per record
-            views = [selectors.without_server_paths(v) for v in selectors.without_foreign_ids(views, request.user)]
+            mine = selectors.without_foreign_ids(views, authenticated_user(request))
+            views = [_without_server_paths(v) for v in mine]
         return self.get_paginated_response(views)
 
     @described(
@@ -395,7 +414,7 @@ class LearningSkillViewSet(_SkillsViewSet):
         parameters=[NAME_PARAMETER],
         responses=LearningSkillViewSerializer,
     )
-    def retrieve(self, request, name: str):
+    def retrieve(self, request: Request, name: str) -> Response:
         return _shown(
             request,
             selectors.learning_skill_view(
@@ -417,7 +436,7 @@ class LearningSkillViewSet(_SkillsViewSet):
         responses=LearningSkillViewSerializer,
     )
     @action(detail=True, methods=["post"], url_path="rollout-result")
-    def rollout_result(self, request, name: str):
+    def rollout_result(self, request: Request, name: str) -> Response:
         data = _validated(RolloutResultSerializer, request)
         skill = services.skill_record_rollout(
             skill_name=name,
@@ -440,7 +459,7 @@ class LearningSkillViewSet(_SkillsViewSet):
         responses=LearningSkillViewSerializer,
     )
     @action(detail=True, methods=["post"])
-    def revoke(self, request, name: str):
+    def revoke(self, request: Request, name: str) -> Response:
         data = _validated(SkillReasonSerializer, request)
         skill = services.skill_revoke(skill_name=name, reason=data.get("reason"), actor=request.user)
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))
@@ -457,7 +476,7 @@ class LearningSkillViewSet(_SkillsViewSet):
         responses=LearningSkillViewSerializer,
     )
     @action(detail=True, methods=["post"])
-    def rollback(self, request, name: str):
+    def rollback(self, request: Request, name: str) -> Response:
         data = _validated(SkillReasonSerializer, request)
         skill = services.skill_rollback(skill_name=name, reason=data.get("reason"), actor=request.user)
         return _shown(request, selectors.learning_skill_view(selectors.get_learning_skill(skill.skill_name)))

@@ -32,11 +32,17 @@ import math
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import caches
 from django.db import DatabaseError
 from rest_framework import exceptions, throttling
+
+if TYPE_CHECKING:  # rest_framework.views imports this module (DEFAULT_THROTTLE_CLASSES): annotations only
+    from django.http import HttpRequest
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 logger = logging.getLogger("kheish.api")
 
@@ -71,15 +77,16 @@ def parse_rate(value: str | None) -> Rate | None:
     return Rate(int(count), period)
 
 
-def client_address(request) -> str | None:
+def client_address(request: HttpRequest | Request) -> str | None:
     """The address limits are counted against: the peer address of the connection (``REMOTE_ADDR``).
 
     Forwarded headers are not trusted (a client could name any address); the service binds loopback and a
     reverse proxy in front of it should be the one that limits per end client. Also axes' address
     (``AXES_CLIENT_IP_CALLABLE``), so one address means the same thing for API keys and admin sign-ins."""
     request = getattr(request, "_request", request)
-    meta = getattr(request, "META", None) or {}
-    return (meta.get("REMOTE_ADDR") or "").strip() or None
+    meta: dict[str, Any] = getattr(request, "META", None) or {}
+    address: str = (meta.get("REMOTE_ADDR") or "").strip()
+    return address or None
 
 
 def _hashed(value: str) -> str:
@@ -115,7 +122,7 @@ class AuthFailureLimiter:
             "prefix": parse_rate(getattr(settings, "KHEISH_AUTH_FAILURES_PER_PREFIX", "20/5m")),
         }
 
-    def record_failure(self, request, presented: str) -> None:
+    def record_failure(self, request: HttpRequest | Request, presented: str) -> None:
         """Call after a credential failed. Raises AuthFailuresThrottled when a limit is exceeded, else returns
         (the caller then answers 401)."""
         now = time.time()
@@ -172,10 +179,10 @@ class PrincipalRateThrottle(throttling.BaseThrottle):
 
     cache_alias = "throttle"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._wait = 0
 
-    def scope_for(self, request) -> str | None:
+    def scope_for(self, request: Request) -> str | None:
         user = getattr(request, "user", None)
         if not getattr(user, "is_authenticated", False):
             return None
@@ -184,7 +191,7 @@ class PrincipalRateThrottle(throttling.BaseThrottle):
             role = "operator" if getattr(user, "is_staff", False) else "agent"
         return "operator" if role == "operator" else "agent"
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView) -> bool:
         scope = self.scope_for(request)
         if scope is None:
             return True
