@@ -6,7 +6,6 @@ from __future__ import annotations
 import django_filters
 from django.db.models import Count, Q, QuerySet
 
-from learnings import semantic
 from learnings.models import Learning, LearningCandidate
 from learnings.screening import CATEGORIES
 from learnings.validation import LearningValidationError, parse_scope_query
@@ -14,6 +13,7 @@ from learnings.vocabulary import (
     CANDIDATE_ID,
     LEARNING_ID,
     REVIEW_STATES,
+    SEMANTIC_KINDS,
     CandidateOrigin,
     CandidateState,
     LearningKind,
@@ -161,7 +161,7 @@ def find_conflict(
 ) -> Learning | None:
     """A prompt-visible, unexpired fact/preference/decision of the same scope and kind about the same
     subject with a different value."""
-    if kind not in semantic.PROMPT_ELIGIBLE_KINDS or not subject_key:
+    if kind not in SEMANTIC_KINDS or not subject_key:
         return None
     at_ms = now_ms() if at_ms is None else at_ms
     return (
