@@ -30,6 +30,7 @@ from django.contrib import admin
 from django.http import HttpResponse
 from django.urls import URLPattern, include, path, reverse
 
+from kheish import urls as root_urls
 from kheish.console import common
 from kheish.console.urls import console_urls
 from tests.support.console_data import staff_user
@@ -376,8 +377,6 @@ def make_toy(tmp_path: Path, monkeypatch, *, imports: str = "", write: str = THR
     template.parent.mkdir(parents=True)
     template.write_text(TOY_TEMPLATE)
     patterns = [*console_urls()[0], path("toy/", admin.site.admin_view(module.toy), name="toy")]
-    from kheish import urls as root_urls
-
     urlconf = types.ModuleType("toy_console_urls")
     urlconf.urlpatterns = [
         path("admin/memory/", include((patterns, "console"))),
