@@ -22,12 +22,13 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from learnings import gate, policy_in_force, recall_sql, semantic, standing, when
+from learnings import gate, lexical_ranking, policy_in_force, recall_sql, standing, when
 from learnings import speakers as speakers_module
 from learnings.learning_policy import RetrievalConfig
 from learnings.models import LEARNING_PREFIX, Learning, LearningKind
 from learnings.querysets import versions_digest
 from learnings.sections import LEARNED_CONTEXT_FORMAT
+from learnings.vocabulary import SCOPE_PRIORITY
 from memory import embedding, public_ids, ranking
 from memory.clock import now_ms
 from memory.ranking import SEARCH_SCORE_SCALE
@@ -68,7 +69,7 @@ _PROMPT_FIELDS = ("pk", "kind", "content", "scope_kind", "scope_id", "published_
 
 
 @lru_cache(maxsize=32768)
-def _prepared(row: tuple) -> tuple[LearnedRecord, tuple[int, int, str], semantic.Profile]:
+def _prepared(row: tuple) -> tuple[LearnedRecord, tuple[int, int, str], lexical_ranking.Profile]:
     """What no query changes about a row of ``_PROMPT_FIELDS``: the record (block rendered), its visibility
     order key and its scoring profile. A learning is seen by every session of its scopes, and its row is the
     same in each of their visible sets, so it is prepared once per process; keyed by the whole row, a changed
@@ -77,8 +78,8 @@ def _prepared(row: tuple) -> tuple[LearnedRecord, tuple[int, int, str], semantic
     learning_id = public_ids.format_id(LEARNING_PREFIX, pk)
     block = LEARNED_CONTEXT_FORMAT.block({"learning_id": learning_id, "kind": kind, "content": content})
     record = LearnedRecord(learning_id, kind, content, published_at_ms, scope_kind, scope_id, block)
-    visibility = semantic.visibility_key(scope_kind, published_at_ms, learning_id)
-    return record, visibility, semantic.content_terms(content)
+    visibility = lexical_ranking.visibility_key(scope_kind, published_at_ms, learning_id)
+    return record, visibility, lexical_ranking.content_terms(content)
 
 
 class _VisibleSet(NamedTuple):
@@ -160,7 +161,7 @@ def _lexical_records(scope_keys: list[str], query: str | None) -> list[LearnedRe
     visible = _prompt_visible(now_ms(), scope_keys)
     if visible is None:
         return []
-    order = semantic.prompt_order_of_visible(visible.lowered, visible.term_sets, query)
+    order = lexical_ranking.prompt_order_of_visible(visible.lowered, visible.term_sets, query)
     return [visible.records[index] for index in order]
 
 
@@ -171,7 +172,7 @@ RECENCY_PRIOR = 0.01
 
 
 def _priors(scope_kinds: list[str], published: list[int]) -> np.ndarray:
-    priority = np.array([semantic.SCOPE_PRIORITY.get(kind, 3) for kind in scope_kinds], dtype=np.float64)
+    priority = np.array([SCOPE_PRIORITY.get(kind, 3) for kind in scope_kinds], dtype=np.float64)
     times = np.array(published, dtype=np.float64)
     span = times.max() - times.min() if len(times) else 0.0
     recency = (times - times.min()) / span if span > 0 else np.zeros_like(times)
@@ -234,7 +235,7 @@ def hybrid_pool_order(
     score of each row returned. A question that names a time (``learnings.when``, relative to
     ``reference_ms``, now by default) prefers the candidates stated then."""
     query_vector = embedding.embed_many([query])[0].astype(np.float64)
-    words = [word for word in semantic.query_terms(query.lower())][:64]
+    words = [word for word in lexical_ranking.query_terms(query.lower())][:64]
     found = recall_sql.pool(shape, scope_keys=scope_keys, at_ms=at, words=words, query_vector=query_vector)
     if not found.rows:
         return [], np.zeros(0)
@@ -296,10 +297,10 @@ class Selection(NamedTuple):
 
 
 def _query_ranked_rows(scope_keys: list[str], query: str | None, limit: int, at: int, reference_ms: int) -> list[tuple]:
-    if query is None or (normalised := semantic.normalise_query(query)) is None:
+    if query is None or (normalised := lexical_ranking.normalise_query(query)) is None:
         return recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
     rows, _ = hybrid_pool_order("prompt", scope_keys, query.strip(), at, reference_ms)
-    if not rows and semantic.is_explicit_memory_request(normalised):
+    if not rows and lexical_ranking.is_explicit_memory_request(normalised):
         rows = recall_sql.recent("prompt", scope_keys=scope_keys, at_ms=at, limit=limit + 1)
     return rows
 
@@ -469,20 +470,22 @@ def search_hits(
     scope as the spec says; ``hybrid``: the pool of the query in hybrid order. ``prompt_eligible`` says whether
     the learning passes every prompt gate."""
     config = config or current_retrieval()
-    normalised = semantic.normalise_query(query)
+    normalised = lexical_ranking.normalise_query(query)
     if config.ranker != "lexical" and normalised is not None:
         rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms(), reference_time(session))
         return [
             _hit(row, round(float(score) * SEARCH_SCORE_SCALE), ["content"])
             for row, score in zip(rows, scores, strict=True)
         ]
-    if normalised is not None and not semantic.query_terms(normalised):
+    if normalised is not None and not lexical_ranking.query_terms(normalised):
         return []  # a query of stop-words only scores nothing
     rows = _search_rows(scope_keys, normalised)
     if normalised is None:
         return [_hit(row, 0, []) for row in rows]
     columns = list(zip(*rows, strict=True)) or [()] * len(_SEARCH_FIELDS)
-    ranks = semantic.search_ranks(normalised, contents=columns[2], kinds=columns[1], scope_kinds=columns[3]) or {}
+    ranks = (
+        lexical_ranking.search_ranks(normalised, contents=columns[2], kinds=columns[1], scope_kinds=columns[3]) or {}
+    )
     return [_hit(rows[position], score, matched) for position, (score, matched) in ranks.items()]
 
 

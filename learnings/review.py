@@ -38,6 +38,7 @@ from learnings.models import (
     VerificationStatus,
 )
 from learnings.selectors import candidate_view, find_conflict
+from learnings.vocabulary import SEMANTIC_KINDS
 from memory import llm, public_ids
 from memory.clock import now_ms
 from memory.models import RunMemoryRecord
@@ -119,7 +120,7 @@ def candidate_supported(candidate: LearningCandidate) -> bool:
     run_id = (candidate.source or {}).get("run_id")
     if not needle or not isinstance(run_id, str) or not run_id.strip():
         return False
-    if candidate.origin != CandidateOrigin.DAEMON or candidate.kind not in semantic.PROMPT_ELIGIBLE_KINDS:
+    if candidate.origin != CandidateOrigin.DAEMON or candidate.kind not in SEMANTIC_KINDS:
         return False
     if candidate.source_run_id is None or run_id != public_ids.run_id(candidate.source_run_id):
         return False

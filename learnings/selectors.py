@@ -8,7 +8,6 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 import django_filters
 from django.db.models import Count, Q, QuerySet
 
-from learnings import semantic
 from learnings.models import Learning, LearningCandidate
 from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
 from learnings.screening import CATEGORIES
@@ -17,6 +16,7 @@ from learnings.vocabulary import (
     CANDIDATE_ID,
     LEARNING_ID,
     REVIEW_STATES,
+    SEMANTIC_KINDS,
     CandidateOrigin,
     CandidateState,
     LearningKind,
@@ -213,7 +213,7 @@ def find_conflict(
 ) -> Learning | None:
     """A prompt-visible, unexpired fact/preference/decision of the same scope and kind about the same
     subject with a different value."""
-    if kind not in semantic.PROMPT_ELIGIBLE_KINDS or not subject_key:
+    if kind not in SEMANTIC_KINDS or not subject_key:
         return None
     at_ms = now_ms() if at_ms is None else at_ms
     return (

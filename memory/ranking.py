@@ -12,7 +12,7 @@ Pure functions, no database: callers hand in the candidates (texts, embeddings, 
 * **Relevance floor**: a candidate with no query term and a low cosine is not relevant; it is dropped, so an
   input about nothing remembered gets no memory rather than a budget full of noise.
 
-The spec's lexical rankers (§4.5, §4.7) stay where they are (``memory.recall``, ``learnings.semantic``) and
+The spec's lexical rankers (§4.5, §4.7) stay where they are (``memory.recall``, ``learnings.lexical_ranking``) and
 remain selectable through the learning policy's ``retrieval.ranker``."""
 
 from __future__ import annotations

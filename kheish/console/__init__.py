@@ -8,9 +8,11 @@ policy editors (each with its dry run). The ModelAdmin changelists (``memory/``,
 ``kheish/admin.py`` from ``bulk`` here and use the console's forms and the same services; their per-object
 buttons link to the console's pages. No workflow is written twice.
 
-Modules, one per workflow: ``dashboard``, ``review``, ``learnings``, ``skills``, ``search``, ``policy``; ``bulk``
-(the changelists' bulk actions); ``forms`` (every form, one per workflow); ``common`` (page chrome, time stamps,
-paging, the automation status line); ``urls`` (``console_urls()``, wired in ``kheish/urls.py``).
+Modules, one per workflow: ``dashboard``, ``review``, ``learnings``, ``skills``, ``search``, ``policy_editors``;
+``bulk`` (the changelists' bulk actions); ``forms`` (every form, one per workflow); ``common`` (page chrome, time
+stamps, paging, the automation status line); ``activity`` and ``explain`` (the feed's and the prompt gate's words);
+``urls`` (``console_urls()``, wired in ``kheish/urls.py``). ``tests/kheish/test_console_workflows.py`` holds every
+workflow to these places.
 
 Views read through selectors and querysets and write only through the planes' services, which validate,
 change state with guarded updates and write the audit events; the errors they raise are shown to the

@@ -33,7 +33,6 @@ from learnings.models import (
     VerificationStatus,
 )
 from learnings.querysets import LearningQuerySet
-from learnings.semantic import PROMPT_ELIGIBLE_KINDS
 from learnings.services.candidates import _new_candidate
 from learnings.services.cleaning import (
     clean_evidence_refs,
@@ -45,6 +44,7 @@ from learnings.services.cleaning import (
 from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import validated_learning
 from learnings.validation import LearningScope
+from learnings.vocabulary import SEMANTIC_KINDS
 from memory import public_ids
 from memory import sql as memory_sql
 from memory.audit import actor_label
@@ -170,7 +170,7 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
         _live_prompt_visible(at, scope_keys)
         .filter(
             subject_key__in={c.subject_key for _, c in fresh if c.subject_key},
-            kind__in=PROMPT_ELIGIBLE_KINDS,
+            kind__in=SEMANTIC_KINDS,
         )
         .values_list("scope_key", "kind", "subject_key", "content_key")
     )
@@ -187,10 +187,10 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
             reuse.append((c, key))
             continue
         subject = (c.scope_key, c.kind, c.subject_key)
-        if c.kind in PROMPT_ELIGIBLE_KINDS and c.subject_key and subject_values.get(subject, set()) - {c.content_key}:
+        if c.kind in SEMANTIC_KINDS and c.subject_key and subject_values.get(subject, set()) - {c.content_key}:
             held.append(c)
             continue
-        if c.kind in PROMPT_ELIGIBLE_KINDS and c.subject_key:
+        if c.kind in SEMANTIC_KINDS and c.subject_key:
             subject_values.setdefault(subject, set()).add(c.content_key)
         to_publish.append((item, c))
         publishing.add(key)

@@ -233,3 +233,48 @@ def test_skill_rollout_surface(ops_client, agent_client):
     assert [s.skill_name for s in ops_client.list_learning_skills(status="verified").results] == ["rotate-logs"]
     assert ops_client.revoke_skill("rotate-logs", reason="not needed").status == "revoked"
     assert ops_client.get_learning_skill("rotate-logs").revoked_reason == "not needed"
+
+
+LIST_CALLS = [
+    # (method, arguments, the path and query it sends, the page's model)
+    ("list_sessions", {"persona_id": "p", "limit": 5}, "/v1/sessions?persona_id=p&limit=5", "Session"),
+    ("session_events", {"session_id": "s-1", "after_offset": 3}, "/v1/sessions/s-1/events?after_offset=3", "LogEntry"),
+    ("session_skills", {"session_id": "s-1"}, "/v1/sessions/s-1/skills", "SkillSummary"),
+    ("list_runs", {"status": "failed", "offset": 2}, "/v1/runs?status=failed&offset=2", "RunView"),
+    ("run_events", {"run_id": "run-1", "limit": 1}, "/v1/runs/run-1/events?limit=1", "LogEntry"),
+    ("list_candidates", {"origin": "api"}, "/v1/learning-candidates?origin=api", "LearningCandidateView"),
+    ("review_queue", {}, "/v1/learning-candidates?state=pending", "LearningCandidateView"),
+    ("list_learnings", {"matched_rule_name": "r"}, "/v1/learnings?matched_rule_name=r", "LearningView"),
+    ("list_personas", {}, "/v1/personas", "Persona"),
+    ("list_projects", {}, "/v1/projects", "Project"),
+    ("list_skills", {"query": "logs"}, "/v1/skills?query=logs", "SkillSummary"),
+    ("list_learning_skills", {"status": "active"}, "/v1/learning-skills?status=active", "LearningSkillView"),
+]
+
+
+def test_every_list_sends_its_filters_and_reads_a_page_in_both_flavours():
+    """Each list method is one ``GET`` with the filters the caller gave (the ``None`` ones left out), read as a
+    ``Page`` of its model, by the sync client and the async one alike."""
+    import anyio
+    from kheish_memory import AsyncKheishClient, KheishClient
+
+    sent: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        assert request.method == "GET"
+        query = request.url.query.decode()
+        sent.append(request.url.path + (f"?{query}" if query else ""))
+        return httpx2.Response(200, json={"count": 0, "next": None, "previous": None, "results": []})
+
+    sync = KheishClient("http://kheish.invalid", "k", transport=httpx2.MockTransport(answer))
+    pages = [getattr(sync, name)(**arguments) for name, arguments, _, _ in LIST_CALLS]
+
+    async def run_async() -> list:
+        async with AsyncKheishClient("http://kheish.invalid", "k", transport=httpx2.MockTransport(answer)) as client:
+            return [await getattr(client, name)(**arguments) for name, arguments, _, _ in LIST_CALLS]
+
+    pages += anyio.run(run_async)
+    expected = [path for _, _, path, _ in LIST_CALLS]
+    assert sent == expected + expected
+    models = [f"Page[{model}]" for _, _, _, model in LIST_CALLS]
+    assert [type(page).__name__ for page in pages] == models + models

@@ -129,3 +129,50 @@ def test_every_client_call_is_a_documented_operation(served_schema):
         if not any(method == m and rx.match(path) for m, rx, _ in operations):
             undocumented.append(f"{name}: {method} {path}")
     assert not undocumented, "\n".join(undocumented)
+
+
+# --- the client's own vocabulary (it cannot import the server's) -----------------------------------------------
+
+
+def _disagreement(name: str, client_values: typing.Iterable[str], server_values: typing.Iterable[str]) -> list[str]:
+    client, server = {str(v) for v in client_values}, {str(v) for v in server_values}
+    if client == server:
+        return []
+    return [
+        f"{name}: the server has {sorted(server - client)} the client lacks; "
+        f"the client has {sorted(client - server)} the server does not"
+    ]
+
+
+def _vocabularies() -> list[tuple[str, typing.Iterable[str], typing.Iterable[str]]]:
+    """Each client literal (``kheish_memory.models``) beside the server vocabulary it copies."""
+    from kheish_memory import models as client
+
+    from learnings import vocabulary as learning_vocabulary
+    from memory import vocabulary as memory_vocabulary
+
+    return [
+        ("LearningKind", typing.get_args(client.LearningKind), learning_vocabulary.LearningKind.values),
+        ("ScopeKind", typing.get_args(client.ScopeKind), learning_vocabulary.ScopeKind.values),
+        ("RunStatus", typing.get_args(client.RunStatus), memory_vocabulary.RunStatus.values),
+        ("TERMINAL_STATUSES", client.TERMINAL_STATUSES, memory_vocabulary.TERMINAL_STATUSES),
+    ]
+
+
+def test_the_client_literals_are_the_server_vocabulary():
+    """A kind, scope kind or run status added to (or removed from) a server ``vocabulary.py`` must be added to
+    the client's literal too (docs/architecture.md, "Where things go")."""
+    problems = [problem for args in _vocabularies() for problem in _disagreement(*args)]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_kind_the_client_lacks_is_a_disagreement():
+    from learnings.vocabulary import LearningKind
+
+    client_kinds = typing.get_args(typing.Literal["run_summary", "fact", "preference", "decision"])
+    assert _disagreement("LearningKind", client_kinds, LearningKind.values) == [
+        "LearningKind: the server has ['procedure'] the client lacks; the client has [] the server does not"
+    ]
+    assert _disagreement("LearningKind", [*client_kinds, "procedure", "hunch"], LearningKind.values) == [
+        "LearningKind: the server has [] the client lacks; the client has ['hunch'] the server does not"
+    ]

@@ -416,8 +416,8 @@ def test_learned_records_are_the_reference_selection_and_never_stale():
     changed row must never be served from the cache."""
     from types import SimpleNamespace
 
+    from learnings.lexical_ranking import select_for_prompt
     from learnings.sections import LEARNED_CONTEXT_FORMAT
-    from learnings.semantic import select_for_prompt
 
     session = SessionFactory(projects=[ProjectFactory(project_id="atlas")])
     learning("Preferred editor is Helix.", kind="preference")

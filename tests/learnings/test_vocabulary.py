@@ -53,7 +53,7 @@ def surfaces() -> dict:
 
     from kheish.console import explain, review
     from kheish.console.learnings import learnings_list  # noqa: F401 - the list's kind_choices are LearningKind's
-    from learnings import extraction, recall_sql, selectors, semantic, validation
+    from learnings import extraction, lexical_ranking, recall_sql, selectors, validation
     from learnings.learning_policy import POLICY_SCHEMA
     from learnings.models import Learning, LearningCandidate
 
@@ -122,7 +122,7 @@ def surfaces() -> dict:
         "migration_needed": [NEW_KIND] if "learnings" in changes else [],
         "gate_sql": recall_sql.GATES["prompt"],
         "gate_predicate": [NEW_KIND] if learning.is_prompt_eligible else [],
-        "search_labels": list(semantic.KIND_LABELS),
+        "search_labels": list(lexical_ranking.KIND_LABELS),
         "capture_kinds": list(extraction.SEMANTIC_KINDS),
     }
 

@@ -184,6 +184,11 @@ class _Surface:
     def _send(self, call: _Call) -> Any:  # pragma: no cover - implemented by the transports
         raise NotImplementedError
 
+    def _page(self, path: str, model: type[M], **params: Any) -> Page[M]:
+        """One page of a /v1 list (``limit``/``offset`` and the filters; ``None`` ones left out). Both transports
+        share it: the sync client returns the page, the async one an awaitable of it."""
+        return self._send(_Call("GET", path, Page[model], params=_clean(params)))  # type: ignore[valid-type]
+
     # ---- sessions (agents) ----------------------------------------------------------------------------------
 
     def create_session(
@@ -207,8 +212,7 @@ class _Surface:
     def list_sessions(
         self, *, persona_id: str | None = None, limit: int | None = None, offset: int | None = None
     ) -> Page[Session]:
-        params = _clean({"persona_id": persona_id, "limit": limit, "offset": offset})
-        return self._send(_Call("GET", "/v1/sessions", Page[Session], params=params))
+        return self._page("/v1/sessions", Session, persona_id=persona_id, limit=limit, offset=offset)
 
     def get_session(self, session_id: str) -> Session:
         return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}", Session))
@@ -238,8 +242,8 @@ class _Surface:
     def session_events(
         self, session_id: str, *, after_offset: int | None = None, limit: int | None = None, offset: int | None = None
     ) -> Page[LogEntry]:
-        params = _clean({"after_offset": after_offset, "limit": limit, "offset": offset})
-        return self._send(_Call("GET", f"/v1/sessions/{_seg(session_id)}/events", Page[LogEntry], params=params))
+        path = f"/v1/sessions/{_seg(session_id)}/events"
+        return self._page(path, LogEntry, after_offset=after_offset, limit=limit, offset=offset)
 
     # ---- memory surfaces (agents) ---------------------------------------------------------------------------
 
@@ -267,9 +271,7 @@ class _Surface:
         )
 
     def session_skills(self, session_id: str, *, query: str | None = None) -> Page[SkillSummary]:
-        return self._send(
-            _Call("GET", f"/v1/sessions/{_seg(session_id)}/skills", Page[SkillSummary], params=_clean({"query": query}))
-        )
+        return self._page(f"/v1/sessions/{_seg(session_id)}/skills", SkillSummary, query=query)
 
     def status(self) -> StatusView:
         return self._send(_Call("GET", "/v1/status", StatusView))
@@ -311,18 +313,12 @@ class _Surface:
         limit: int | None = None,
         offset: int | None = None,
     ) -> Page[RunView]:
-        params = _clean({"session_id": session_id, "status": status, "kind": kind, "limit": limit, "offset": offset})
-        return self._send(_Call("GET", "/v1/runs", Page[RunView], params=params))
+        return self._page(
+            "/v1/runs", RunView, session_id=session_id, status=status, kind=kind, limit=limit, offset=offset
+        )
 
     def run_events(self, run_id: str, *, limit: int | None = None, offset: int | None = None) -> Page[LogEntry]:
-        return self._send(
-            _Call(
-                "GET",
-                f"/v1/runs/{_seg(run_id)}/events",
-                Page[LogEntry],
-                params=_clean({"limit": limit, "offset": offset}),
-            )
-        )
+        return self._page(f"/v1/runs/{_seg(run_id)}/events", LogEntry, limit=limit, offset=offset)
 
     def _run_action(self, run_id: str, action: str, body: dict[str, Any] | None = None) -> RunView:
         return self._send(_Call("POST", f"/v1/runs/{_seg(run_id)}/{action}", RunView, json=body or {}))
@@ -411,19 +407,18 @@ class _Surface:
         limit: int | None = None,
         offset: int | None = None,
     ) -> Page[LearningCandidateView]:
-        params = _clean(
-            {
-                "state": state,
-                "kind": kind,
-                "scope_kind": scope_kind,
-                "scope_id": scope_id,
-                "query": query,
-                "origin": origin,
-                "limit": limit,
-                "offset": offset,
-            }
+        return self._page(
+            "/v1/learning-candidates",
+            LearningCandidateView,
+            state=state,
+            kind=kind,
+            scope_kind=scope_kind,
+            scope_id=scope_id,
+            query=query,
+            origin=origin,
+            limit=limit,
+            offset=offset,
         )
-        return self._send(_Call("GET", "/v1/learning-candidates", Page[LearningCandidateView], params=params))
 
     def get_candidate(self, candidate_id: str) -> LearningCandidateView:
         return self._send(_Call("GET", f"/v1/learning-candidates/{_seg(candidate_id)}", LearningCandidateView))
@@ -442,21 +437,20 @@ class _Surface:
         limit: int | None = None,
         offset: int | None = None,
     ) -> Page[LearningView]:
-        params = _clean(
-            {
-                "status": status,
-                "kind": kind,
-                "scope_kind": scope_kind,
-                "scope_id": scope_id,
-                "query": query,
-                "policy_decision": policy_decision,
-                "policy_actor": policy_actor,
-                "matched_rule_name": matched_rule_name,
-                "limit": limit,
-                "offset": offset,
-            }
+        return self._page(
+            "/v1/learnings",
+            LearningView,
+            status=status,
+            kind=kind,
+            scope_kind=scope_kind,
+            scope_id=scope_id,
+            query=query,
+            policy_decision=policy_decision,
+            policy_actor=policy_actor,
+            matched_rule_name=matched_rule_name,
+            limit=limit,
+            offset=offset,
         )
-        return self._send(_Call("GET", "/v1/learnings", Page[LearningView], params=params))
 
     def get_learning(self, learning_id: str) -> LearningView:
         return self._send(_Call("GET", f"/v1/learnings/{_seg(learning_id)}", LearningView))
@@ -600,13 +594,13 @@ class _Surface:
         return self._send(_Call("POST", "/v1/personas", Persona, json=body))
 
     def list_personas(self) -> Page[Persona]:
-        return self._send(_Call("GET", "/v1/personas", Page[Persona]))
+        return self._page("/v1/personas", Persona)
 
     def create_project(self, project_id: str, name: str) -> Project:
         return self._send(_Call("POST", "/v1/projects", Project, json={"project_id": project_id, "name": name}))
 
     def list_projects(self) -> Page[Project]:
-        return self._send(_Call("GET", "/v1/projects", Page[Project]))
+        return self._page("/v1/projects", Project)
 
     def get_agent_grants(self, agent_id: str) -> AgentGrants:
         return self._send(_Call("GET", f"/v1/agents/{_seg(agent_id)}/grants", AgentGrants))
@@ -625,7 +619,7 @@ class _Surface:
     # ---- skills: catalog (everyone) and rollout (operators) -------------------------------------------------
 
     def list_skills(self, *, query: str | None = None) -> Page[SkillSummary]:
-        return self._send(_Call("GET", "/v1/skills", Page[SkillSummary], params=_clean({"query": query})))
+        return self._page("/v1/skills", SkillSummary, query=query)
 
     def get_skill(self, name: str) -> SkillDetail:
         return self._send(_Call("GET", f"/v1/skills/{_seg(name)}", SkillDetail))
@@ -674,8 +668,9 @@ class _Surface:
     def list_learning_skills(
         self, *, source_learning_id: str | None = None, status: str | None = None
     ) -> Page[LearningSkillView]:
-        params = _clean({"source_learning_id": source_learning_id, "status": status})
-        return self._send(_Call("GET", "/v1/learning-skills", Page[LearningSkillView], params=params))
+        return self._page(
+            "/v1/learning-skills", LearningSkillView, source_learning_id=source_learning_id, status=status
+        )
 
     def get_learning_skill(self, name: str) -> LearningSkillView:
         return self._send(_Call("GET", f"/v1/learning-skills/{_seg(name)}", LearningSkillView))
