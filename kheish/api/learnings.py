@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
-from kheish.api.schema import OPERATOR, described, openapi_schema
+from kheish.api.schema import OPERATOR, described, openapi_schema, policy_request
 from learnings import policy_in_force, selectors, services
 from learnings.models import (
     MAX_CONTENT_CHARS,
@@ -778,20 +778,7 @@ class LearningPolicyViewSet(viewsets.ViewSet):
         "Replaces the learning policy whole ({policy, expected_revision?}). 400 for an invalid policy (the field "
         "is named); 409 when expected_revision is not the current revision.",
         caller=OPERATOR,
-        request=inline_serializer(
-            "SetLearningPolicy",
-            fields={
-                "policy": serializers.DictField(
-                    help_text="the whole learning policy (read it with GET, change it, send it back)"
-                ),
-                "expected_revision": serializers.IntegerField(
-                    required=False,
-                    allow_null=True,
-                    min_value=0,
-                    help_text="the revision you read; 409 when someone changed the policy since",
-                ),
-            },
-        ),
+        request=policy_request("SetLearningPolicy", "learning"),
         responses=POLICY_RESPONSE,
     )
     def submit(self, request):

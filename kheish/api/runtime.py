@@ -10,7 +10,7 @@ from kheish import composition
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.pagination import MAX_QUERY_CHARS, int_parameter, query_parameter, query_text
 from kheish.api.permissions import IsOperator, caller_is_operator
-from kheish.api.schema import OPERATOR, described
+from kheish.api.schema import OPERATOR, described, policy_request
 from kheish.api.sessions import SessionScopedMixin, parse_int_param
 from memory import run_memory, sql
 from memory.errors import ValidationFailed
@@ -82,20 +82,7 @@ class RunMemoryPolicyViewSet(viewsets.ViewSet):
         "records it no longer keeps; the report is in maintenance). 400 for an invalid policy; 409 when "
         "expected_revision is not the current revision (someone changed it first).",
         caller=OPERATOR,
-        request=inline_serializer(
-            "SetRunMemoryPolicy",
-            fields={
-                "policy": serializers.DictField(
-                    help_text="the whole run-memory policy (read it with GET, change it, send it back)"
-                ),
-                "expected_revision": serializers.IntegerField(
-                    required=False,
-                    allow_null=True,
-                    min_value=0,
-                    help_text="the revision you read; 409 when someone changed the policy since",
-                ),
-            },
-        ),
+        request=policy_request("SetRunMemoryPolicy", "run-memory"),
         responses=POLICY_RESPONSE,
     )
     def submit(self, request):
