@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from drf_spectacular.utils import extend_schema
 
 from kheish.api.errors import PROBLEM_CONTENT_TYPE, TITLES
@@ -21,7 +24,10 @@ CALLERS = {
 }
 
 
-def described(summary: str, description: str, *, caller: str = AGENT, **kwargs):
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def described(summary: str, description: str, *, caller: str = AGENT, **kwargs: Any) -> Callable[[F], F]:
     """``extend_schema`` for one operation: what it does for an agent developer, who may call it, its errors."""
     return extend_schema(
         summary=summary,
@@ -169,8 +175,6 @@ def openapi_schema(json_schema: dict) -> dict:
 
 
 # ---- policy replacement bodies ----------------------------------------------------------------------------
-
-from typing import Any  # noqa: E402
 
 from drf_spectacular.utils import inline_serializer  # noqa: E402
 from rest_framework import serializers  # noqa: E402
