@@ -34,7 +34,9 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from queue import Empty
+from typing import Any, cast
 
 import psycopg
 from kombu.transport import TRANSPORT_ALIASES, virtual
@@ -110,6 +112,10 @@ def _row_id(delivery_tag: str) -> int:
 
 class QoS(virtual.QoS):
     """Acknowledging deletes the row (from whichever thread acks: psycopg connections are thread-safe)."""
+
+    # kombu's __init__ sets both (its class-level defaults are None)
+    _delivered: OrderedDict[str, Any]
+    _dirty: set[str]
 
     def ack(self, delivery_tag):
         self.channel._ack(delivery_tag)
@@ -194,7 +200,7 @@ class Channel(virtual.Channel):
         if self.closed or (not force and time.monotonic() - self._renewed_at < self.lease_s / 3):
             return
         self._renewed_at = time.monotonic()
-        held = self.qos.held_row_ids() if self._qos is not None else []
+        held = cast(QoS, self.qos).held_row_ids() if self._qos is not None else []  # self.QoS is ours
         if held:
             self._execute(_RENEW, [self.lease_s, held, self.owner])
 
@@ -216,7 +222,7 @@ class Transport(virtual.Transport):
     channel_errors = virtual.Transport.channel_errors + (psycopg.DatabaseError,)
     implements = virtual.Transport.implements.extend(exchange_type=frozenset(["direct", "topic"]))
 
-    def __init__(self, client, **kwargs):
+    def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
         self._listener: psycopg.Connection | None = None
 

@@ -29,6 +29,7 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 from kheish import service_config, supervisor
 from kheish.service_config import DB_NAME, DB_USER, PGDATA, REPO_DIR, VAR_DIR, database_url
@@ -339,8 +340,9 @@ class _Children:
         signal.signal(signal.SIGTERM, self._on_sigterm)
         signal.signal(signal.SIGHUP, self._on_sigterm)
 
-    def _running(self) -> bool:
-        return self.current is not None and self.current.poll() is None
+    def _running(self) -> subprocess.Popen | None:
+        """The child while it runs, else None."""
+        return self.current if self.current is not None and self.current.poll() is None else None
 
     @staticmethod
     def _child_got_it_from_tty() -> bool:
@@ -351,22 +353,24 @@ class _Children:
             return False
 
     def _on_sigint(self, signum, frame) -> None:
-        if not self._running():
+        child = self._running()
+        if child is None:
             raise KeyboardInterrupt
         if not self._child_got_it_from_tty():
-            self.current.send_signal(signal.SIGINT)
+            child.send_signal(signal.SIGINT)
 
     def _on_sigterm(self, signum, frame) -> None:
-        if not self._running():
+        child = self._running()
+        if child is None:
             raise SystemExit(128 + signum)
-        self.current.send_signal(signal.SIGTERM)
+        child.send_signal(signal.SIGTERM)
 
     def call(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> int:
         self.current = subprocess.Popen(list(argv), cwd=REPO_DIR, env=env)
         try:
             returncode = self.current.wait()
         finally:
-            if self._running():  # the launcher itself is unwinding: do not orphan the child
+            if self._running() is not None:  # the launcher itself is unwinding: do not orphan the child
                 self.current.terminate()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.current.wait(timeout=15)
@@ -456,7 +460,9 @@ def _setup_lock() -> Iterator[None]:
         yield
         return
     with conn:
-        if not conn.execute("SELECT pg_try_advisory_lock(%s)", [SETUP_LOCK_KEY]).fetchone()[0]:
+        # one row of one value (fetchone is typed for an empty result too)
+        (locked,) = cast(tuple[bool], conn.execute("SELECT pg_try_advisory_lock(%s)", [SETUP_LOCK_KEY]).fetchone())
+        if not locked:
             log("another node is running its setup (migrate) on this database: waiting for it")
             conn.execute("SELECT pg_advisory_lock(%s)", [SETUP_LOCK_KEY])
         try:
@@ -590,8 +596,9 @@ def cmd_url(args: Sequence[str]) -> int:
     recorded in ``var/service.json``), so that a shell can ``export KHEISH_URL=$(make -s url)``."""
     recorded = service_config.recorded_service()
     pid, port = recorded.get("pid"), recorded.get("port")
-    alive = isinstance(pid, int) and pid > 0
-    if alive:
+    alive = False
+    if isinstance(pid, int) and pid > 0:
+        alive = True
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

@@ -255,21 +255,21 @@ class Supervisor:
         return 0
 
     def _shutdown(self) -> None:
-        running = [p for p in self.processes if p.popen is not None and p.popen.poll() is None]
+        running = [(p.name, child) for p in self.processes if (child := p.popen) is not None and child.poll() is None]
         self.log(
-            f"stopping {', '.join(p.name for p in running) or 'nothing'} (SIGTERM; up to "
+            f"stopping {', '.join(name for name, _ in running) or 'nothing'} (SIGTERM; up to "
             f"{self.stop_timeout:.0f}s for in-flight work, Ctrl-C again to kill)"
         )
-        for proc in running:
+        for _, child in running:
             with contextlib.suppress(ProcessLookupError):
-                proc.popen.send_signal(signal.SIGTERM)
+                child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout
-        while any(p.popen.poll() is None for p in running):
+        while any(child.poll() is None for _, child in running):
             if self._kill_now or time.monotonic() > deadline:
-                late = [p for p in running if p.popen.poll() is None]
-                self.log(f"killing {', '.join(p.name for p in late)} (SIGKILL)")
-                for proc in late:
-                    self._kill_group(proc.popen.pid)
+                late = [(name, child) for name, child in running if child.poll() is None]
+                self.log(f"killing {', '.join(name for name, _ in late)} (SIGKILL)")
+                for _, child in late:
+                    self._kill_group(child.pid)
                 break
             time.sleep(POLL_S)
         for proc in self.processes:

@@ -8,17 +8,28 @@ Every write goes through ``learnings.services`` / ``learnings.policy_in_force``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from django.db.models import Model, QuerySet
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import OpenApiParameter, extend_schema_field, extend_schema_serializer, inline_serializer
+from drf_spectacular.utils import (
+    Direction,
+    OpenApiParameter,
+    extend_schema_field,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kheish.api.fields import StrictBooleanField, StrictCharField, StrictSerializer
 from kheish.api.permissions import IsOperator, caller_is_operator
 from kheish.api.runtime import POLICY_RESPONSE
-from kheish.api.schema import OPERATOR, described, openapi_schema
+from kheish.api.schema import OPERATOR, described, openapi_schema, policy_request
 from learnings import policy_in_force, selectors, services
 from learnings.models import (
     MAX_CONTENT_CHARS,
@@ -47,6 +58,9 @@ from learnings.vocabulary import (
 from memory import public_ids, run_memory
 from memory.errors import ValidationFailed
 
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
+
 MAX_INPUT_CONTENT = 100_000
 
 
@@ -61,7 +75,7 @@ class LearningKindField(serializers.ChoiceField):
     """A learning kind: the ``LearningKindEnum`` component (SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]), named so
     that it does not collide with the other ``kind`` enums of the API (runs, scopes)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(choices=LearningKind.choices, **kwargs)
 
 
@@ -124,15 +138,16 @@ class LearningScopeSerializer(StrictSerializer):
     id = StrictCharField(required=False, allow_blank=True, allow_null=True, trim_whitespace=False, max_length=200)
 
 
-class LearningScopeSchema(OpenApiSerializerExtension):
+# drf-spectacular's extensions register themselves in an unannotated __init_subclass__
+class LearningScopeSchema(OpenApiSerializerExtension):  # type: ignore[no-untyped-call]
     target_class = LearningScopeSerializer
     priority = 1  # before StrictSerializerSchema, which matches every StrictSerializer
 
-    def map_serializer(self, auto_schema, direction):
+    def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
         return SCOPE_SCHEMA
 
 
-class LearningSourceRefSerializer(serializers.Serializer):
+class LearningSourceRefSerializer(serializers.Serializer[dict[str, Any]]):
     run_id = serializers.CharField(required=False, allow_null=True)
     session_id = serializers.CharField(required=False, allow_null=True)
     agent_id = serializers.CharField(required=False, allow_null=True)
@@ -141,13 +156,13 @@ class LearningSourceRefSerializer(serializers.Serializer):
     derivation_id = serializers.CharField(required=False, allow_null=True)
 
 
-class LearningEvidenceRefSerializer(serializers.Serializer):
+class LearningEvidenceRefSerializer(serializers.Serializer[dict[str, Any]]):
     run_id = serializers.CharField(required=False, allow_null=True)
     artifact_id = serializers.CharField(required=False, allow_null=True)
     note = serializers.CharField(required=False, allow_null=True)
 
 
-class LearningCandidateViewSerializer(serializers.Serializer):
+class LearningCandidateViewSerializer(serializers.Serializer[LearningCandidate]):
     """``LearningCandidateView`` (§1.5)."""
 
     candidate_id = serializers.CharField()
@@ -157,7 +172,7 @@ class LearningCandidateViewSerializer(serializers.Serializer):
     sensitivity = serializers.CharField()
     content = serializers.CharField()
     confidence = serializers.IntegerField()
-    source = LearningSourceRefSerializer()
+    source = LearningSourceRefSerializer()  # type: ignore[assignment]  # a field, not the stubs' Field.source
     evidence_refs = LearningEvidenceRefSerializer(many=True)
     created_at_ms = serializers.IntegerField()
     expires_at_ms = serializers.IntegerField(allow_null=True)
@@ -174,14 +189,14 @@ class LearningCandidateViewSerializer(serializers.Serializer):
         "never published by automation.",
     )
 
-    def to_representation(self, instance):
+    def to_representation(self, instance: LearningCandidate) -> dict[str, Any]:
         view = selectors.candidate_view(instance)
         request = self.context.get("request")
         view["screening"] = instance.screening if request is not None and caller_is_operator(request) else None
         return view
 
 
-class LearningViewSerializer(serializers.Serializer):
+class LearningViewSerializer(serializers.Serializer[Learning]):
     """``LearningView`` (§1.6)."""
 
     learning_id = serializers.CharField()
@@ -190,7 +205,7 @@ class LearningViewSerializer(serializers.Serializer):
     sensitivity = serializers.CharField()
     content = serializers.CharField()
     confidence = serializers.IntegerField()
-    source = LearningSourceRefSerializer()
+    source = LearningSourceRefSerializer()  # type: ignore[assignment]  # a field, not the stubs' Field.source
     evidence_refs = LearningEvidenceRefSerializer(many=True)
     source_candidate_id = serializers.CharField(allow_null=True)
     created_at_ms = serializers.IntegerField()
@@ -209,7 +224,7 @@ class LearningViewSerializer(serializers.Serializer):
     revoked_at_ms = serializers.IntegerField(allow_null=True)
     revoked_reason = serializers.CharField(allow_null=True)
 
-    def to_representation(self, instance):
+    def to_representation(self, instance: Learning) -> dict[str, Any]:
         return selectors.learning_view(instance)
 
 
@@ -241,7 +256,7 @@ class NullableContentField(ContentField):
     pass
 
 
-def _content_field(**kwargs) -> StrictCharField:
+def _content_field(**kwargs: Any) -> StrictCharField:
     field = NullableContentField if kwargs.get("allow_null") else ContentField
     return field(allow_blank=True, trim_whitespace=False, max_length=MAX_INPUT_CONTENT, **kwargs)
 
@@ -301,8 +316,9 @@ class CreateLearningCandidateSerializer(StrictSerializer):
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, required=False, default=Sensitivity.SCOPED)
     content = _content_field()
     confidence = ConfidenceField(required=False, default=80)
-    source = SourceField(required=False, default=dict, allow_null=True)
-    evidence_refs = EvidenceRefsField(required=False, default=list, allow_null=True)
+    source = SourceField(required=False, default=dict, allow_null=True)  # type: ignore[assignment]  # a field, not Field.source
+    # the stubs type a JSONField's default as a mapping; JSON may be a list
+    evidence_refs = EvidenceRefsField(required=False, default=list, allow_null=True)  # type: ignore[arg-type]
     expires_at_ms = _expiry_field()
     stated_at_ms = serializers.IntegerField(
         required=False,
@@ -442,13 +458,13 @@ class SupersedeLearningSerializer(StrictSerializer):
     expires_at_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**62)
 
 
-def _scope(data: dict | None) -> LearningScope | None:
+def _scope(data: dict[str, Any] | None) -> LearningScope | None:
     if data is None:
         return None
     return services.normalise_scope(data["kind"], data.get("id"))
 
 
-def _candidate_fields(body: dict) -> dict:
+def _candidate_fields(body: dict[str, Any]) -> dict[str, Any]:
     """A validated ``CreateLearningCandidateSerializer`` body as the candidate services' keyword arguments (the
     propose and the create-and-publish paths take the same candidate fields)."""
     return {
@@ -472,11 +488,14 @@ def _candidate_fields(body: dict) -> dict:
 # ---- views ------------------------------------------------------------------------------------------------
 
 
-class _LearningPlaneViewSet(viewsets.GenericViewSet):
+_M = TypeVar("_M", bound=Model)
+
+
+class _LearningPlaneViewSet(viewsets.GenericViewSet[_M]):
     lookup_value_regex = "[^/]+"
     operator_actions: tuple[str, ...] = ()
 
-    def get_permissions(self):
+    def get_permissions(self) -> Sequence[BasePermission]:
         if self.action in self.operator_actions:
             return [IsOperator()]
         return [IsAuthenticated()]
@@ -484,9 +503,11 @@ class _LearningPlaneViewSet(viewsets.GenericViewSet):
     def _operator(self) -> bool:
         return caller_is_operator(self.request)
 
-    def _page(self, queryset, serializer_class):
+    def _page(self, queryset: QuerySet[_M], serializer_class: type[serializers.Serializer[_M]]) -> Response:
         page = self.paginate_queryset(self.filter_queryset(queryset))
-        return self.get_paginated_response(serializer_class(page, many=True, context={"request": self.request}).data)
+        # the stubs take one instance, never the list many=True takes
+        serializer = serializer_class(page, many=True, context={"request": self.request})  # type: ignore[arg-type]
+        return self.get_paginated_response(serializer.data)
 
 
 _FILTER_ENUMS = {
@@ -518,13 +539,13 @@ _LEARNING_FILTERS = _filter_parameters(
 )
 
 
-class LearningCandidateViewSet(_LearningPlaneViewSet):
+class LearningCandidateViewSet(_LearningPlaneViewSet[LearningCandidate]):
     serializer_class = LearningCandidateViewSerializer
     filterset_class = selectors.LearningCandidateFilter
     lookup_field = "candidate_id"
     operator_actions = ("publish", "reject")
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[LearningCandidate]:
         return LearningCandidate.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
 
     @described(
@@ -536,7 +557,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         parameters=_CANDIDATE_FILTERS,
         responses=LearningCandidateViewSerializer(many=True),
     )
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         return self._page(self.get_queryset(), LearningCandidateViewSerializer)
 
     @described(
@@ -552,7 +573,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         request=CreateLearningCandidateSerializer,
         responses={200: LearningCandidateViewSerializer},
     )
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         data = CreateLearningCandidateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
@@ -566,7 +587,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         "One candidate, with its review state and, once published, the "
         "learning it became. 404 when the calling agent did not propose it.",
     )
-    def retrieve(self, request, candidate_id: str):
+    def retrieve(self, request: Request, candidate_id: str) -> Response:
         candidate = selectors.get_candidate(candidate_id, queryset=self.get_queryset())
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
@@ -581,7 +602,7 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         responses=LearningViewSerializer,
     )
     @action(detail=True, methods=["post"], filterset_class=None)
-    def publish(self, request, candidate_id: str):
+    def publish(self, request: Request, candidate_id: str) -> Response:
         candidate = selectors.get_candidate(candidate_id)
         data = PublishLearningCandidateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -613,20 +634,20 @@ class LearningCandidateViewSet(_LearningPlaneViewSet):
         responses=LearningCandidateViewSerializer,
     )
     @action(detail=True, methods=["post"], filterset_class=None)
-    def reject(self, request, candidate_id: str):
+    def reject(self, request: Request, candidate_id: str) -> Response:
         candidate = selectors.get_candidate(candidate_id)
         RejectCandidateSerializer(data=request.data).is_valid(raise_exception=True)  # null is 400, not {}
         candidate = services.candidate_reject(candidate=candidate, actor=request.user)
         return Response(LearningCandidateViewSerializer(candidate, context={"request": request}).data)
 
 
-class LearningViewSet(_LearningPlaneViewSet):
+class LearningViewSet(_LearningPlaneViewSet[Learning]):
     serializer_class = LearningViewSerializer
     filterset_class = selectors.LearningFilter
     lookup_field = "learning_id"
     operator_actions = ("create", "revoke", "revoke_matching", "supersede")
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Learning]:
         return Learning.objects.visible_to(self.request.user, operator=self._operator()).order_by("-id")
 
     @described(
@@ -641,7 +662,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         request=CreateLearningSerializer,
         responses={201: LearningViewSerializer, 200: LearningViewSerializer},
     )
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         data = CreateLearningSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
@@ -663,7 +684,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         parameters=_LEARNING_FILTERS,
         responses=LearningViewSerializer(many=True),
     )
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         return self._page(self.get_queryset(), LearningViewSerializer)
 
     @described(
@@ -671,7 +692,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         f"One learning, with its status ({listing(LearningStatus.values, sep=', ')}), "
         "provenance and policy decision. 404 when it is not in a scope of the calling agent's sessions.",
     )
-    def retrieve(self, request, learning_id: str):
+    def retrieve(self, request: Request, learning_id: str) -> Response:
         learning = selectors.get_learning(learning_id, queryset=self.get_queryset())
         return Response(LearningViewSerializer(learning).data)
 
@@ -685,7 +706,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         responses=LearningViewSerializer,
     )
     @action(detail=True, methods=["post"], filterset_class=None)
-    def revoke(self, request, learning_id: str):
+    def revoke(self, request: Request, learning_id: str) -> Response:
         learning = selectors.get_learning(learning_id)
         data = RevokeLearningSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -702,7 +723,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         responses=LearningViewSerializer(many=True),
     )
     @action(detail=False, methods=["post"], url_path="revoke-matching", filterset_class=None, pagination_class=None)
-    def revoke_matching(self, request):
+    def revoke_matching(self, request: Request) -> Response:
         data = RevokeMatchingLearningsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = {k: v for k, v in data.validated_data.items() if v is not None}
@@ -717,7 +738,8 @@ class LearningViewSet(_LearningPlaneViewSet):
             )
         matching = selectors.filter_learnings(body)
         revoked = services.learnings_revoke_matching(queryset=matching, actor=request.user, reason=reason)
-        return Response(LearningViewSerializer(revoked, many=True).data)
+        # the stubs take one instance, never the list many=True takes
+        return Response(LearningViewSerializer(revoked, many=True).data)  # type: ignore[arg-type]
 
     @described(
         "Supersede a learning",
@@ -729,7 +751,7 @@ class LearningViewSet(_LearningPlaneViewSet):
         responses=LearningViewSerializer,
     )
     @action(detail=True, methods=["post"], filterset_class=None)
-    def supersede(self, request, learning_id: str):
+    def supersede(self, request: Request, learning_id: str) -> Response:
         learning = selectors.get_learning(learning_id)
         data = SupersedeLearningSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -770,7 +792,7 @@ class LearningPolicyViewSet(viewsets.ViewSet):
             },
         ),
     )
-    def read(self, request):
+    def read(self, request: Request) -> Response:
         return Response(policy_in_force.current_policy().to_dict())
 
     @described(
@@ -778,23 +800,10 @@ class LearningPolicyViewSet(viewsets.ViewSet):
         "Replaces the learning policy whole ({policy, expected_revision?}). 400 for an invalid policy (the field "
         "is named); 409 when expected_revision is not the current revision.",
         caller=OPERATOR,
-        request=inline_serializer(
-            "SetLearningPolicy",
-            fields={
-                "policy": serializers.DictField(
-                    help_text="the whole learning policy (read it with GET, change it, send it back)"
-                ),
-                "expected_revision": serializers.IntegerField(
-                    required=False,
-                    allow_null=True,
-                    min_value=0,
-                    help_text="the revision you read; 409 when someone changed the policy since",
-                ),
-            },
-        ),
+        request=policy_request("SetLearningPolicy", "learning"),
         responses=POLICY_RESPONSE,
     )
-    def submit(self, request):
+    def submit(self, request: Request) -> Response:
         policy, revision = services.set_policy(request.data, actor=request.user)
         return Response(
             {

@@ -182,3 +182,28 @@ def openapi_schema(json_schema: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+# ---- policy replacement bodies ----------------------------------------------------------------------------
+
+from drf_spectacular.utils import inline_serializer  # noqa: E402
+from rest_framework import serializers  # noqa: E402
+
+
+def policy_request(name: str, noun: str) -> serializers.Serializer[Any]:
+    """The body that replaces a policy whole, ``{policy, expected_revision?}`` (the run-memory and the learning
+    policy take the same one): ``name`` is its schema component, ``noun`` the policy's name in the help text."""
+    return inline_serializer(
+        name,
+        fields={
+            "policy": serializers.DictField(
+                help_text=f"the whole {noun} policy (read it with GET, change it, send it back)"
+            ),
+            "expected_revision": serializers.IntegerField(
+                required=False,
+                allow_null=True,
+                min_value=0,
+                help_text="the revision you read; 409 when someone changed the policy since",
+            ),
+        },
+    )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast, overload
+
+from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kheish.api.fields import StrictCharField, StrictSerializer, StrictSlugField
@@ -19,7 +23,7 @@ from memory.models import ACTIVE_STATUSES, JournalEvent, Persona, Project, Sessi
 # ---- personas & projects ---------------------------------------------------------------------------------
 
 
-class PersonaSerializer(serializers.ModelSerializer):
+class PersonaSerializer(serializers.ModelSerializer[Persona]):
     class Meta:
         model = Persona
         fields = ["persona_id", "version", "display_name", "soul", "capability_scope", "created_at_ms"]
@@ -56,12 +60,12 @@ class PersonaCreateSerializer(StrictSerializer):
         "not exist or is not granted to the calling agent.",
     ),
 )
-class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Persona]):
     serializer_class = PersonaSerializer
     permission_classes = [OperatorWritesOnly]
     lookup_field = "persona_id"
 
-    def get_queryset(self):  # an agent sees the personas it was granted (memory.grants)
+    def get_queryset(self) -> QuerySet[Persona]:  # an agent sees the personas it was granted (memory.grants)
         if caller_is_operator(self.request):
             return Persona.objects.all()
         return grants.granted_personas(self.request.user).order_by("persona_id")
@@ -74,14 +78,14 @@ class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         request=PersonaCreateSerializer,
         responses={201: PersonaSerializer},
     )
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         data = PersonaCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         persona = sessions.persona_create(actor=request.user, **data.validated_data)
         return Response(PersonaSerializer(persona).data, status=status.HTTP_201_CREATED)
 
 
-class ProjectSerializer(serializers.ModelSerializer):
+class ProjectSerializer(serializers.ModelSerializer[Project]):
     class Meta:
         model = Project
         fields = ["project_id", "name", "created_at_ms"]
@@ -107,12 +111,12 @@ class ProjectCreateSerializer(StrictSerializer):
         "Get a project", "One project. 404 when it does not exist or is not granted to the calling agent."
     ),
 )
-class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Project]):
     serializer_class = ProjectSerializer
     permission_classes = [OperatorWritesOnly]
     lookup_field = "project_id"
 
-    def get_queryset(self):  # an agent sees the projects it was granted (memory.grants)
+    def get_queryset(self) -> QuerySet[Project]:  # an agent sees the projects it was granted (memory.grants)
         if caller_is_operator(self.request):
             return Project.objects.all()
         return grants.granted_projects(self.request.user).order_by("project_id")
@@ -125,7 +129,7 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         request=ProjectCreateSerializer,
         responses={201: ProjectSerializer},
     )
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         data = ProjectCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         project = sessions.project_create(actor=request.user, **data.validated_data)
@@ -135,7 +139,7 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 # ---- sessions --------------------------------------------------------------------------------------------
 
 
-class SessionSerializer(serializers.Serializer):
+class SessionSerializer(serializers.Serializer[Session]):
     session_id = StrictCharField(source="public_id")
     agent_id = StrictCharField(source="owner.username")
     persona_id = serializers.SerializerMethodField()
@@ -148,20 +152,20 @@ class SessionSerializer(serializers.Serializer):
     updated_at_ms = serializers.IntegerField()
     active_run_id = serializers.SerializerMethodField()
 
-    def get_persona_id(self, obj) -> str | None:
-        return obj.persona.persona_id if obj.persona_id else None
+    def get_persona_id(self, obj: Session) -> str | None:
+        return obj.persona.persona_id if obj.persona is not None else None
 
-    def get_project_ids(self, obj) -> list[str]:
+    def get_project_ids(self, obj: Session) -> list[str]:
         return sessions.project_ids(obj)
 
-    def get_effective_capability_scope(self, obj) -> list[str] | None:
+    def get_effective_capability_scope(self, obj: Session) -> list[str] | None:
         return sessions.effective_capability_scope(obj)
 
-    def get_learning_scopes(self, obj) -> list[str]:
+    def get_learning_scopes(self, obj: Session) -> list[str]:
         keys = self.context.get("learning_scopes")  # a list page: read for the whole page at once
         return keys[obj.pk] if keys and obj.pk in keys else sessions.learning_scope_keys(obj)
 
-    def get_active_run_id(self, obj) -> str | None:
+    def get_active_run_id(self, obj: Session) -> str | None:
         if hasattr(obj, "active_run_pk"):  # annotated (sessions.with_read_annotations)
             return public_ids.run_id(obj.active_run_pk) if obj.active_run_pk is not None else None
         cache = getattr(obj, "_prefetched_objects_cache", {})
@@ -219,7 +223,7 @@ class CompactSerializer(StrictSerializer):
     )
 
 
-class CheckpointSerializer(serializers.Serializer):
+class CheckpointSerializer(serializers.Serializer[dict[str, Any]]):
     compacted_until_offset = serializers.IntegerField()
     journal_digest = StrictCharField()
     prompt_summary = serializers.JSONField()
@@ -233,14 +237,14 @@ class CheckpointSerializer(serializers.Serializer):
     created_at_ms = serializers.IntegerField()
 
 
-class LogEntrySerializer(serializers.Serializer):
+class LogEntrySerializer(serializers.Serializer[dict[str, Any]]):
     offset = serializers.IntegerField()
     timestamp_ms = serializers.IntegerField()
     run_id = StrictCharField(allow_null=True)
     event = serializers.JSONField()
 
 
-class ContextSerializer(serializers.Serializer):
+class ContextSerializer(serializers.Serializer[dict[str, Any]]):
     session_id = StrictCharField()
     checkpoint = CheckpointSerializer(allow_null=True)
     events = LogEntrySerializer(many=True)
@@ -249,18 +253,30 @@ class ContextSerializer(serializers.Serializer):
     truncated = serializers.BooleanField()
 
 
+@overload
+def parse_int_param(request: Request, name: str, *, default: int, minimum: int = ..., maximum: int = ...) -> int: ...
+@overload
 def parse_int_param(
-    request, name: str, *, default: int | None, minimum: int = 0, maximum: int = 10_000_000
+    request: Request, name: str, *, default: None, minimum: int = ..., maximum: int = ...
+) -> int | None: ...
+def parse_int_param(
+    request: Request, name: str, *, default: int | None, minimum: int = 0, maximum: int = 10_000_000
 ) -> int | None:
     """An integer query parameter in [minimum, maximum] (``kheish.api.pagination.int_query_value``: ASCII digits,
     given once); the schema states the same range (``int_parameter``)."""
     return int_query_value(request, name, default=default, minimum=minimum, maximum=maximum)
 
 
+class _View(Protocol):
+    """What the mixin needs of the view it is mixed into."""
+
+    request: Request
+
+
 class SessionScopedMixin:
     """get_queryset() is always the caller's sessions (operators: all)."""
 
-    def session_queryset(self):
+    def session_queryset(self: _View) -> QuerySet[Session]:
         """One statement per session read: its persona and owner joined, its project ids and its active run
         carried as annotations (``sessions.project_ids`` and ``SessionSerializer`` read them) rather than two
         prefetch queries - every session-scoped call (reads, memory-search, opening a run) starts here."""
@@ -268,28 +284,30 @@ class SessionScopedMixin:
             sessions.sessions_visible_to(self.request.user, operator=caller_is_operator(self.request))
         )
 
-    def get_visible_session(self, session_id: str) -> Session:
+    def get_visible_session(self: _View, session_id: str) -> Session:
         return sessions.get_visible_session(session_id, self.request.user, operator=caller_is_operator(self.request))
 
 
-class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
+class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet[Session]):
     serializer_class = SessionSerializer
     filterset_class = SessionFilter
     lookup_field = "session_id"
     lookup_value_regex = "[^/]+"
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Session]:
         return self.session_queryset()
 
     @described(
         "List sessions",
         "The caller's sessions (an operator: every agent's), optionally filtered by persona_id. Paged (limit, offset).",
     )
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         qs = self.filter_queryset(self.get_queryset())
-        page = self.paginate_queryset(qs)
+        page = cast(list[Session], self.paginate_queryset(qs))  # REST_FRAMEWORK pages every list
         context = {"learning_scopes": sessions.learning_scope_keys_many(list(page))}
-        return self.get_paginated_response(SessionSerializer(page, many=True, context=context).data)
+        # the stubs take one instance, never the list many=True takes
+        serializer = SessionSerializer(page, many=True, context=context)  # type: ignore[arg-type]
+        return self.get_paginated_response(serializer.data)
 
     @described(
         "Open a session",
@@ -300,7 +318,7 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         request=SessionCreateSerializer,
         responses={201: SessionSerializer},
     )
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         session = sessions.session_create(
@@ -314,7 +332,7 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         "One session, with its learning scopes and its active run id (null when no run "
         "is queued, running or waiting). 404 when it is not the calling agent's.",
     )
-    def retrieve(self, request, session_id: str):
+    def retrieve(self, request: Request, session_id: str) -> Response:
         return Response(SessionSerializer(self.get_visible_session(session_id)).data)
 
     @described(
@@ -326,7 +344,7 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         parameters=[int_parameter("budget_tokens", minimum=0, maximum=10_000_000)],
     )
     @action(detail=True, methods=["get"])
-    def context(self, request, session_id: str):
+    def context(self, request: Request, session_id: str) -> Response:
         session = self.get_visible_session(session_id)
         budget = parse_int_param(request, "budget_tokens", default=None)
         return Response(compaction.live_context(session, budget_tokens=budget).as_dict(session))
@@ -340,7 +358,7 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         responses=CheckpointSerializer,
     )
     @action(detail=True, methods=["post"])
-    def compact(self, request, session_id: str):
+    def compact(self, request: Request, session_id: str) -> Response:
         session = self.get_visible_session(session_id)
         data = CompactSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -355,9 +373,10 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet):
         parameters=[int_parameter("after_offset", minimum=0, maximum=2**62)],
     )
     @action(detail=True, methods=["get"], filterset_class=None)
-    def events(self, request, session_id: str):
+    def events(self, request: Request, session_id: str) -> Response:
         session = self.get_visible_session(session_id)
         after = parse_int_param(request, "after_offset", default=0, maximum=2**62)
         qs = JournalEvent.objects.filter(session=session, offset__gt=after).order_by("offset")
-        page = self.paginate_queryset(qs)
+        # a page of another model than the view's: the stubs type paginate_queryset by the view's model
+        page = cast(list[JournalEvent], self.paginate_queryset(qs))  # type: ignore[arg-type]
         return self.get_paginated_response([log_entry(e) for e in page])

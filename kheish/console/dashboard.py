@@ -6,6 +6,8 @@ session page and to search)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -117,7 +119,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         for session in Session.objects.select_related("owner", "persona").order_by("-updated_at_ms")[:8]
     ]
     context = admin.site.each_context(request)
-    records = next((app["models"] for app in context["available_apps"] if app["app_label"] == "memory"), [])
+    records: list[dict[str, Any]] = next(
+        (app["models"] for app in context["available_apps"] if app["app_label"] == "memory"), []
+    )
     return render(
         request,
         "dashboard.html",

@@ -78,7 +78,7 @@ def publish_tier_choices(candidate: LearningCandidate | None) -> list[tuple[str,
             (PublishTier.ACTIVE, f"active: eligible for prompts if a {kinds}, not sensitive"),
             (PublishTier.PROVISIONAL, "provisional: kept, never injected"),
         ]
-    choices = []
+    choices: list[tuple[str, str]] = []
     for tier in (PublishTier.ACTIVE, PublishTier.PROVISIONAL):
         eligible, reasons = publish_outcome(candidate, tier)
         label = "eligible for prompts (when the input matches)" if eligible else "never injected: " + "; ".join(reasons)

@@ -10,6 +10,8 @@ messages an API client gets. Only type coercion (a number field holding letters)
 
 from __future__ import annotations
 
+from typing import cast
+
 import humanfriendly
 from django import forms
 from django.forms import formset_factory
@@ -148,7 +150,7 @@ class SkillStatusForm(forms.Form):
 
     def __init__(self, *args, allowed: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["status"].choices = _choices(allowed)
+        cast(forms.ChoiceField, self.fields["status"]).choices = _choices(allowed)
 
 
 # ---- policies ---------------------------------------------------------------------------------------------
@@ -264,7 +266,7 @@ class LearningPolicyForm(forms.Form):
     )
 
     @classmethod
-    def initial_for(cls, policy: dict, revision: int) -> dict:
+    def initial_for(cls, policy: dict, revision: int | None) -> dict:
         semantic = policy["capture"]["semantic_candidates"]
         publication = policy["publication"]
         return {
@@ -410,4 +412,4 @@ class SearchForm(forms.Form):
 
     def __init__(self, *args, sessions: list[tuple[str, str]], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["session"].choices = sessions
+        cast(forms.ChoiceField, self.fields["session"]).choices = sessions

@@ -8,10 +8,11 @@ skill. Writes go through ``learnings.services`` and ``skills.services``; whether
 from __future__ import annotations
 
 import json
+from typing import cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -21,6 +22,7 @@ from kheish.console.common import Stamp, next_url, paginate, render
 from kheish.console.forms import PromoteForm, ReasonForm, SupersedeForm, split_tools
 from learnings import services as learning_services
 from learnings.models import LIVE_STATUSES, Learning, LearningKind, LearningStatus, PolicyDecision, PublishTier
+from learnings.querysets import LearningQuerySet
 from memory.admin_display import readable_json
 from memory.errors import AppError
 from memory.models import AuditEvent, JournalEvent, RunMemoryRecord
@@ -61,15 +63,19 @@ def promotion_refusals(learning: Learning, existing: LearningSkill | None) -> li
     return reasons
 
 
+DECISION_LABELS: dict[str, str] = {
+    PolicyDecision.AUTOMATIC: "auto-published",
+    PolicyDecision.MANUAL: "published manually",
+}
+
+
 def _learning_row(learning: Learning, skill: LearningSkill | None) -> dict:
     live = learning.status in LIVE_STATUSES
     return {
         "learning": learning,
         "published": Stamp(learning.published_at_ms),
         "expires": Stamp(learning.expires_at_ms) if learning.expires_at_ms else None,
-        "decision": {PolicyDecision.AUTOMATIC: "auto-published", PolicyDecision.MANUAL: "published manually"}.get(
-            learning.policy_decision or "", learning.policy_decision or ""
-        ),
+        "decision": DECISION_LABELS.get(learning.policy_decision or "", learning.policy_decision or ""),
         "provisional_tier": learning.publish_tier == PublishTier.PROVISIONAL,
         "prompt_eligible": learning.is_prompt_eligible,
         "can_revoke": learning.status != LearningStatus.REVOKED,
@@ -84,13 +90,14 @@ def learnings_list(request: HttpRequest) -> HttpResponse:
     status = status if status in STATUS_PILLS else LearningStatus.ACTIVE
     kinds = [kind for kind in request.GET.getlist("kind") if kind in LearningKind.values]
     query = request.GET.get("q", "").strip()
-    queryset = Learning.objects.order_by("-id")
+    queryset: QuerySet[Learning] = Learning.objects.order_by("-id")
     if status != "all":
         queryset = queryset.filter(status=status)
     if kinds:
         queryset = queryset.filter(kind__in=kinds)
     if query:
-        queryset = queryset.matching_query(query)
+        # its methods are typed as returning a plain QuerySet
+        queryset = cast(LearningQuerySet, queryset).matching_query(query)
     rows, page = paginate(request, queryset)
     skills = live_skills(learning.pk for learning in rows)
     keep = [*(("kind", k) for k in kinds), *([("q", query)] if query else [])]
@@ -123,7 +130,7 @@ def learning_provenance(request: HttpRequest, pk: int) -> HttpResponse:
     run = learning.source_run or (candidate.source_run if candidate else None)
     record = RunMemoryRecord.objects.filter(run=run).first() if run else None
     events = list(JournalEvent.objects.filter(run=run).order_by("offset")[:200]) if run else []
-    lineage = []
+    lineage: list[Learning] = []
     cursor = learning.supersedes
     while cursor is not None and len(lineage) < 20:
         lineage.append(cursor)

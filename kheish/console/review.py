@@ -5,9 +5,11 @@ event. The changelist's bulk publish / reject (``kheish.console.bulk``) use the 
 
 from __future__ import annotations
 
+from typing import cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -19,6 +21,7 @@ from kheish.console.forms import PublishForm, ReasonForm
 from learnings import screening
 from learnings import services as learning_services
 from learnings.models import LearningCandidate, LearningKind, PublishTier
+from learnings.querysets import LearningCandidateQuerySet
 from learnings.vocabulary import CAPTURED_ONLY_KINDS, kind_plural
 from memory.errors import AppError
 
@@ -70,13 +73,14 @@ def _prompt_note(candidate: LearningCandidate) -> str:
 def review_queue(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("kind", "")
     query = request.GET.get("q", "").strip()
-    queryset = LearningCandidate.objects.pending_review().order_by("-id")
+    queryset: QuerySet[LearningCandidate] = LearningCandidate.objects.pending_review().order_by("-id")
     if kind in LearningKind.values:
         queryset = queryset.filter(kind=kind)
     else:
         queryset = queryset.exclude(kind__in=CAPTURED_ONLY_KINDS)
     if query:
-        queryset = queryset.matching_query(query)
+        # its methods are typed as returning a plain QuerySet
+        queryset = cast(LearningCandidateQuerySet, queryset).matching_query(query)
     rows, page = paginate(request, queryset)
     pills = [
         {

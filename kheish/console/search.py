@@ -29,7 +29,8 @@ def search(request: HttpRequest) -> HttpResponse:
     choices = [
         (
             s.public_id,
-            f"{s.public_id} · {s.owner.get_username()}" + (f" · {s.persona.persona_id}" if s.persona_id else ""),
+            f"{s.public_id} · {s.owner.get_username()}"
+            + (f" · {s.persona.persona_id}" if s.persona is not None else ""),
         )
         for s in recent
     ]
