@@ -13,8 +13,8 @@ from kheish import composition
 from kheish.console import bulk, explain
 from learnings import policy_in_force
 from learnings.admin import LearningAdmin, LearningCandidateAdmin
-from learnings.models import PROMPT_ELIGIBLE_KINDS, Learning, LearningCandidate, LearningKind
-from learnings.vocabulary import REVIEW_STATES, CandidateState
+from learnings.models import Learning, LearningCandidate, LearningKind
+from learnings.vocabulary import PROMPT_KINDS, REVIEW_STATES, CandidateState
 from memory import public_ids
 from memory.admin import SessionAdmin
 from memory.models import Session
@@ -123,7 +123,7 @@ def _why_no_learnings(learning_count: int, candidates: list[LearningCandidate], 
             f"{'s' if len(pending) == 1 else ''} review; a candidate reaches a prompt only once "
             "published (active tier)."
         )
-    if not learning_count and not kinds & set(PROMPT_ELIGIBLE_KINDS):
+    if not learning_count and not kinds & set(PROMPT_KINDS):
         sentences.append(capture[0].upper() + capture[1:] + ".")
     return sentences
 

@@ -26,7 +26,6 @@ from learnings.vocabulary import (
     CANDIDATE_ID,
     LEARNING_ID,
     LIVE_STATUSES,
-    PROMPT_KINDS,
     CandidateOrigin,
     CandidateState,
     LearningKind,
@@ -44,7 +43,6 @@ from memory.embedding import embed
 
 CANDIDATE_PREFIX = CANDIDATE_ID
 LEARNING_PREFIX = LEARNING_ID
-PROMPT_ELIGIBLE_KINDS = PROMPT_KINDS
 
 
 def key_digest(key: str | None) -> str:

@@ -9,7 +9,7 @@ Every write goes through ``learnings.services`` / ``learnings.policy_in_force``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.db.models import Model, QuerySet
 from drf_spectacular.extensions import OpenApiSerializerExtension
@@ -193,7 +193,7 @@ class LearningCandidateViewSerializer(serializers.Serializer[LearningCandidate])
         view = selectors.candidate_view(instance)
         request = self.context.get("request")
         view["screening"] = instance.screening if request is not None and caller_is_operator(request) else None
-        return view
+        return cast("dict[str, Any]", view)  # a CandidateView; DRF's signature names a plain dict
 
 
 class LearningViewSerializer(serializers.Serializer[Learning]):
@@ -225,7 +225,7 @@ class LearningViewSerializer(serializers.Serializer[Learning]):
     revoked_reason = serializers.CharField(allow_null=True)
 
     def to_representation(self, instance: Learning) -> dict[str, Any]:
-        return selectors.learning_view(instance)
+        return cast("dict[str, Any]", selectors.learning_view(instance))  # a LearningView; DRF names a plain dict
 
 
 @extend_schema_field(

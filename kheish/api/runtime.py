@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import inline_serializer
@@ -238,7 +237,6 @@ class SearchResultSerializer(serializers.Serializer[dict[str, Any]]):
     matched_fields = serializers.ListField(child=serializers.CharField())
 
 
-_without_server_paths: Callable[[Any], Any] = skill_selectors.without_server_paths
 """``skills.selectors.without_server_paths``, typed here while it is not annotated (calling an unannotated function
 is an error under kheish.api's strict flags); a plain call once it is."""
 
@@ -268,7 +266,7 @@ class MemoryContextViewSet(SessionScopedMixin, viewsets.ViewSet):
         with sql.one_policy_read():  # the learning and run-memory policies in one statement
             context = composition.memory_context(session, query_text(request))
         if not caller_is_operator(request):  # agents never see server paths (issue 19.7)
-            context["visible_skills"] = [_without_server_paths(s) for s in context["visible_skills"]]
+            context["visible_skills"] = [skill_selectors.without_server_paths(s) for s in context["visible_skills"]]
         return Response(context)
 
 

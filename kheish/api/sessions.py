@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from kheish.api.fields import StrictCharField, StrictSerializer, StrictSlugField
 from kheish.api.pagination import int_parameter, int_query_value
-from kheish.api.permissions import OperatorWritesOnly, caller_is_operator
+from kheish.api.permissions import OperatorWritesOnly, authenticated_user, caller_is_operator
 from kheish.api.schema import OPERATOR, described
 from memory import compaction, grants, public_ids, sessions
 from memory.journal import log_entry
@@ -68,7 +68,7 @@ class PersonaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def get_queryset(self) -> QuerySet[Persona]:  # an agent sees the personas it was granted (memory.grants)
         if caller_is_operator(self.request):
             return Persona.objects.all()
-        return grants.granted_personas(self.request.user).order_by("persona_id")
+        return grants.granted_personas(authenticated_user(self.request)).order_by("persona_id")
 
     @described(
         "Create a persona",
@@ -119,7 +119,7 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def get_queryset(self) -> QuerySet[Project]:  # an agent sees the projects it was granted (memory.grants)
         if caller_is_operator(self.request):
             return Project.objects.all()
-        return grants.granted_projects(self.request.user).order_by("project_id")
+        return grants.granted_projects(authenticated_user(self.request)).order_by("project_id")
 
     @described(
         "Create a project",
@@ -281,11 +281,13 @@ class SessionScopedMixin:
         carried as annotations (``sessions.project_ids`` and ``SessionSerializer`` read them) rather than two
         prefetch queries - every session-scoped call (reads, memory-search, opening a run) starts here."""
         return sessions.with_read_annotations(
-            sessions.sessions_visible_to(self.request.user, operator=caller_is_operator(self.request))
+            sessions.sessions_visible_to(authenticated_user(self.request), operator=caller_is_operator(self.request))
         )
 
     def get_visible_session(self: _View, session_id: str) -> Session:
-        return sessions.get_visible_session(session_id, self.request.user, operator=caller_is_operator(self.request))
+        return sessions.get_visible_session(
+            session_id, authenticated_user(self.request), operator=caller_is_operator(self.request)
+        )
 
 
 class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet[Session]):
@@ -322,7 +324,7 @@ class SessionViewSet(SessionScopedMixin, viewsets.GenericViewSet[Session]):
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         session = sessions.session_create(
-            owner=request.user, operator=caller_is_operator(request), **data.validated_data
+            owner=authenticated_user(request), operator=caller_is_operator(request), **data.validated_data
         )
         session = self.get_visible_session(session.public_id)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)

@@ -12,7 +12,7 @@ so a hostile name (``..%2F..%2Fetc``, a Cyrillic look-alike, 300 characters) is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
@@ -221,7 +221,6 @@ def _query(request: Request) -> str | None:
 
 
 # skills.selectors.without_server_paths is not annotated on this branch yet: the contract this module relies on
-_without_server_paths: Callable[[dict[str, Any]], dict[str, Any]] = selectors.without_server_paths
 
 
 def _hide_paths(request: Request, item: dict[str, Any]) -> dict[str, Any]:
@@ -232,7 +231,7 @@ def _hide_paths(request: Request, item: dict[str, Any]) -> dict[str, Any]:
         return item
     if isinstance(item, dict) and "lifecycle_events" in item:
         item = selectors.without_foreign_ids([item], authenticated_user(request))[0]
-    return _without_server_paths(item)
+    return selectors.without_server_paths(item)
 
 
 def _visible_learnings(request: Request) -> QuerySet[Learning] | None:
@@ -403,7 +402,7 @@ class LearningSkillViewSet(_SkillsViewSet):
         views = [selectors.learning_skill_view(skill) for skill in page]
         if not caller_is_operator(request):  # one pass for the page: two queries, not two per record
             mine = selectors.without_foreign_ids(views, authenticated_user(request))
-            views = [_without_server_paths(v) for v in mine]
+            views = [selectors.without_server_paths(v) for v in mine]
         return self.get_paginated_response(views)
 
     @described(

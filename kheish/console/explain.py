@@ -15,7 +15,6 @@ from kheish.console.common import Stamp
 from learnings import gate
 from learnings.learning_policy import status_for_tier
 from learnings.models import (
-    PROMPT_ELIGIBLE_KINDS,
     CandidateState,
     Learning,
     LearningCandidate,
@@ -23,10 +22,10 @@ from learnings.models import (
     PublishTier,
     VerificationStatus,
 )
-from learnings.vocabulary import kind_label, kind_plural, listing
+from learnings.vocabulary import PROMPT_KINDS, kind_label, kind_plural, listing
 from memory.clock import now_ms
 
-ELIGIBLE_KIND_NAMES = listing([kind_plural(kind) for kind in PROMPT_ELIGIBLE_KINDS], sep=", ", last=" and ")
+ELIGIBLE_KIND_NAMES = listing([kind_plural(kind) for kind in PROMPT_KINDS], sep=", ", last=" and ")
 SHADOWED_REASON = "shadowed: a live learning supersedes it"
 
 
@@ -73,7 +72,7 @@ def publish_outcome(candidate: LearningCandidate, tier: str) -> tuple[bool, list
 def publish_tier_choices(candidate: LearningCandidate | None) -> list[tuple[str, str]]:
     """The publish form's tier labels, true for ``candidate`` (generic when there is none: bulk publish)."""
     if candidate is None:
-        kinds = listing([kind_label(kind) for kind in PROMPT_ELIGIBLE_KINDS], sep=", ", last=" or ")
+        kinds = listing([kind_label(kind) for kind in PROMPT_KINDS], sep=", ", last=" or ")
         return [
             (PublishTier.ACTIVE, f"active: eligible for prompts if a {kinds}, not sensitive"),
             (PublishTier.PROVISIONAL, "provisional: kept, never injected"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -138,7 +139,7 @@ def dry_run(new: LearningPolicy, old: LearningPolicy, size: int) -> dict:
     rules of §4.10 only — the judge and verification need the model and the moment of review. Pure: nothing
     is written."""
     at = now_ms()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for candidate in LearningCandidate.objects.order_by("-id")[:size]:
         after = evaluate_candidate(new, candidate, now_ms=at)
         before = evaluate_candidate(old, candidate, now_ms=at)
