@@ -23,7 +23,6 @@ from memory.scrubbing.phones import _international_phones
 from memory.scrubbing.scan import (
     _class_table,
     _classify,
-    _find_all,
     _literal_matches,
     _small_cache,
     _splice,
@@ -43,6 +42,26 @@ _ANCHORS = (
     b"000s0000", b"000d0000", b"000o000o0000", b"00o00o00o00", b"000s000s00", b"000d000d00", b"00s00s00s00",
     b"00d00d00d00", b"00s000000", b"0d00d0000", b"000s00s0000",
 )  # fmt: skip
+
+
+def _anchor_scan(separator: bytes) -> re.Pattern[bytes] | None:
+    """One scan for every anchor holding ``00<separator>00`` (each anchor holds one of ``00s00``, ``00d00``,
+    ``00o00``): that literal is searched at literal speed, and where it stands each anchor is checked around it by
+    a fixed-width look-behind and look-ahead (a few byte compares, in C). A match then takes the rest of its
+    cluster (possessive: read once), so a cluster gives one hit per scan. Three scans replace one per anchor."""
+    core = b"00" + separator + b"00"
+    checks = []
+    for anchor in _ANCHORS:
+        at = anchor.find(core)
+        if at >= 0:
+            head, tail = anchor[: at + len(core)], anchor[at + len(core) :]
+            checks.append(b"(?<=" + head + b")" + (b"(?=" + tail + b")" if tail else b""))
+    return re.compile(core + b"(?:" + b"|".join(checks) + b")[^x]*+") if checks else None
+
+
+_ANCHOR_SCANS = tuple(scan for scan in map(_anchor_scan, (b"s", b"d", b"o")) if scan is not None)
+if not all(any(b"00" + sep + b"00" in anchor for sep in (b"s", b"d", b"o")) for anchor in _ANCHORS):
+    raise RuntimeError("every digit anchor must hold 00s00, 00d00 or 00o00 (see _anchor_scan)")
 _DIGIT_FLAG = bytes(1 if chr(code).isdigit() and code < 128 else 0 for code in range(256))
 _PLUS_DIGIT = b"p0"  # the last anchor: '+' is rare, so its occurrences are found with a one-byte search
 _BARE_DIGITS = b"0" * 13
@@ -75,8 +94,8 @@ def _digit_clusters(text: str) -> list[tuple[int, int]]:
     classes = _classify(text, _DIGIT_CLASS)
     find = classes.find
     hits: list[int] = []
-    for anchor in _ANCHORS:
-        hits.extend(_find_all(classes, anchor))
+    for scan in _ANCHOR_SCANS:
+        hits.extend(m.start() for m in scan.finditer(classes))
     pos = find(b"p")
     while pos >= 0:
         if classes.startswith(_PLUS_DIGIT, pos):
