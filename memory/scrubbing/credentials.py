@@ -24,7 +24,16 @@ from memory.scrubbing.markers import (
     _is_marker,
 )
 from memory.scrubbing.provider_tokens import TOKEN_SHAPES
-from memory.scrubbing.scan import _capital, _class_table, _classify, _find_all, _lowered, _small_cache, _splice
+from memory.scrubbing.scan import (
+    _capital,
+    _class_table,
+    _classify,
+    _find_all,
+    _Literals,
+    _lowered,
+    _small_cache,
+    _splice,
+)
 from memory.scrubbing.values import (
     _is_sensitive_key,
     _is_sensitive_url_key,
@@ -46,19 +55,26 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
     except _ConfigError:
         # Fail closed: an unreadable token file hides the whole payload (spec §4.2 A.7).
         return CONFIG_ERROR_MARKER, {KIND_OPERATOR_TOKEN: 1}
-    if "-----BEGIN " in text:
-        text = _redact_pem(text, counts)
     low = _lowered(text)
-    spoken = _redact_spoken(text, low, counts)
+    # The trigger literals that occur (one pass, ``_TRIGGERS``): a rule whose triggers are all absent is skipped.
+    # A redaction only removes text and adds markers, which hold no trigger, so what is absent stays absent -
+    # except after a PEM block, whose marker holds "key": the triggers are looked up again then.
+    present = _TRIGGERS.present(low)
+    if _PEM_TRIGGER in present and "-----BEGIN " in text:
+        pem = _redact_pem(text, counts)
+        if pem is not text:
+            text, low = pem, _lowered(pem)
+            present = _TRIGGERS.present(low)
+    spoken = _redact_spoken(text, low, counts, present)
     if spoken is not text:
         text, low = spoken, _lowered(spoken)
-    text = _redact_assignments(text, low, counts)
-    text = _redact_prefixed_tokens(text, counts)
-    text = _redact_provider_tokens(text, counts)
-    text = _redact_bearer(text, counts)
-    if "J" in text and "eyJ" in text:  # see _capital
+    text = _redact_assignments(text, low, counts, present)
+    text = _redact_prefixed_tokens(text, counts, present)
+    text = _redact_provider_tokens(text, counts, present)
+    text = _redact_bearer(text, counts, present)
+    if _JWT_TRIGGER in present and "eyJ" in text:
         text = _redact_jwts(text, counts)
-    text = _redact_urls(text, counts)
+    text = _redact_urls(text, counts, present)
     text = literal.apply(text, counts)
     return text, counts
 
@@ -69,6 +85,7 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
 # header lines (``Proc-Type: …``), the base64 lines and the line breaks between them - the text after it (a
 # question, a certificate path) is not part of the key. The label between ``BEGIN`` and ``PRIVATE KEY`` is
 # bounded (``RSA``, ``ENCRYPTED``, ``OPENSSH``, ``PGP``…), so an opener costs the same wherever it stands.
+_PEM_TRIGGER = b"-----begin "
 _PEM_BEGIN = re.compile(r"-----BEGIN [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
 # The body of a truncated block, in one possessive pass: header lines right after the opener, a blank line,
@@ -113,19 +130,20 @@ _PLURAL_TOKENS = "|".join(
     for word in ("access", "refresh", "id", "auth", "bearer")
     for sep in ("", "_", "-", ".", " ")
 )
+# Each needle with its trigger literals (``_TRIGGERS``): one of them occurs wherever the needle matches.
 _KEY_NEEDLES = tuple(
-    re.compile(pattern.encode())  # searched in the lower-cased bytes copy (``_lowered``)
-    for pattern in (
-        "key",
+    (re.compile(pattern.encode()), triggers)  # searched in the lower-cased bytes copy (``_lowered``)
+    for pattern, triggers in (
+        ("key", (b"key",)),
         # ``tokens`` counts only after access/refresh/id/auth/bearer; a one-letter look-behind rejects
         # ``prompt_tokens`` / ``max_tokens`` before the full check.
-        rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))",
-        "cookie",
-        r"cre(?:t(?<=secret)|dential)",
-        r"pass(?:w|phrase)",
-        "pwd",
-        "authoriz",
-        "error-json",
+        (rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))", (b"token",)),
+        ("cookie", (b"cookie",)),
+        (r"cre(?:t(?<=secret)|dential)", (b"secret", b"credential")),
+        (r"pass(?:w|phrase)", (b"passw", b"passphrase")),
+        ("pwd", (b"pwd",)),
+        ("authoriz", (b"authoriz",)),
+        ("error-json", (b"error-json",)),
     )
 )
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -385,8 +403,10 @@ class _NotAValue(Exception):
 _PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-\"'=:")
 
 
-def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
-    hits = sorted(m.span() for needle in _KEY_NEEDLES for m in needle.finditer(low))
+def _redact_assignments(text: str, low: bytes, counts: dict[str, int], present: frozenset[bytes]) -> str:
+    hits = sorted(
+        m.span() for needle, triggers in _KEY_NEEDLES if not present.isdisjoint(triggers) for m in needle.finditer(low)
+    )
     if not hits:
         return text
     edits: list[tuple[int, int, str]] = []
@@ -499,8 +519,14 @@ def _is_delimiter(ch: str) -> bool:
 # and one splice applies them all, as the spec's one-prefix-after-the-other would.
 _TOKEN_REST = r"""[^\s"',;()\[\]{}]*"""
 _SPEC_PREFIXED = tuple(
-    (_capital(prefix), re.compile(prefix + _TOKEN_REST))
-    for prefix in ("sk-", "ghp_", "github_pat_", "xox[bp]-", "AKIA")
+    (triggers, _capital(prefix), re.compile(prefix + _TOKEN_REST))
+    for prefix, triggers in (
+        ("sk-", (b"sk-",)),
+        ("ghp_", (b"ghp_",)),
+        ("github_pat_", (b"github_pat_",)),
+        ("xox[bp]-", (b"xoxb-", b"xoxp-")),
+        ("AKIA", (b"akia",)),
+    )
 )
 _NOT_A_TOKEN = re.compile(r"sk-learn\W*", re.IGNORECASE)  # the scikit-learn nickname, not a key
 # A prefix described in prose (``keys start with sk-proj-``) has no body: at least 6 characters must follow
@@ -516,11 +542,11 @@ def _token_has_body(token: str) -> bool:
     return len(body) >= _MIN_BODY and not is_placeholder(token)
 
 
-def _redact_prefixed_tokens(text: str, counts: dict[str, int]) -> str:
+def _redact_prefixed_tokens(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     edits: list[tuple[int, int, str]] = []
-    for capital, pattern in _SPEC_PREFIXED:
-        if capital and capital not in text:
-            continue  # no capital K, no AKIA key
+    for triggers, capital, pattern in _SPEC_PREFIXED:
+        if present.isdisjoint(triggers) or (capital and capital not in text):
+            continue  # no ``sk-`` anywhere, no sk- token; no capital K, no AKIA key
         for m in pattern.finditer(text):
             start = m.start()
             token = m.group()
@@ -563,7 +589,7 @@ _SHAPE_PREFIXES = tuple(sorted({prefix for shape, _, _ in _SHAPES for prefix in 
 _SHAPE_FIRSTS = frozenset(prefix[0] for prefix in _SHAPE_PREFIXES)
 
 
-def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
+def _redact_provider_tokens(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     edits: list[tuple[int, int, str]] = []
     starts = text.startswith
     classes = _classify(text, _TOKEN_CLASS)
@@ -581,7 +607,7 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
                     break
     text = _splice(text, edits)
     for prefix, capital, pattern, keep in _CONTEXT_SHAPES:
-        if (capital and capital not in text) or prefix not in text:
+        if prefix.lower().encode() not in present or (capital and capital not in text) or prefix not in text:
             continue
 
         def replace(m: re.Match[str], keep: re.Pattern[str] | None = keep) -> str:
@@ -597,6 +623,7 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
 # the assignment pass) the credential of other Authorization schemes: ``Authorization: Basic dXNlcjpwYXNz``
 # keeps its scheme and loses the credential.
 # The token (up to a delimiter) is replaced unless it is already a marker.
+_BEARER_TRIGGER = b"earer "
 _BEARER = re.compile(
     r"""earer (?<=[Bb]earer )(?!<redacted(?::[a-z-]+)?>[.:!?]*(?![^\s"',;()\[\]{}]))[^\s"',;()\[\]{}]+"""
 )
@@ -617,10 +644,10 @@ def _bearer_kept(token: str) -> bool:
     return is_prose_word(token) or is_placeholder(token) or token.endswith(":")
 
 
-def _redact_bearer(text: str, counts: dict[str, int]) -> str:
+def _redact_bearer(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     """The token after ``Bearer ``, unless it is a placeholder or reference (``Bearer $TOKEN``,
     ``Bearer ${API_TOKEN}``, ``Bearer <token>``) or a word of prose (``Bearer authentication``)."""
-    if "earer " not in text:
+    if _BEARER_TRIGGER not in present:
         return text
     matches = list(_BEARER.finditer(text))  # one scan; the tokens are then looked at in Python
     if not matches:
@@ -641,6 +668,7 @@ def _redact_bearer(text: str, counts: dict[str, int]) -> str:
 
 
 # A.4 JWTs.
+_JWT_TRIGGER = b"eyj"
 _JWT_TOKEN = re.compile(r"""eyJ[^\s"',;()\[\]{}]*""")
 _JWT_CORE = re.compile(r"eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,2}")
 _JWT_PART = re.compile(r"[A-Za-z0-9_\-]{8,}")
@@ -735,11 +763,11 @@ _CONNECTORS = (b" is ", b" was ", b" to ")
 _SPOKEN_REACH = 112  # how far before a connector its noun may stand ("the wifi passphrase for the lab is")
 
 
-def _redact_spoken(text: str, low: bytes, counts: dict[str, int]) -> str:
+def _redact_spoken(text: str, low: bytes, counts: dict[str, int], present: frozenset[bytes]) -> str:
     """Anchored on the connectors (literal counts and splits of the lower-cased copy ``low``, in C): each is
     checked with ``_SPOKEN`` in a window that ends just after it, so that pattern never runs over the whole text.
     Runs before the assignment rules, on the same copy (the text itself is returned when nothing is said)."""
-    hits = sorted(pos for connector in _CONNECTORS if low.count(connector) for pos in _find_all(low, connector))
+    hits = sorted(pos for connector in _CONNECTORS if connector in present for pos in _find_all(low, connector))
     if not hits:
         return text
     edits: list[tuple[int, int, str]] = []
@@ -797,6 +825,7 @@ _QUERY_KEYS = tuple(re.compile(rf"{lead}{_PARAM_KEY}") for lead in (r"\?", "#"))
 _AMP_KEY = re.compile(f"&{_PARAM_KEY}")
 _AMP_PARAM = re.compile(f"&{_PARAM_KEY}({_PARAM_VALUE}+)")
 _AMP_KEYS_AT_ONCE = 8
+_USERINFO_TRIGGER = b"://"
 _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 
@@ -807,7 +836,7 @@ def _amp_values(keys: frozenset[str]) -> re.Pattern[str]:
     return re.compile(f"&(?:{alternatives})=({_PARAM_VALUE}+)")
 
 
-def _redact_urls(text: str, counts: dict[str, int]) -> str:
+def _redact_urls(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     # Parameters after '?' (a value may hold another '?': matches as the spec's pattern finds them), then after
     # '&'. The keys are collected first (``findall``, no match objects); most texts have no sensitive one.
     for lead, query_key, query_param in zip("?#", _QUERY_KEYS, _QUERY_PARAMS, strict=True):
@@ -822,7 +851,7 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
             _bump(counts, KIND_URL_PARAM, len(edits))
             text = _splice(text, edits)
     # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
-    keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
+    keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text)))) if "&" in text else frozenset()
     if len(keys) > _AMP_KEYS_AT_ONCE:
         # Many distinct sensitive keys (one look-behind each would make every '=' cost them all): one pass that
         # checks each parameter's key instead.
@@ -846,7 +875,7 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
         if edits:
             _bump(counts, KIND_URL_PARAM, len(edits))
             text = _splice(text, edits)
-    if "://" in text:
+    if _USERINFO_TRIGGER in present:
 
         def replace_password(m: re.Match[str]) -> str:
             if is_placeholder(m.group(2)):
@@ -862,3 +891,18 @@ def _url_placeholder(text: str, end: int, value: str) -> bool:
     """``?key=$KEY``, ``?token={token}``, ``?key=YOUR_API_KEY``: a parameter value that stands for one."""
     closing = text[end : end + 1]
     return is_placeholder(value + closing if closing in ")]}" else value)
+
+
+# Every trigger literal of the rules above, looked up in the lower-cased copy in one pass (``_step_a``).
+_TRIGGERS = _Literals(
+    (
+        _PEM_TRIGGER,
+        *_CONNECTORS,
+        *(trigger for _, triggers in _KEY_NEEDLES for trigger in triggers),
+        *(trigger for triggers, _, _ in _SPEC_PREFIXED for trigger in triggers),
+        *(prefix.lower().encode() for prefix, _, _, _ in _CONTEXT_SHAPES),
+        _BEARER_TRIGGER,
+        _JWT_TRIGGER,
+        _USERINFO_TRIGGER,
+    )
+)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
+
+import re2
 
 _F = TypeVar("_F", bound=Callable[..., object])
 
@@ -67,6 +69,29 @@ def _capital(literal: str) -> str:
     """The literal's first capital letter, or "". Capitals are rare in text and a one-character search runs at
     memory speed (~20 times a pattern scan), so a text without it is ruled out before any scan for the literal."""
     return next((ch for ch in literal if ch.isupper()), "")
+
+
+class _Literals:
+    """Which of some literals occur in a haystack, found in one pass for them all: an RE2 set (a DFA, linear in
+    the haystack) reads it at ~600 MB/s, where a search per literal reads it once per literal (~2 GB/s each).
+    A rule whose trigger literals are all absent is skipped without a scan of its own. The set also matches the
+    end of the text: a set that gave up before it (RE2's DFA out of memory) reports every literal present."""
+
+    def __init__(self, literals: Iterable[bytes]) -> None:
+        self.literals = tuple(dict.fromkeys(literals))
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1  # one character a byte, as in ``_lowered``'s copy
+        self._set = re2.Set.SearchSet(options)
+        for literal in self.literals:
+            self._set.Add(re2.escape(literal))
+        self._end = self._set.Add(rb"\z")
+        self._set.Compile()
+
+    def present(self, haystack: bytes) -> frozenset[bytes]:
+        found = self._set.Match(haystack)
+        if self._end not in found:
+            return frozenset(self.literals)  # fail closed: every rule runs
+        return frozenset(self.literals[i] for i in found if i != self._end)
 
 
 def _find_all(haystack: bytes, needle: bytes) -> list[int]:
