@@ -58,7 +58,7 @@ from memory.scrubbing.config import (
     _config,
     register_literal_token_source,
 )
-from memory.scrubbing.credentials import _step_a
+from memory.scrubbing.credentials import _step_a, _step_a_triggers
 from memory.scrubbing.markers import (
     CARD_MARKER,
     CONFIG_ERROR_MARKER,
@@ -98,10 +98,10 @@ def redact_secrets(text: str) -> ScrubResult:
 def scrub(text: str, *, redact_pii: bool = True) -> ScrubResult:
     """Spec §4.2: step A, then (if ``redact_pii``) step B, each step-B replacement counting +1."""
     config = _config()
-    redacted, counts = _step_a(text, config)
+    redacted, counts, present = _step_a_triggers(text, config)
     count = int(redacted != text)
     if redact_pii and redacted != CONFIG_ERROR_MARKER:
-        redacted, pii_counts = _step_b(redacted, config.phone_regions)
+        redacted, pii_counts = _step_b(redacted, config.phone_regions, present)
         count += sum(pii_counts.values())
         for kind, n in pii_counts.items():
             counts[kind] = counts.get(kind, 0) + n

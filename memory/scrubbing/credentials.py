@@ -25,11 +25,11 @@ from memory.scrubbing.markers import (
 )
 from memory.scrubbing.provider_tokens import TOKEN_SHAPES
 from memory.scrubbing.scan import (
+    _TRIGGERS,
     _capital,
     _class_table,
     _classify,
     _find_all,
-    _Literals,
     _lowered,
     _small_cache,
     _splice,
@@ -47,14 +47,21 @@ from memory.scrubbing.values import (
 
 
 def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
+    redacted, counts, _ = _step_a_triggers(text, config)
+    return redacted, counts
+
+
+def _step_a_triggers(text: str, config: _Config) -> tuple[str, dict[str, int], frozenset[bytes] | None]:
+    """Step A, and the triggers present in the text (``_TRIGGERS``; None when not looked up): a superset of those
+    in the redacted text, which step B's rules use too."""
     counts: dict[str, int] = {}
     if not text:
-        return text, counts
+        return text, counts, None
     try:
         literal = _literal_tokens(config)
     except _ConfigError:
         # Fail closed: an unreadable token file hides the whole payload (spec §4.2 A.7).
-        return CONFIG_ERROR_MARKER, {KIND_OPERATOR_TOKEN: 1}
+        return CONFIG_ERROR_MARKER, {KIND_OPERATOR_TOKEN: 1}, None
     low = _lowered(text)
     # The trigger literals that occur (one pass, ``_TRIGGERS``): a rule whose triggers are all absent is skipped.
     # A redaction only removes text and adds markers, which hold no trigger, so what is absent stays absent -
@@ -76,7 +83,7 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
         text = _redact_jwts(text, counts)
     text = _redact_urls(text, counts, present)
     text = literal.apply(text, counts)
-    return text, counts
+    return text, counts, present
 
 
 # A.5 PEM private keys. Run first, so an assignment such as ``private_key: -----BEGIN …`` cannot cut the
@@ -86,6 +93,7 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
 # question, a certificate path) is not part of the key. The label between ``BEGIN`` and ``PRIVATE KEY`` is
 # bounded (``RSA``, ``ENCRYPTED``, ``OPENSSH``, ``PGP``…), so an opener costs the same wherever it stands.
 _PEM_TRIGGER = b"-----begin "
+_TRIGGERS.add(_PEM_TRIGGER)
 _PEM_BEGIN = re.compile(r"-----BEGIN [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
 # The body of a truncated block, in one possessive pass: header lines right after the opener, a blank line,
@@ -131,13 +139,16 @@ _PLURAL_TOKENS = "|".join(
     for sep in ("", "_", "-", ".", " ")
 )
 # Each needle with its trigger literals (``_TRIGGERS``): one of them occurs wherever the needle matches.
+# The ``token`` needle's trigger: a pattern (RE2's syntax, no look-around) that matches wherever the needle does.
+_TOKEN_TRIGGER = b"token(?!s), or tokens after access/refresh/id/auth/bearer"
+_TRIGGERS.add(_TOKEN_TRIGGER, pattern=rb"token(?:[^s]|\z)|(?:access|refresh|id|auth|bearer)[_. \-]?tokens")
 _KEY_NEEDLES = tuple(
     (re.compile(pattern.encode()), triggers)  # searched in the lower-cased bytes copy (``_lowered``)
     for pattern, triggers in (
         ("key", (b"key",)),
         # ``tokens`` counts only after access/refresh/id/auth/bearer; a one-letter look-behind rejects
         # ``prompt_tokens`` / ``max_tokens`` before the full check.
-        (rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))", (b"token",)),
+        (rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))", (_TOKEN_TRIGGER,)),
         ("cookie", (b"cookie",)),
         (r"cre(?:t(?<=secret)|dential)", (b"secret", b"credential")),
         (r"pass(?:w|phrase)", (b"passw", b"passphrase")),
@@ -146,6 +157,7 @@ _KEY_NEEDLES = tuple(
         ("error-json", (b"error-json",)),
     )
 )
+_TRIGGERS.add(*(trigger for _, triggers in _KEY_NEEDLES for trigger in triggers if trigger != _TOKEN_TRIGGER))
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # ``"key": v`` / ``'key'=v``, ``key=v``, and a header-style ``key: v`` inside a line (``-H x-api-key: v``).
 _PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]{0,64}+)(?:(["'])[ \t]*+[:=]|=|:(?=[ \t]))[ \t]*+""")
@@ -528,6 +540,7 @@ _SPEC_PREFIXED = tuple(
         ("AKIA", (b"akia",)),
     )
 )
+_TRIGGERS.add(*(trigger for triggers, _, _ in _SPEC_PREFIXED for trigger in triggers))
 _NOT_A_TOKEN = re.compile(r"sk-learn\W*", re.IGNORECASE)  # the scikit-learn nickname, not a key
 # A prefix described in prose (``keys start with sk-proj-``) has no body: at least 6 characters must follow
 # the longest known prefix, and the whole token must not be a placeholder (``sk-...``, ``ghp_xxxx``).
@@ -585,6 +598,7 @@ _CONTEXT_SHAPES = tuple(
     for shape in TOKEN_SHAPES
     if shape.left != "word"
 )
+_TRIGGERS.add(*(prefix.lower().encode() for prefix, _, _, _ in _CONTEXT_SHAPES))
 _SHAPE_PREFIXES = tuple(sorted({prefix for shape, _, _ in _SHAPES for prefix in shape.prefixes}))
 _SHAPE_FIRSTS = frozenset(prefix[0] for prefix in _SHAPE_PREFIXES)
 
@@ -624,6 +638,7 @@ def _redact_provider_tokens(text: str, counts: dict[str, int], present: frozense
 # keeps its scheme and loses the credential.
 # The token (up to a delimiter) is replaced unless it is already a marker.
 _BEARER_TRIGGER = b"earer "
+_TRIGGERS.add(_BEARER_TRIGGER)
 _BEARER = re.compile(
     r"""earer (?<=[Bb]earer )(?!<redacted(?::[a-z-]+)?>[.:!?]*(?![^\s"',;()\[\]{}]))[^\s"',;()\[\]{}]+"""
 )
@@ -669,6 +684,7 @@ def _redact_bearer(text: str, counts: dict[str, int], present: frozenset[bytes])
 
 # A.4 JWTs.
 _JWT_TRIGGER = b"eyj"
+_TRIGGERS.add(_JWT_TRIGGER)
 _JWT_TOKEN = re.compile(r"""eyJ[^\s"',;()\[\]{}]*""")
 _JWT_CORE = re.compile(r"eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,2}")
 _JWT_PART = re.compile(r"[A-Za-z0-9_\-]{8,}")
@@ -760,6 +776,7 @@ _SPOKEN_WORD = re.compile(r"""[^\s"'`]{1,200}""")
 _SPOKEN_QUOTED = {q: re.compile(rf"{q}([^{q}\n]{{1,200}}){q}") for q in "\"'`"}
 _SPOKEN_TRAILING = ".,;:!?)]}"
 _CONNECTORS = (b" is ", b" was ", b" to ")
+_TRIGGERS.add(*_CONNECTORS)
 _SPOKEN_REACH = 112  # how far before a connector its noun may stand ("the wifi passphrase for the lab is")
 
 
@@ -826,6 +843,7 @@ _AMP_KEY = re.compile(f"&{_PARAM_KEY}")
 _AMP_PARAM = re.compile(f"&{_PARAM_KEY}({_PARAM_VALUE}+)")
 _AMP_KEYS_AT_ONCE = 8
 _USERINFO_TRIGGER = b"://"
+_TRIGGERS.add(_USERINFO_TRIGGER)
 _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 
@@ -891,18 +909,3 @@ def _url_placeholder(text: str, end: int, value: str) -> bool:
     """``?key=$KEY``, ``?token={token}``, ``?key=YOUR_API_KEY``: a parameter value that stands for one."""
     closing = text[end : end + 1]
     return is_placeholder(value + closing if closing in ")]}" else value)
-
-
-# Every trigger literal of the rules above, looked up in the lower-cased copy in one pass (``_step_a``).
-_TRIGGERS = _Literals(
-    (
-        _PEM_TRIGGER,
-        *_CONNECTORS,
-        *(trigger for _, triggers in _KEY_NEEDLES for trigger in triggers),
-        *(trigger for triggers, _, _ in _SPEC_PREFIXED for trigger in triggers),
-        *(prefix.lower().encode() for prefix, _, _, _ in _CONTEXT_SHAPES),
-        _BEARER_TRIGGER,
-        _JWT_TRIGGER,
-        _USERINFO_TRIGGER,
-    )
-)

@@ -21,6 +21,7 @@ from memory.scrubbing.markers import (
 )
 from memory.scrubbing.phones import _international_phones
 from memory.scrubbing.scan import (
+    _TRIGGERS,
     _class_table,
     _classify,
     _literal_matches,
@@ -77,7 +78,9 @@ def _has_digit(text: str) -> bool:
     )  # fmt: skip
 
 
-def _step_b(text: str, regions: str) -> tuple[str, dict[str, int]]:
+def _step_b(text: str, regions: str, present: frozenset[bytes] | None = None) -> tuple[str, dict[str, int]]:
+    """Step B. ``present``: the triggers (``_TRIGGERS``) step A found in the text it redacted into ``text`` (they
+    hold every trigger of ``text``: a redaction adds none), or None (every rule looks)."""
     counts: dict[str, int] = {}
     if not text:
         return text, counts
@@ -85,7 +88,7 @@ def _step_b(text: str, regions: str) -> tuple[str, dict[str, int]]:
         edits = _digit_pii(text, counts, regions)
         text = _splice(text, edits)
     if "@" in text:
-        text = _redact_emails(text, counts)
+        text = _redact_emails(text, counts, present is None or not present.isdisjoint(_REMOTE_TRIGGERS))
     return text, counts
 
 
@@ -448,33 +451,39 @@ _SCP_PATH = re.compile(r":[\w~./\-]")
 _REMOTE_COMMAND = re.compile(
     r"s(?:(?<=(?<![\w\-])s)(?:sh|cp|ftp|sh-copy-id)()|(?<=(?<![\w\-])rs)ync()|(?<=(?<![\w\-])mos)h())[ \t]"
 )
+# Literals one of which every such command holds (lower-cased: triggers are looked up in a lower-cased copy).
+_REMOTE_TRIGGERS = (b"ssh", b"scp", b"sftp", b"rsync", b"mosh")
+_TRIGGERS.add(*_REMOTE_TRIGGERS)
 
 
-def _remote_login(text: str, start: int, end: int) -> bool:
+def _remote_login(text: str, start: int, end: int, commands: bool = True) -> bool:
     """``user@host`` that is a login, not an address: an SSH/scp remote (``git@github.com:org/repo.git``,
-    ``deploy@web-1:~/app``) or the user part of a URL (``ssh://git@github.com/org/repo``)."""
+    ``deploy@web-1:~/app``) or the user part of a URL (``ssh://git@github.com/org/repo``). ``commands``: whether
+    the text may hold a remote-shell command (one of ``_REMOTE_TRIGGERS``); if not, none is looked for."""
     if _SCP_PATH.match(text, end) is not None or text.endswith("://", 0, start):
         return True
+    if not commands:
+        return False
     line_start = text.rfind("\n", max(0, start - 120), start) + 1
     floor = max(line_start, start - 120)
     # (the command itself must start inside the window)
     return any(m.start() - m.lastindex + 1 >= floor for m in _REMOTE_COMMAND.finditer(text, floor, start))
 
 
-def _redact_emails(text: str, counts: dict[str, int]) -> str:
+def _redact_emails(text: str, counts: dict[str, int], commands: bool = True) -> str:
     edits: list[tuple[int, int, str]] = []
     find = text.find
     at = find("@")
     while at >= 0:
         start, end = _token_bounds(text, at, at + 1)
         if _looks_like_email(text[start:end].strip(_TRIM)):
-            if not _remote_login(text, start, end):
+            if not _remote_login(text, start, end, commands):
                 edits.append((start, end, EMAIL_MARKER))
         else:
             edits.extend(
                 (m.start(), m.end(), EMAIL_MARKER)
                 for m in _EMBEDDED_EMAIL.finditer(text, start, end)
-                if not _remote_login(text, m.start(), m.end())
+                if not _remote_login(text, m.start(), m.end(), commands)
             )
         at = find("@", max(end, at + 1))
     if edits:
