@@ -24,7 +24,16 @@ from memory.scrubbing.markers import (
     _is_marker,
 )
 from memory.scrubbing.provider_tokens import TOKEN_SHAPES
-from memory.scrubbing.scan import _capital, _class_table, _classify, _find_all, _lowered, _small_cache, _splice
+from memory.scrubbing.scan import (
+    _TRIGGERS,
+    _capital,
+    _class_table,
+    _classify,
+    _find_all,
+    _lowered,
+    _small_cache,
+    _splice,
+)
 from memory.scrubbing.values import (
     _is_sensitive_key,
     _is_sensitive_url_key,
@@ -38,29 +47,43 @@ from memory.scrubbing.values import (
 
 
 def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
+    redacted, counts, _ = _step_a_triggers(text, config)
+    return redacted, counts
+
+
+def _step_a_triggers(text: str, config: _Config) -> tuple[str, dict[str, int], frozenset[bytes] | None]:
+    """Step A, and the triggers present in the text (``_TRIGGERS``; None when not looked up): a superset of those
+    in the redacted text, which step B's rules use too."""
     counts: dict[str, int] = {}
     if not text:
-        return text, counts
+        return text, counts, None
     try:
         literal = _literal_tokens(config)
     except _ConfigError:
         # Fail closed: an unreadable token file hides the whole payload (spec §4.2 A.7).
-        return CONFIG_ERROR_MARKER, {KIND_OPERATOR_TOKEN: 1}
-    if "-----BEGIN " in text:
-        text = _redact_pem(text, counts)
+        return CONFIG_ERROR_MARKER, {KIND_OPERATOR_TOKEN: 1}, None
     low = _lowered(text)
-    spoken = _redact_spoken(text, low, counts)
+    # The trigger literals that occur (one pass, ``_TRIGGERS``): a rule whose triggers are all absent is skipped.
+    # A redaction only removes text and adds markers, which hold no trigger, so what is absent stays absent -
+    # except after a PEM block, whose marker holds "key": the triggers are looked up again then.
+    present = _TRIGGERS.present(low)
+    if _PEM_TRIGGER in present and "-----BEGIN " in text:
+        pem = _redact_pem(text, counts)
+        if pem is not text:
+            text, low = pem, _lowered(pem)
+            present = _TRIGGERS.present(low)
+    spoken = _redact_spoken(text, low, counts, present)
     if spoken is not text:
         text, low = spoken, _lowered(spoken)
-    text = _redact_assignments(text, low, counts)
-    text = _redact_prefixed_tokens(text, counts)
-    text = _redact_provider_tokens(text, counts)
-    text = _redact_bearer(text, counts)
-    if "J" in text and "eyJ" in text:  # see _capital
+    text = _redact_assignments(text, low, counts, present)
+    text = _redact_prefixed_tokens(text, counts, present)
+    text = _redact_provider_tokens(text, counts, present)
+    text = _redact_bearer(text, counts, present)
+    if _JWT_TRIGGER in present and "eyJ" in text:
         text = _redact_jwts(text, counts)
-    text = _redact_urls(text, counts)
+    text = _redact_urls(text, counts, present)
     text = literal.apply(text, counts)
-    return text, counts
+    return text, counts, present
 
 
 # A.5 PEM private keys. Run first, so an assignment such as ``private_key: -----BEGIN …`` cannot cut the
@@ -69,6 +92,8 @@ def _step_a(text: str, config: _Config) -> tuple[str, dict[str, int]]:
 # header lines (``Proc-Type: …``), the base64 lines and the line breaks between them - the text after it (a
 # question, a certificate path) is not part of the key. The label between ``BEGIN`` and ``PRIVATE KEY`` is
 # bounded (``RSA``, ``ENCRYPTED``, ``OPENSSH``, ``PGP``…), so an opener costs the same wherever it stands.
+_PEM_TRIGGER = b"-----begin "
+_TRIGGERS.add(_PEM_TRIGGER)
 _PEM_BEGIN = re.compile(r"-----BEGIN [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [^\n]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
 # The body of a truncated block, in one possessive pass: header lines right after the opener, a blank line,
@@ -113,21 +138,26 @@ _PLURAL_TOKENS = "|".join(
     for word in ("access", "refresh", "id", "auth", "bearer")
     for sep in ("", "_", "-", ".", " ")
 )
+# Each needle with its trigger literals (``_TRIGGERS``): one of them occurs wherever the needle matches.
+# The ``token`` needle's trigger: a pattern (RE2's syntax, no look-around) that matches wherever the needle does.
+_TOKEN_TRIGGER = b"token(?!s), or tokens after access/refresh/id/auth/bearer"
+_TRIGGERS.add(_TOKEN_TRIGGER, pattern=rb"token(?:[^s]|\z)|(?:access|refresh|id|auth|bearer)[_. \-]?tokens")
 _KEY_NEEDLES = tuple(
-    re.compile(pattern.encode())  # searched in the lower-cased bytes copy (``_lowered``)
-    for pattern in (
-        "key",
+    (re.compile(pattern.encode()), triggers)  # searched in the lower-cased bytes copy (``_lowered``)
+    for pattern, triggers in (
+        ("key", (b"key",)),
         # ``tokens`` counts only after access/refresh/id/auth/bearer; a one-letter look-behind rejects
         # ``prompt_tokens`` / ``max_tokens`` before the full check.
-        rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))",
-        "cookie",
-        r"cre(?:t(?<=secret)|dential)",
-        r"pass(?:w|phrase)",
-        "pwd",
-        "authoriz",
-        "error-json",
+        (rf"token(?:(?!s)|s(?:(?<=[shdr]tokens)|(?<=[shdr][_. \-]tokens))(?:{_PLURAL_TOKENS}))", (_TOKEN_TRIGGER,)),
+        ("cookie", (b"cookie",)),
+        (r"cre(?:t(?<=secret)|dential)", (b"secret", b"credential")),
+        (r"pass(?:w|phrase)", (b"passw", b"passphrase")),
+        ("pwd", (b"pwd",)),
+        ("authoriz", (b"authoriz",)),
+        ("error-json", (b"error-json",)),
     )
 )
+_TRIGGERS.add(*(trigger for _, triggers in _KEY_NEEDLES for trigger in triggers if trigger != _TOKEN_TRIGGER))
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # ``"key": v`` / ``'key'=v``, ``key=v``, and a header-style ``key: v`` inside a line (``-H x-api-key: v``).
 _PAIR_TAIL = re.compile(r"""([A-Za-z0-9_.\-]{0,64}+)(?:(["'])[ \t]*+[:=]|=|:(?=[ \t]))[ \t]*+""")
@@ -385,8 +415,10 @@ class _NotAValue(Exception):
 _PAIR_NEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-\"'=:")
 
 
-def _redact_assignments(text: str, low: bytes, counts: dict[str, int]) -> str:
-    hits = sorted(m.span() for needle in _KEY_NEEDLES for m in needle.finditer(low))
+def _redact_assignments(text: str, low: bytes, counts: dict[str, int], present: frozenset[bytes]) -> str:
+    hits = sorted(
+        m.span() for needle, triggers in _KEY_NEEDLES if not present.isdisjoint(triggers) for m in needle.finditer(low)
+    )
     if not hits:
         return text
     edits: list[tuple[int, int, str]] = []
@@ -499,9 +531,16 @@ def _is_delimiter(ch: str) -> bool:
 # and one splice applies them all, as the spec's one-prefix-after-the-other would.
 _TOKEN_REST = r"""[^\s"',;()\[\]{}]*"""
 _SPEC_PREFIXED = tuple(
-    (_capital(prefix), re.compile(prefix + _TOKEN_REST))
-    for prefix in ("sk-", "ghp_", "github_pat_", "xox[bp]-", "AKIA")
+    (triggers, _capital(prefix), re.compile(prefix + _TOKEN_REST))
+    for prefix, triggers in (
+        ("sk-", (b"sk-",)),
+        ("ghp_", (b"ghp_",)),
+        ("github_pat_", (b"github_pat_",)),
+        ("xox[bp]-", (b"xoxb-", b"xoxp-")),
+        ("AKIA", (b"akia",)),
+    )
 )
+_TRIGGERS.add(*(trigger for triggers, _, _ in _SPEC_PREFIXED for trigger in triggers))
 _NOT_A_TOKEN = re.compile(r"sk-learn\W*", re.IGNORECASE)  # the scikit-learn nickname, not a key
 # A prefix described in prose (``keys start with sk-proj-``) has no body: at least 6 characters must follow
 # the longest known prefix, and the whole token must not be a placeholder (``sk-...``, ``ghp_xxxx``).
@@ -516,11 +555,11 @@ def _token_has_body(token: str) -> bool:
     return len(body) >= _MIN_BODY and not is_placeholder(token)
 
 
-def _redact_prefixed_tokens(text: str, counts: dict[str, int]) -> str:
+def _redact_prefixed_tokens(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     edits: list[tuple[int, int, str]] = []
-    for capital, pattern in _SPEC_PREFIXED:
-        if capital and capital not in text:
-            continue  # no capital K, no AKIA key
+    for triggers, capital, pattern in _SPEC_PREFIXED:
+        if present.isdisjoint(triggers) or (capital and capital not in text):
+            continue  # no ``sk-`` anywhere, no sk- token; no capital K, no AKIA key
         for m in pattern.finditer(text):
             start = m.start()
             token = m.group()
@@ -559,11 +598,12 @@ _CONTEXT_SHAPES = tuple(
     for shape in TOKEN_SHAPES
     if shape.left != "word"
 )
+_TRIGGERS.add(*(prefix.lower().encode() for prefix, _, _, _ in _CONTEXT_SHAPES))
 _SHAPE_PREFIXES = tuple(sorted({prefix for shape, _, _ in _SHAPES for prefix in shape.prefixes}))
 _SHAPE_FIRSTS = frozenset(prefix[0] for prefix in _SHAPE_PREFIXES)
 
 
-def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
+def _redact_provider_tokens(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     edits: list[tuple[int, int, str]] = []
     starts = text.startswith
     classes = _classify(text, _TOKEN_CLASS)
@@ -581,7 +621,7 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
                     break
     text = _splice(text, edits)
     for prefix, capital, pattern, keep in _CONTEXT_SHAPES:
-        if (capital and capital not in text) or prefix not in text:
+        if prefix.lower().encode() not in present or (capital and capital not in text) or prefix not in text:
             continue
 
         def replace(m: re.Match[str], keep: re.Pattern[str] | None = keep) -> str:
@@ -597,6 +637,8 @@ def _redact_provider_tokens(text: str, counts: dict[str, int]) -> str:
 # the assignment pass) the credential of other Authorization schemes: ``Authorization: Basic dXNlcjpwYXNz``
 # keeps its scheme and loses the credential.
 # The token (up to a delimiter) is replaced unless it is already a marker.
+_BEARER_TRIGGER = b"earer "
+_TRIGGERS.add(_BEARER_TRIGGER)
 _BEARER = re.compile(
     r"""earer (?<=[Bb]earer )(?!<redacted(?::[a-z-]+)?>[.:!?]*(?![^\s"',;()\[\]{}]))[^\s"',;()\[\]{}]+"""
 )
@@ -617,10 +659,10 @@ def _bearer_kept(token: str) -> bool:
     return is_prose_word(token) or is_placeholder(token) or token.endswith(":")
 
 
-def _redact_bearer(text: str, counts: dict[str, int]) -> str:
+def _redact_bearer(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     """The token after ``Bearer ``, unless it is a placeholder or reference (``Bearer $TOKEN``,
     ``Bearer ${API_TOKEN}``, ``Bearer <token>``) or a word of prose (``Bearer authentication``)."""
-    if "earer " not in text:
+    if _BEARER_TRIGGER not in present:
         return text
     matches = list(_BEARER.finditer(text))  # one scan; the tokens are then looked at in Python
     if not matches:
@@ -641,6 +683,8 @@ def _redact_bearer(text: str, counts: dict[str, int]) -> str:
 
 
 # A.4 JWTs.
+_JWT_TRIGGER = b"eyj"
+_TRIGGERS.add(_JWT_TRIGGER)
 _JWT_TOKEN = re.compile(r"""eyJ[^\s"',;()\[\]{}]*""")
 _JWT_CORE = re.compile(r"eyJ[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*){0,2}")
 _JWT_PART = re.compile(r"[A-Za-z0-9_\-]{8,}")
@@ -732,14 +776,15 @@ _SPOKEN_WORD = re.compile(r"""[^\s"'`]{1,200}""")
 _SPOKEN_QUOTED = {q: re.compile(rf"{q}([^{q}\n]{{1,200}}){q}") for q in "\"'`"}
 _SPOKEN_TRAILING = ".,;:!?)]}"
 _CONNECTORS = (b" is ", b" was ", b" to ")
+_TRIGGERS.add(*_CONNECTORS)
 _SPOKEN_REACH = 112  # how far before a connector its noun may stand ("the wifi passphrase for the lab is")
 
 
-def _redact_spoken(text: str, low: bytes, counts: dict[str, int]) -> str:
+def _redact_spoken(text: str, low: bytes, counts: dict[str, int], present: frozenset[bytes]) -> str:
     """Anchored on the connectors (literal counts and splits of the lower-cased copy ``low``, in C): each is
     checked with ``_SPOKEN`` in a window that ends just after it, so that pattern never runs over the whole text.
     Runs before the assignment rules, on the same copy (the text itself is returned when nothing is said)."""
-    hits = sorted(pos for connector in _CONNECTORS if low.count(connector) for pos in _find_all(low, connector))
+    hits = sorted(pos for connector in _CONNECTORS if connector in present for pos in _find_all(low, connector))
     if not hits:
         return text
     edits: list[tuple[int, int, str]] = []
@@ -797,6 +842,8 @@ _QUERY_KEYS = tuple(re.compile(rf"{lead}{_PARAM_KEY}") for lead in (r"\?", "#"))
 _AMP_KEY = re.compile(f"&{_PARAM_KEY}")
 _AMP_PARAM = re.compile(f"&{_PARAM_KEY}({_PARAM_VALUE}+)")
 _AMP_KEYS_AT_ONCE = 8
+_USERINFO_TRIGGER = b"://"
+_TRIGGERS.add(_USERINFO_TRIGGER)
 _URL_USERINFO = re.compile(r"""(://[^\s/:@"'<>]+:)([^\s/@"'<>]+)(?=@)""")
 
 
@@ -807,7 +854,7 @@ def _amp_values(keys: frozenset[str]) -> re.Pattern[str]:
     return re.compile(f"&(?:{alternatives})=({_PARAM_VALUE}+)")
 
 
-def _redact_urls(text: str, counts: dict[str, int]) -> str:
+def _redact_urls(text: str, counts: dict[str, int], present: frozenset[bytes]) -> str:
     # Parameters after '?' (a value may hold another '?': matches as the spec's pattern finds them), then after
     # '&'. The keys are collected first (``findall``, no match objects); most texts have no sensitive one.
     for lead, query_key, query_param in zip("?#", _QUERY_KEYS, _QUERY_PARAMS, strict=True):
@@ -822,7 +869,7 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
             _bump(counts, KIND_URL_PARAM, len(edits))
             text = _splice(text, edits)
     # '&' parameters hold no '&', so each is matched on its own: one substitution for the sensitive keys.
-    keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text))))
+    keys = frozenset(filter(_is_sensitive_url_key, set(_AMP_KEY.findall(text)))) if "&" in text else frozenset()
     if len(keys) > _AMP_KEYS_AT_ONCE:
         # Many distinct sensitive keys (one look-behind each would make every '=' cost them all): one pass that
         # checks each parameter's key instead.
@@ -846,7 +893,7 @@ def _redact_urls(text: str, counts: dict[str, int]) -> str:
         if edits:
             _bump(counts, KIND_URL_PARAM, len(edits))
             text = _splice(text, edits)
-    if "://" in text:
+    if _USERINFO_TRIGGER in present:
 
         def replace_password(m: re.Match[str]) -> str:
             if is_placeholder(m.group(2)):

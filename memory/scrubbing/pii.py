@@ -21,9 +21,9 @@ from memory.scrubbing.markers import (
 )
 from memory.scrubbing.phones import _international_phones
 from memory.scrubbing.scan import (
+    _TRIGGERS,
     _class_table,
     _classify,
-    _find_all,
     _literal_matches,
     _small_cache,
     _splice,
@@ -43,6 +43,26 @@ _ANCHORS = (
     b"000s0000", b"000d0000", b"000o000o0000", b"00o00o00o00", b"000s000s00", b"000d000d00", b"00s00s00s00",
     b"00d00d00d00", b"00s000000", b"0d00d0000", b"000s00s0000",
 )  # fmt: skip
+
+
+def _anchor_scan(separator: bytes) -> re.Pattern[bytes] | None:
+    """One scan for every anchor holding ``00<separator>00`` (each anchor holds one of ``00s00``, ``00d00``,
+    ``00o00``): that literal is searched at literal speed, and where it stands each anchor is checked around it by
+    a fixed-width look-behind and look-ahead (a few byte compares, in C). A match then takes the rest of its
+    cluster (possessive: read once), so a cluster gives one hit per scan. Three scans replace one per anchor."""
+    core = b"00" + separator + b"00"
+    checks = []
+    for anchor in _ANCHORS:
+        at = anchor.find(core)
+        if at >= 0:
+            head, tail = anchor[: at + len(core)], anchor[at + len(core) :]
+            checks.append(b"(?<=" + head + b")" + (b"(?=" + tail + b")" if tail else b""))
+    return re.compile(core + b"(?:" + b"|".join(checks) + b")[^x]*+") if checks else None
+
+
+_ANCHOR_SCANS = tuple(scan for scan in map(_anchor_scan, (b"s", b"d", b"o")) if scan is not None)
+if not all(any(b"00" + sep + b"00" in anchor for sep in (b"s", b"d", b"o")) for anchor in _ANCHORS):
+    raise RuntimeError("every digit anchor must hold 00s00, 00d00 or 00o00 (see _anchor_scan)")
 _DIGIT_FLAG = bytes(1 if chr(code).isdigit() and code < 128 else 0 for code in range(256))
 _PLUS_DIGIT = b"p0"  # the last anchor: '+' is rare, so its occurrences are found with a one-byte search
 _BARE_DIGITS = b"0" * 13
@@ -58,7 +78,9 @@ def _has_digit(text: str) -> bool:
     )  # fmt: skip
 
 
-def _step_b(text: str, regions: str) -> tuple[str, dict[str, int]]:
+def _step_b(text: str, regions: str, present: frozenset[bytes] | None = None) -> tuple[str, dict[str, int]]:
+    """Step B. ``present``: the triggers (``_TRIGGERS``) step A found in the text it redacted into ``text`` (they
+    hold every trigger of ``text``: a redaction adds none), or None (every rule looks)."""
     counts: dict[str, int] = {}
     if not text:
         return text, counts
@@ -66,7 +88,7 @@ def _step_b(text: str, regions: str) -> tuple[str, dict[str, int]]:
         edits = _digit_pii(text, counts, regions)
         text = _splice(text, edits)
     if "@" in text:
-        text = _redact_emails(text, counts)
+        text = _redact_emails(text, counts, present is None or not present.isdisjoint(_REMOTE_TRIGGERS))
     return text, counts
 
 
@@ -75,8 +97,8 @@ def _digit_clusters(text: str) -> list[tuple[int, int]]:
     classes = _classify(text, _DIGIT_CLASS)
     find = classes.find
     hits: list[int] = []
-    for anchor in _ANCHORS:
-        hits.extend(_find_all(classes, anchor))
+    for scan in _ANCHOR_SCANS:
+        hits.extend(m.start() for m in scan.finditer(classes))
     pos = find(b"p")
     while pos >= 0:
         if classes.startswith(_PLUS_DIGIT, pos):
@@ -429,33 +451,39 @@ _SCP_PATH = re.compile(r":[\w~./\-]")
 _REMOTE_COMMAND = re.compile(
     r"s(?:(?<=(?<![\w\-])s)(?:sh|cp|ftp|sh-copy-id)()|(?<=(?<![\w\-])rs)ync()|(?<=(?<![\w\-])mos)h())[ \t]"
 )
+# Literals one of which every such command holds (lower-cased: triggers are looked up in a lower-cased copy).
+_REMOTE_TRIGGERS = (b"ssh", b"scp", b"sftp", b"rsync", b"mosh")
+_TRIGGERS.add(*_REMOTE_TRIGGERS)
 
 
-def _remote_login(text: str, start: int, end: int) -> bool:
+def _remote_login(text: str, start: int, end: int, commands: bool = True) -> bool:
     """``user@host`` that is a login, not an address: an SSH/scp remote (``git@github.com:org/repo.git``,
-    ``deploy@web-1:~/app``) or the user part of a URL (``ssh://git@github.com/org/repo``)."""
+    ``deploy@web-1:~/app``) or the user part of a URL (``ssh://git@github.com/org/repo``). ``commands``: whether
+    the text may hold a remote-shell command (one of ``_REMOTE_TRIGGERS``); if not, none is looked for."""
     if _SCP_PATH.match(text, end) is not None or text.endswith("://", 0, start):
         return True
+    if not commands:
+        return False
     line_start = text.rfind("\n", max(0, start - 120), start) + 1
     floor = max(line_start, start - 120)
     # (the command itself must start inside the window)
     return any(m.start() - m.lastindex + 1 >= floor for m in _REMOTE_COMMAND.finditer(text, floor, start))  # type: ignore[operator]  # each branch ends in a group
 
 
-def _redact_emails(text: str, counts: dict[str, int]) -> str:
+def _redact_emails(text: str, counts: dict[str, int], commands: bool = True) -> str:
     edits: list[tuple[int, int, str]] = []
     find = text.find
     at = find("@")
     while at >= 0:
         start, end = _token_bounds(text, at, at + 1)
         if _looks_like_email(text[start:end].strip(_TRIM)):
-            if not _remote_login(text, start, end):
+            if not _remote_login(text, start, end, commands):
                 edits.append((start, end, EMAIL_MARKER))
         else:
             edits.extend(
                 (m.start(), m.end(), EMAIL_MARKER)
                 for m in _EMBEDDED_EMAIL.finditer(text, start, end)
-                if not _remote_login(text, m.start(), m.end())
+                if not _remote_login(text, m.start(), m.end(), commands)
             )
         at = find("@", max(end, at + 1))
     if edits:

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+import re2
+
 _F = TypeVar("_F", bound=Callable[..., object])
 
 
@@ -67,6 +69,55 @@ def _capital(literal: str) -> str:
     """The literal's first capital letter, or "". Capitals are rare in text and a one-character search runs at
     memory speed (~20 times a pattern scan), so a text without it is ruled out before any scan for the literal."""
     return next((ch for ch in literal if ch.isupper()), "")
+
+
+class _Triggers:
+    """Which trigger literals occur in a haystack, found in one pass for them all: an RE2 set (a DFA, linear in
+    the haystack) reads it at ~600 MB/s, where a search per literal reads it once per literal (~2 GB/s each).
+    A rule whose triggers are all absent is skipped without a scan of its own.
+
+    Each rule module registers its triggers at import (``add``): lower-case literals, looked up in the
+    lower-cased copy (``_lowered``), or a named RE2 pattern that matches wherever the rule could. The set is
+    compiled at the first lookup after a registration. It also matches the end of the text: a set that gave up
+    before it (RE2's DFA out of memory) reports every trigger present (fail closed: every rule runs)."""
+
+    def __init__(self) -> None:
+        self._patterns: dict[bytes, bytes] = {}
+        self._compiled: tuple[re2.Set, tuple[bytes, ...]] | None = None
+
+    def add(self, *literals: bytes, pattern: bytes | None = None) -> None:
+        """Register ``literals``; with ``pattern``, one trigger named ``literals[0]`` that is that pattern."""
+        if pattern is not None:
+            (name,) = literals
+            self._patterns[name] = pattern
+        else:
+            for literal in literals:
+                self._patterns.setdefault(literal, re2.escape(literal))
+        self._compiled = None
+
+    def _compile(self) -> tuple[re2.Set, tuple[bytes, ...]]:
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1  # one character a byte, as in ``_lowered``'s copy
+        triggers = re2.Set.SearchSet(options)
+        names = tuple(self._patterns)
+        for name in names:
+            triggers.Add(self._patterns[name])
+        triggers.Add(rb"\z")  # index len(names): the end of the text, always reached
+        triggers.Compile()
+        return triggers, names
+
+    def present(self, haystack: bytes) -> frozenset[bytes]:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = self._compile()
+        triggers, names = compiled
+        found = triggers.Match(haystack)
+        if not found or len(names) not in found:
+            return frozenset(names)  # the set gave up: fail closed
+        return frozenset(names[i] for i in found if i < len(names))
+
+
+_TRIGGERS = _Triggers()
 
 
 def _find_all(haystack: bytes, needle: bytes) -> list[int]:
