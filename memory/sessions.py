@@ -180,8 +180,13 @@ def learning_scope_keys_many(sessions: list[Session]) -> dict[int, list[str]]:
     to their owners' current grants, read in one query whatever their number (only the grants that matter)."""
     bound = {session.pk: bound_scope_keys(session) for session in sessions}
     limited = [s for s in sessions if not s.owner.is_staff]  # operators are not limited by grants
-    wanted = {key for s in limited for key in bound[s.pk] if key.startswith(("persona:", "project:"))}
     granted: set[tuple[int, str]] = set()
+    for s in limited:  # read with the session itself (memory.sql.visible_session: the same rule, in its SQL)
+        read_with_it: frozenset[str] | None = getattr(s, "granted_scope_keys", None)
+        if read_with_it is not None:
+            granted.update((s.owner_id, key) for key in read_with_it)
+    limited = [s for s in limited if getattr(s, "granted_scope_keys", None) is None]
+    wanted = {key for s in limited for key in bound[s.pk] if key.startswith(("persona:", "project:"))}
     if wanted:
         owners = {s.owner_id for s in limited}
         personas = [key.split(":", 1)[1] for key in wanted if key.startswith("persona:")]
@@ -196,7 +201,7 @@ def learning_scope_keys_many(sessions: list[Session]) -> dict[int, list[str]]:
             .annotate(key=Concat(Value("project:"), "projects__project_id", output_field=CharField()))
             .values_list("user_id", "key")
         )
-        granted = set(by_persona.union(by_project, all=True))
+        granted.update(by_persona.union(by_project, all=True))
     staff = {s.pk for s in sessions if s.owner.is_staff}
     return {
         s.pk: bound[s.pk]

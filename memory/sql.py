@@ -26,7 +26,18 @@ from django.contrib.auth import get_user_model
 from django.contrib.postgres.fields import ArrayField
 from django.db import models, transaction
 
-from memory.models import ACTIVE_STATUSES, ApiKey, Counter, Persona, PolicyKind, PolicyRevision, Project, Run, Session
+from memory.models import (
+    ACTIVE_STATUSES,
+    AgentGrant,
+    ApiKey,
+    Counter,
+    Persona,
+    PolicyKind,
+    PolicyRevision,
+    Project,
+    Run,
+    Session,
+)
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -36,6 +47,7 @@ if TYPE_CHECKING:
 
         project_id_list: list[str]
         active_run_pk: int | None
+        granted_scope_keys: frozenset[str]
 
 
 M = TypeVar("M", bound=models.Model)
@@ -343,6 +355,11 @@ def insert_unless_conflict(instance: M) -> M | None:
 @lru_cache(maxsize=4)
 def _visible_session_sql(user_model: type[models.Model], by_owner: bool) -> str:
     links = Session.projects.through._meta.db_table
+    grants = AgentGrant._meta.db_table
+    grant_personas, grant_projects = (
+        AgentGrant.personas.through._meta.db_table,
+        AgentGrant.projects.through._meta.db_table,
+    )
     statuses = ", ".join(f"'{status}'" for status in sorted(ACTIVE_STATUSES))  # constants of the model
     return (
         f"SELECT {_columns(Session, 's')}, {_columns(user_model, 'u')}, "  # noqa: S608
@@ -350,7 +367,13 @@ def _visible_session_sql(user_model: type[models.Model], by_owner: bool) -> str:
         f'ARRAY(SELECT pr.project_id FROM "{links}" l JOIN "{Project._meta.db_table}" pr '
         "ON pr.id = l.project_id WHERE l.session_id = s.id ORDER BY pr.project_id), "
         f'(SELECT r.id FROM "{Run._meta.db_table}" r WHERE r.session_id = s.id AND r.status IN ({statuses}) '
-        "ORDER BY r.id DESC LIMIT 1) "
+        "ORDER BY r.id DESC LIMIT 1), "
+        # the bound persona and projects its owner is granted now (memory.sessions.learning_scope_keys_many)
+        f'ARRAY(SELECT \'persona:\' || p.persona_id FROM "{grants}" g JOIN "{grant_personas}" gp '
+        "ON gp.agentgrant_id = g.id WHERE g.user_id = s.owner_id AND gp.persona_id = s.persona_id "
+        f'UNION ALL SELECT \'project:\' || pr.project_id FROM "{links}" l JOIN "{Project._meta.db_table}" pr '
+        f'ON pr.id = l.project_id JOIN "{grant_projects}" gq ON gq.project_id = pr.id JOIN "{grants}" g '
+        "ON g.id = gq.agentgrant_id WHERE l.session_id = s.id AND g.user_id = s.owner_id) "
         f'FROM "{Session._meta.db_table}" s JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
         f'LEFT JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id '
         f"WHERE s.id = %s{' AND s.owner_id = %s' if by_owner else ''}"
@@ -379,6 +402,7 @@ def visible_session(pk: int, *, owner_pk: int | None = None) -> Session | None:
     session.persona = _instance(Persona, row[start : start + personas], conn.alias) if has_persona else None
     session.project_id_list = list(row[start + personas] or [])
     session.active_run_pk = row[start + personas + 1]
+    session.granted_scope_keys = frozenset(row[start + personas + 2] or ())
     return session
 
 

@@ -39,7 +39,7 @@ def test_a_bare_session_read_is_one_statement(agent_key, local_throttle, django_
     assert body["project_ids"] == [] and body["active_run_id"] is None
 
 
-def test_a_bound_session_read_is_two_statements(agent_key, local_throttle, django_assert_num_queries):
+def test_a_bound_session_read_is_one_statement(agent_key, local_throttle, django_assert_num_queries):
     Project.objects.create(project_id="beta", name="Beta")
     Project.objects.create(project_id="alpha", name="Alpha")
     from memory.grants import grants_set
@@ -49,8 +49,8 @@ def test_a_bound_session_read_is_two_statements(agent_key, local_throttle, djang
     run = Run.objects.create(session=session, status=RunStatus.RUNNING)
     client = client_for(agent_key.plaintext)
     assert client.get(f"/v1/sessions/{session.public_id}").status_code == 200  # verifies the key
-    # The session read, and the owner's current grants of its projects (its effective learning scopes).
-    with django_assert_num_queries(2):
+    # The session read carries the owner's current grants of its bindings (its effective learning scopes).
+    with django_assert_num_queries(1):
         body = client.get(f"/v1/sessions/{session.public_id}").json()
     assert body["project_ids"] == ["alpha", "beta"] and body["active_run_id"] == run.public_id
     assert body["learning_scopes"] == [

@@ -257,3 +257,46 @@ def test_visible_session_is_the_annotated_orm_read():
     assert sql.visible_session(bound.pk).active_run_pk == newest.pk
     assert sql.visible_session(bound.pk, owner_pk=other.pk) is None  # an agent sees only its own
     assert sql.visible_session(bound.pk + 10_000) is None
+
+
+@pytest.mark.parametrize("persona_granted", [True, False])
+@pytest.mark.parametrize("granted_projects", [(), ("alpha",), ("alpha", "zeta"), ("zeta", "other")])
+def test_the_session_read_carries_the_effective_scopes_of_the_orm_rule(persona_granted, granted_projects):
+    """visible_session reads the owner's current grants of the session's bindings in the same statement, and
+    learning_scope_keys of that instance equals the rule computed by its own query (bindings ∩ grants)."""
+    from memory.models import AgentGrant, Persona, Project, Session
+    from memory.sessions import learning_scope_keys
+
+    owner = UserFactory()
+    persona = Persona.objects.create(persona_id="helper", display_name="Helper")
+    projects = {pid: Project.objects.create(project_id=pid, name=pid) for pid in ("zeta", "alpha", "other")}
+    session = Session.objects.create(owner=owner, persona=persona)
+    session.projects.set([projects["zeta"], projects["alpha"]])
+    unbound = Session.objects.create(owner=owner)  # no persona, no projects: nothing to narrow
+    grant = AgentGrant.objects.create(user=owner)
+    grant.personas.set([persona] if persona_granted else [])
+    grant.projects.set([projects[pid] for pid in granted_projects])
+
+    for pk in (session.pk, unbound.pk):
+        read = sql.visible_session(pk)
+        assert read is not None and read.granted_scope_keys is not None
+        by_query = learning_scope_keys(Session.objects.select_related("owner", "persona").get(pk=pk))
+        assert learning_scope_keys(read) == by_query
+    expected = [f"session:{session.public_id}"]
+    expected += ["persona:helper"] if persona_granted else []
+    expected += [f"project:{pid}" for pid in ("alpha", "zeta") if pid in granted_projects]
+    assert learning_scope_keys(sql.visible_session(session.pk)) == [*expected, "workspace:default"]
+
+
+def test_the_effective_scopes_of_a_read_session_cost_no_further_statement(django_assert_num_queries):
+    from memory.models import AgentGrant, Project, Session
+    from memory.sessions import learning_scope_keys
+
+    owner = UserFactory()
+    project = Project.objects.create(project_id="alpha", name="alpha")
+    session = Session.objects.create(owner=owner)
+    session.projects.set([project])
+    AgentGrant.objects.create(user=owner).projects.set([project])
+    with django_assert_num_queries(1):
+        keys = learning_scope_keys(sql.visible_session(session.pk))
+    assert keys == [f"session:{session.public_id}", "project:alpha", "workspace:default"]
