@@ -41,6 +41,7 @@ from memory.models import Run, RunMemoryRecord, Session
 from memory.sessions import caller_scopes
 
 RUN_SUMMARY_TTL_MS = 30 * 24 * 60 * 60 * 1000
+_SENSITIVITIES = frozenset(Sensitivity.values)
 
 
 def _enqueue_review(candidate_pk: int) -> None:
@@ -89,7 +90,7 @@ def _new_candidate(
         validation.validate_candidate(candidate)
     except LearningValidationError as exc:
         raise invalid(exc, code="invalid_learning_candidate") from exc
-    if sensitivity not in Sensitivity.values:
+    if not isinstance(sensitivity, str) or sensitivity not in _SENSITIVITIES:
         raise ValidationFailed(
             f"unknown learning sensitivity `{sensitivity}`",
             field="sensitivity",

@@ -206,7 +206,9 @@ def _publish_locked(
         source_candidate=locked,
         updated_at_ms=at,
     )
-    validated_learning(learning)
+    # A fresh candidate passed the secret guard a moment ago in this transaction: on the same kind and
+    # content its answer is known (validation.validate_learning runs it again on anything else).
+    validated_learning(learning, secret_guarded=(locked.kind, locked.content) if fresh else None)
     reason = (
         "published by an operator"
         if governance.policy_decision == PolicyDecision.MANUAL
