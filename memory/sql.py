@@ -93,6 +93,7 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
 
 _PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey)
 _PLAIN_VALUES = (str, int, bool, type(None))
+_NOT_LOADED = object()  # an attribute not in the instance's __dict__ (deferred): read through the descriptor
 
 
 @cache
@@ -129,9 +130,27 @@ def _copy_value(field: models.Field, how: str, instance: models.Model, conn) -> 
         if type(value) in _PLAIN_VALUES:
             return value
     value = field.pre_save(instance, True)
-    if how == "floats" and isinstance(value, list) and value and all(type(item) is float for item in value):
-        return "{" + ",".join(map(repr, value)) + "}"
+    if how == "floats" and isinstance(value, list) and value:
+        try:  # float.__repr__ refuses anything that is not a float (an int, a bool, None): prepared below
+            return "{" + ",".join(map(float.__repr__, value)) + "}"
+        except TypeError:
+            pass
     return field.get_db_prep_save(value, connection=conn)
+
+
+def _copy_row(plan: list[tuple[models.Field, str]], instance: models.Model, conn) -> list[Any]:
+    """:func:`_copy_value` of every field of ``plan``, with a plain field's value taken at once when it is
+    already what COPY takes (the common case, a loop without a call per field)."""
+    stored = instance.__dict__
+    row = []
+    for field, how in plan:
+        if how == "plain":
+            value = stored.get(field.attname, _NOT_LOADED)
+            if type(value) in _PLAIN_VALUES:
+                row.append(value)
+                continue
+        row.append(_copy_value(field, how, instance, conn))
+    return row
 
 
 def copy_instances(model: type[M], instances: list[M]) -> list[M]:
@@ -154,7 +173,7 @@ def copy_instances(model: type[M], instances: list[M]) -> list[M]:
         columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
         with conn.wrap_database_errors, cursor.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
             for pk, instance in zip(keys, instances, strict=True):
-                copy.write_row([pk, *(_copy_value(field, how, instance, conn) for field, how in plan)])
+                copy.write_row([pk, *_copy_row(plan, instance, conn)])
     for pk, instance in zip(keys, instances, strict=True):
         mark_saved(instance, pk)
     return instances

@@ -66,6 +66,11 @@ def test_copy_instances_stores_what_bulk_create_stores():
     stored = Learning.objects.get(pk=copy.pk)
     assert stored.embedding == original.embedding and stored.source == original.source
     assert stored.evidence_refs == original.evidence_refs and stored.content == twin.content
+    other = Learning.objects.get(pk=original.pk)  # an array with values that are not floats: prepared
+    other.pk, other.content, other.source_candidate_id = None, "The office is in Paris.", None
+    other.embedding = [1, 0.5, *([0] * 254)]
+    (copy,) = sql.copy_instances(Learning, [other])
+    assert Learning.objects.get(pk=copy.pk).embedding == [1.0, 0.5, *([0.0] * 254)]
     with pytest.raises(IntegrityError), transaction.atomic():  # constraints hold as for an INSERT
         sql.copy_instances(Counter, [Counter(name="y.total", value=1), Counter(name="y.total", value=2)])
 
