@@ -64,13 +64,18 @@ def mark_saved(instance: M, pk: Any) -> M:
     return instance
 
 
-def create(model: type[M], **values: Any) -> M:
-    """``model.objects.create(**values)`` as one hand-written INSERT … RETURNING (inside the current connection)."""
-    instance = model(**values)
+def insert(instance: M) -> M:
+    """``instance.save()`` of a new instance (no custom ``save``, no signals) as one hand-written INSERT …
+    RETURNING (inside the current connection); the instance comes back with its key, in its stored state."""
     sql, params = insert_statement(instance)
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
         return mark_saved(instance, cursor.fetchone()[0])
+
+
+def create(model: type[M], **values: Any) -> M:
+    """``model.objects.create(**values)`` as one hand-written INSERT … RETURNING (inside the current connection)."""
+    return insert(model(**values))
 
 
 def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None = None, **values: Any) -> int:

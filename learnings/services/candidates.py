@@ -33,6 +33,7 @@ from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import guarded_move
 from learnings.validation import LearningScope, LearningValidationError
 from memory import metrics, public_ids
+from memory import sql as memory_sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, Forbidden, ValidationFailed
@@ -230,7 +231,7 @@ def create_candidate_in_transaction(
         stated_at_ms=clean_stated_at(stated_at_ms),
         proposed_by=actor,
     )
-    candidate.save()
+    memory_sql.insert(candidate)  # candidate.save() without the query compiler
     record_audit(
         subject_type="learning_candidate",
         subject_id=candidate.public_id,

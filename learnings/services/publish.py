@@ -36,6 +36,7 @@ from learnings.services.rows import (
     validated_learning,
 )
 from learnings.validation import LearningScope
+from memory import sql as memory_sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, ValidationFailed
@@ -259,7 +260,8 @@ def _publish_locked(
             superseding=True,
         )
         learning.supersedes = target
-    learning.save()
+    learning.derive_embedding()  # what Learning.save does, before the hand-written INSERT
+    memory_sql.insert(learning)
     if target is not None:
         record_supersede(target, learning, actor=actor)
     else:
