@@ -73,6 +73,29 @@ def insert(instance: M) -> M:
         return mark_saved(instance, cursor.fetchone()[0])
 
 
+def insert_many(instances: list[M]) -> list[M]:
+    """:func:`insert` of a few new instances of one model as one ``INSERT … VALUES (…), (…) RETURNING pk``
+    (PostgreSQL returns the rows in the order of the VALUES list, as ``bulk_create`` relies on)."""
+    if not instances:
+        return instances
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instances[0]))
+    head, _, _ = sql.partition(" VALUES ")
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection=conn)
+        for instance in instances
+        for field in fields
+    ]
+    pk = type(instances[0])._meta.pk.column
+    with conn.cursor() as cursor:
+        cursor.execute(f'{head} VALUES {", ".join([row] * len(instances))} RETURNING "{pk}"', params)
+        keys = [found[0] for found in cursor.fetchall()]
+    for instance, key in zip(instances, keys, strict=True):
+        mark_saved(instance, key)
+    return instances
+
+
 def create(model: type[M], **values: Any) -> M:
     """``model.objects.create(**values)`` as one hand-written INSERT … RETURNING (inside the current connection)."""
     return insert(model(**values))

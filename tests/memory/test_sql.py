@@ -75,6 +75,15 @@ def test_copy_instances_stores_what_bulk_create_stores():
         sql.copy_instances(Counter, [Counter(name="y.total", value=1), Counter(name="y.total", value=2)])
 
 
+def test_insert_many_is_one_statement_and_keeps_the_order(django_assert_num_queries):
+    made = [AuditEvent(subject_type="run", subject_id=f"run-{i}", action="open", actor="daemon") for i in range(3)]
+    with django_assert_num_queries(1):
+        sql.insert_many(made)
+    assert [event.pk for event in made] == sorted(event.pk for event in made) and not made[0]._state.adding
+    assert [AuditEvent.objects.get(pk=event.pk).subject_id for event in made] == ["run-0", "run-1", "run-2"]
+    assert sql.insert_many([]) == []
+
+
 def test_update_is_a_compare_and_swap():
     run = Run.objects.create(session=SessionFactory(), status=RunStatus.RUNNING, outputs=[])
     assert sql.update(Run, run.pk, where={"status": RunStatus.QUEUED}, status=RunStatus.COMPLETED) == 0
