@@ -1,6 +1,7 @@
 """Issue 23.3, the bulk path's two stages: ``prepare_batch`` (the gates and embeddings, no database) and
 ``write_batch`` (one transaction), pipelined by ``import_batches``; and the secret guard that a learning
-shares with the candidate it is published from (never skipped for a changed kind or content)."""
+shares with the candidate it is published from (never skipped for a changed kind or content); and the audit rows
+of ``POST /v1/learnings``' shorter publish (the same rows the candidate-then-publish path writes)."""
 
 from __future__ import annotations
 
@@ -133,3 +134,33 @@ def test_the_secret_guard_runs_on_a_learning_unless_its_kind_and_content_were_ju
     with pytest.raises(LearningValidationError, match="secret material"):  # nothing guarded: classified
         validation.validate_learning(_learning(content=SECRET))
     assert calls == [SECRET, SECRET, SECRET]
+
+
+@pytest.mark.django_db
+def test_one_request_writes_the_publish_audit_rows_of_the_two_step_path(operator_client):
+    response = operator_client.post(
+        "/v1/learnings",
+        {"scope": {"kind": "project", "id": "atlas"}, "kind": "fact", "content": "Lunch is at noon."},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    stored = Learning.objects.get()
+    candidate = LearningCandidate.objects.get()
+    assert (candidate.state, candidate.published_learning_id) == ("published", stored.pk)
+    rows = {(row.subject_type, row.action): row for row in AuditEvent.objects.all()}
+    published = rows[("learning", "publish")]
+    assert (published.subject_id, published.to_state, published.reason) == (
+        stored.public_id,
+        "active",
+        "published by an operator",
+    )
+    assert published.data == {
+        "candidate": candidate.public_id,
+        "publish_tier": "active",
+        "policy_decision": "manual",
+        "verification_status": "unverified",
+    }
+    moved = rows[("learning_candidate", "publish")]
+    assert (moved.subject_id, moved.from_state, moved.to_state) == (candidate.public_id, "pending", "published")
+    assert moved.data == {"published_learning": stored.public_id} and moved.reason == "published by an operator"
+    assert moved.actor == published.actor == rows[("learning_candidate", "create")].actor
