@@ -2,9 +2,10 @@
 benchmarks/results.json. Not a test: figures are printed, never asserted.
 
     python -m benchmarks [--quick] [--only floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,
-                                            scrubbing,screening,standing,capture,loop,conversations,peers]
+                                            scrubbing,screening,standing,capture,loop,conversations,peers,import]
                          [--recall-data PATH] [--recall-limit N] [--scale-sizes 10000,100000]
-                         [--loop-limit N] [--conversations-limit N]
+                         [--loop-limit N] [--conversations-limit N] [--peer-sizes 1000,10000,100000]
+                         [--import-sizes 2000,10000]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def main() -> int:
     parser.add_argument(
         "--only",
         default="floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,"
-        "scrubbing,screening,standing,capture,loop,conversations,peers",
+        "scrubbing,screening,standing,capture,loop,conversations,peers,import",
     )
     parser.add_argument(
         "--recall-data",
@@ -65,6 +66,11 @@ def main() -> int:
         "--peer-sizes",
         default="1000,10000,100000",
         help="facts per system for the peers benchmark (LangGraph, mem0, Kheish side by side)",
+    )
+    parser.add_argument(
+        "--import-sizes",
+        default="2000,10000",
+        help="generated facts per import_memories run for the import benchmark (the bulk path)",
     )
     args = parser.parse_args()
 
@@ -173,6 +179,10 @@ def main() -> int:
             from benchmarks import peers
 
             peers.run(results, sizes=[int(size) // scale for size in args.peer_sizes.split(",") if size.strip()])
+        if "import" in wanted:
+            from benchmarks import imports
+
+            imports.run(results, sizes=[int(size) // scale for size in args.import_sizes.split(",") if size.strip()])
         results.add("bench.peak_rss", peak_rss_mib(), "MiB", "whole run")
         results.add("bench.wall_time", time.perf_counter() - started, "s", "whole run")
     finally:

@@ -29,7 +29,7 @@ from django.db import connection
 
 from benchmarks.harness import Results, database_url_of, grant_project, gunicorn_server, gunicorn_worker_rss_mib
 from benchmarks.recall_scale import QUERIES, sentences
-from learnings.services.imports import ImportItem, import_batch
+from learnings.services.imports import ImportItem, import_batches
 from learnings.validation import LearningScope
 from memory import embedding
 from memory.identity import api_key_create
@@ -271,14 +271,15 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
     embed(facts)
     started = time.perf_counter()
     scope = LearningScope(kind="project", id=project_id)
-    for start in range(0, size, 1000):
-        import_batch(
-            [
-                ImportItem(external_id=f"f{start + i}", content=text, kind="fact", scope=scope)
-                for i, text in enumerate(facts[start : start + 1000])
-            ],
-            actor="operator:bench",
-        )
+    batches = (
+        [
+            ImportItem(external_id=f"f{start + i}", content=text, kind="fact", scope=scope)
+            for i, text in enumerate(facts[start : start + 1000])
+        ]
+        for start in range(0, size, 1000)
+    )
+    for _ in import_batches(batches, actor="operator:bench"):  # as import_memories runs them
+        pass
     results.add(
         f"peers.{size}.kheish.bulk_import",
         size / (time.perf_counter() - started),

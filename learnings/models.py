@@ -307,11 +307,17 @@ class Learning(ScopedRecord):
 
     def save(self, *args, **kwargs) -> None:
         """Fill the derived embedding when a learning is written without one (publish, supersede)."""
+        if self.derive_embedding() and kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "embedding"}
+        super().save(*args, **kwargs)
+
+    def derive_embedding(self) -> bool:
+        """Fill the embedding from the content (without its speaker label) when there is none; whether it did.
+        What ``save`` does first, for the paths that insert without ``save`` (``memory.sql.insert``)."""
         if self.embedding is None and self.content:
             self.embedding = embed(without_label(self.content))
-            if kwargs.get("update_fields") is not None:
-                kwargs["update_fields"] = {*kwargs["update_fields"], "embedding"}
-        super().save(*args, **kwargs)
+            return True
+        return False
 
     @property
     def public_id(self) -> str:

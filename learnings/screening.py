@@ -103,8 +103,10 @@ _CONFUSABLES = str.maketrans(
 def normalise(text: str) -> str:
     """The text the patterns read: NFKC, format characters (zero-width spaces, bidi marks) dropped,
     look-alike letters mapped to Latin, case folded, runs of whitespace collapsed to one space."""
-    text = unicodedata.normalize("NFKC", text[:MAX_SCREENED_CHARS])
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    text = text[:MAX_SCREENED_CHARS]
+    if not text.isascii():  # ASCII is its own NFKC form, holds no format character and folds as it lowers
+        text = unicodedata.normalize("NFKC", text)
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     text = text.casefold().translate(_CONFUSABLES)
     return " ".join(text.split())
 

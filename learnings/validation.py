@@ -48,6 +48,12 @@ MSG_PROVISIONAL_TIER = "provisional learnings must use the provisional publish t
 MSG_ACTIVE_TIER = "active learnings must use the active publish tier"
 MSG_ACTIVE_FAILED_VERIFICATION = "active learnings cannot use failed verification status"
 
+# The choices' values, once: ``TextChoices.values`` builds a new list on every read, and each record is
+# checked against several of them.
+_SCOPE_KINDS = frozenset(ScopeKind.values)
+_LEARNING_KINDS = frozenset(LearningKind.values)
+_ORIGINS = frozenset(CandidateOrigin.values)
+
 
 class LearningValidationError(ValueError):
     """A learning record or request field is invalid. ``field`` names it (dotted path)."""
@@ -89,7 +95,7 @@ def scope_key(kind: str, scope_id: str) -> str:
 
 
 def _check_scope_kind(kind: object, field: str) -> str:
-    if not isinstance(kind, str) or kind not in ScopeKind.values:
+    if not isinstance(kind, str) or kind not in _SCOPE_KINDS:
         raise LearningValidationError(field, f"unknown learning scope kind `{kind}`")
     return kind
 
@@ -174,7 +180,7 @@ def validate_confidence(confidence: object) -> None:
 
 
 def validate_kind(kind: object, *, field: str = "kind") -> str:
-    if not isinstance(kind, str) or kind not in LearningKind.values:
+    if not isinstance(kind, str) or kind not in _LEARNING_KINDS:
         raise LearningValidationError(field, f"unknown learning kind `{kind}`")
     return kind
 
@@ -182,7 +188,7 @@ def validate_kind(kind: object, *, field: str = "kind") -> str:
 def validate_candidate_kind_origin(kind: str, origin: str) -> None:
     """Known kind and origin; ``run_summary`` candidates (``CAPTURED_ONLY_KINDS``) may only come from the daemon."""
     validate_kind(kind)
-    if origin not in CandidateOrigin.values:
+    if not isinstance(origin, str) or origin not in _ORIGINS:
         raise LearningValidationError("origin", f"unknown learning candidate origin `{origin}`")
     if kind in CAPTURED_ONLY_KINDS and origin != CandidateOrigin.DAEMON:
         raise LearningValidationError("kind", MSG_CAPTURED_ONLY.format(kind=kind))
@@ -256,19 +262,23 @@ def validate_candidate(candidate: Any) -> None:
     validate_confidence(_read(candidate, "confidence"))
 
 
-def validate_learning(learning: Any) -> None:
+def validate_learning(learning: Any, *, secret_guarded: tuple[str, str] | None = None) -> None:
     """Validate a published learning before it is stored: scope, content, secret guard, consistency
     rules, confidence.
 
     ``learning`` is any object or mapping with ``scope_kind``, ``scope_id``, ``kind``, ``content``,
     ``confidence``, ``status``, ``publish_tier``, ``verification_status``, ``policy_decision`` and
-    ``policy_actor``.
+    ``policy_actor``. ``secret_guarded``: the (kind, content) that :func:`validate_secret_guard` already
+    passed in this call path (the candidate the learning is published from, validated a moment ago); when
+    the learning's kind and content are exactly those, the guard's answer is known and the classifier is
+    not run a second time on the same text. Any other kind or content (an operator's edit) is classified.
     """
     validate_scope(_read(learning, "scope_kind"), _read(learning, "scope_id"))
     content = _read(learning, "content")
     validate_content(content)
     kind = validate_kind(_read(learning, "kind"))
-    validate_secret_guard(kind, content)
+    if secret_guarded is None or secret_guarded != (kind, content):
+        validate_secret_guard(kind, content)
     validate_learning_consistency(
         status=_read(learning, "status"),
         publish_tier=_read(learning, "publish_tier", PublishTier.ACTIVE),

@@ -86,13 +86,41 @@ def mark_saved(instance: M, pk: Any) -> M:
     return instance
 
 
-def create(model: type[M], **values: Any) -> M:
-    """``model.objects.create(**values)`` as one hand-written INSERT … RETURNING (inside the current connection)."""
-    instance = model(**values)
+def insert(instance: M) -> M:
+    """``instance.save()`` of a new instance (no custom ``save``, no signals) as one hand-written INSERT …
+    RETURNING (inside the current connection); the instance comes back with its key, in its stored state."""
     sql, params = insert_statement(instance)
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
         return mark_saved(instance, cursor.fetchone()[0])
+
+
+def insert_many(instances: list[M]) -> list[M]:
+    """:func:`insert` of a few new instances of one model as one ``INSERT … VALUES (…), (…) RETURNING pk``
+    (PostgreSQL returns the rows in the order of the VALUES list, as ``bulk_create`` relies on)."""
+    if not instances:
+        return instances
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instances[0]))
+    head, _, _ = sql.partition(" VALUES ")
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection=conn)
+        for instance in instances
+        for field in fields
+    ]
+    pk = type(instances[0])._meta.pk.column
+    with conn.cursor() as cursor:
+        cursor.execute(f'{head} VALUES {", ".join([row] * len(instances))} RETURNING "{pk}"', params)
+        keys = [found[0] for found in cursor.fetchall()]
+    for instance, key in zip(instances, keys, strict=True):
+        mark_saved(instance, key)
+    return instances
+
+
+def create(model: type[M], **values: Any) -> M:
+    """``model.objects.create(**values)`` as one hand-written INSERT … RETURNING (inside the current connection)."""
+    return insert(model(**values))
 
 
 def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None = None, **values: Any) -> int:
@@ -115,6 +143,7 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
 
 _PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.ForeignKey)
 _PLAIN_VALUES = (str, int, bool, type(None))
+_NOT_LOADED = object()  # an attribute not in the instance's __dict__ (deferred): read through the descriptor
 
 
 @cache
@@ -151,9 +180,27 @@ def _copy_value(field: models.Field, how: str, instance: models.Model, conn) -> 
         if type(value) in _PLAIN_VALUES:
             return value
     value = field.pre_save(instance, True)
-    if how == "floats" and isinstance(value, list) and value and all(type(item) is float for item in value):
-        return "{" + ",".join(map(repr, value)) + "}"
+    if how == "floats" and isinstance(value, list) and value:
+        try:  # float.__repr__ refuses anything that is not a float (an int, a bool, None): prepared below
+            return "{" + ",".join(map(float.__repr__, value)) + "}"
+        except TypeError:
+            pass
     return field.get_db_prep_save(value, connection=conn)
+
+
+def _copy_row(plan: list[tuple[models.Field, str]], instance: models.Model, conn) -> list[Any]:
+    """:func:`_copy_value` of every field of ``plan``, with a plain field's value taken at once when it is
+    already what COPY takes (the common case, a loop without a call per field)."""
+    stored = instance.__dict__
+    row = []
+    for field, how in plan:
+        if how == "plain":
+            value = stored.get(field.attname, _NOT_LOADED)
+            if type(value) in _PLAIN_VALUES:
+                row.append(value)
+                continue
+        row.append(_copy_value(field, how, instance, conn))
+    return row
 
 
 def copy_instances(model: type[M], instances: list[M]) -> list[M]:
@@ -176,7 +223,7 @@ def copy_instances(model: type[M], instances: list[M]) -> list[M]:
         columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
         with conn.wrap_database_errors, cursor.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
             for pk, instance in zip(keys, instances, strict=True):
-                copy.write_row([pk, *(_copy_value(field, how, instance, conn) for field, how in plan)])
+                copy.write_row([pk, *_copy_row(plan, instance, conn)])
     for pk, instance in zip(keys, instances, strict=True):
         mark_saved(instance, pk)
     return instances

@@ -33,6 +33,7 @@ from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import guarded_move
 from learnings.validation import LearningScope, LearningValidationError
 from memory import metrics, public_ids
+from memory import sql as memory_sql
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, Forbidden, ValidationFailed
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 RUN_SUMMARY_TTL_MS = 30 * 24 * 60 * 60 * 1000
+_SENSITIVITIES = frozenset(Sensitivity.values)
 
 
 def _enqueue_review(candidate_pk: int) -> None:
@@ -92,7 +94,7 @@ def _new_candidate(
         validation.validate_candidate(candidate)
     except LearningValidationError as exc:
         raise invalid(exc, code="invalid_learning_candidate") from exc
-    if sensitivity not in Sensitivity.values:
+    if not isinstance(sensitivity, str) or sensitivity not in _SENSITIVITIES:
         raise ValidationFailed(
             f"unknown learning sensitivity `{sensitivity}`",
             field="sensitivity",
@@ -246,7 +248,7 @@ def create_candidate_in_transaction(
         stated_at_ms=clean_stated_at(stated_at_ms),
         proposed_by=actor,
     )
-    candidate.save()
+    memory_sql.insert(candidate)  # candidate.save() without the query compiler
     record_audit(
         subject_type="learning_candidate",
         subject_id=candidate.public_id,

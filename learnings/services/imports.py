@@ -9,14 +9,20 @@ publication does); an item about the same subject as a live learning, or as an e
 with another value is a conflict: its candidate is kept pending and queued for review, never published over
 the other. Rows are written with one multi-row statement per table - candidates, learnings (with their
 embeddings, computed in one batch), the candidates' move to ``published``, and the audit rows each
-transition writes on the single path (candidate create, learning publish, candidate publish) - inside one
-transaction per batch, under the same per-(scope, kind) advisory locks as a publication."""
+transition writes on the single path (candidate create, with the screen's flag; learning publish; candidate
+publish) - inside one transaction per batch, under the same per-(scope, kind) advisory locks as a publication.
+
+A batch is imported in two stages: :func:`prepare_batch` (every per-item gate, each run once per item, and
+the embeddings: pure Python, no database) and :func:`write_batch` (the reads and writes, one transaction).
+:func:`import_batches` prepares the next batch in a worker thread while the current one is written, so the
+database's share of the work (the learnings' vector and text indexes above all) overlaps with Python's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from django.db import connection, transaction
@@ -43,9 +49,10 @@ from learnings.services.cleaning import (
 )
 from learnings.services.queue import enqueue_review_on_commit
 from learnings.services.rows import validated_learning
+from learnings.speakers import without_label
 from learnings.validation import LearningScope
 from learnings.vocabulary import SEMANTIC_KINDS
-from memory import public_ids
+from memory import metrics, public_ids
 from memory import sql as memory_sql
 from memory.audit import actor_label
 from memory.clock import now_ms
@@ -55,6 +62,7 @@ from memory.models import AuditEvent
 
 MAX_EXTERNAL_ID = 200
 REASON = "imported by an operator"
+SCREEN_FLAGGED_METRIC = "learning.screening.flagged_total"
 
 
 @dataclass(frozen=True)
@@ -102,13 +110,25 @@ def _live_prompt_visible(at: int, scope_keys: set[str]) -> LearningQuerySet:
     return Learning.objects.filter(scope_key__in=scope_keys).live(at).prompt_visible()
 
 
-@transaction.atomic
-def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = PublishTier.ACTIVE) -> ImportOutcome:
-    """Import one batch in one transaction (see the module's description); returns what happened to each."""
+@dataclass
+class PreparedBatch:
+    """A batch after every check that needs no database (:func:`prepare_batch`): what was refused, and each
+    valid item as its candidate and the learning a publication of it makes - validated, embedded - which
+    :func:`write_batch` stores (or not: already imported, equivalent, held)."""
+
+    outcome: ImportOutcome
+    built: list[tuple[LearningCandidate, Learning]]
+
+
+def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.ACTIVE) -> PreparedBatch:
+    """Steps 1 and 4 of the module's description, which read no rows (safe in a worker thread): each item as
+    the candidate ``candidate_create`` would build (scope, kind, content rules, the secret guard, the
+    poisoning screen, confidence, expiry, provenance), the learning ``candidate_publish`` would build from
+    it (§1.6; the secret guard's answer on the same kind and content is the candidate's), and every
+    learning's embedding in one call for the batch. Timestamps are set when the batch is written."""
     outcome = ImportOutcome()
     at = now_ms()
-    # 1. Each item as the candidate candidate_create would build, validated; invalid ones are reported.
-    built: list[tuple[ImportItem, LearningCandidate]] = []
+    candidates: list[LearningCandidate] = []
     seen: set[tuple[str, str]] = set()
     for item in items:
         external_id = (item.external_id or "").strip()
@@ -140,69 +160,13 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
             outcome.already_imported += 1
             continue
         seen.add((candidate.scope_key, external_id))
-        built.append((item, candidate))
-    if not built:
-        return outcome
-    scope_keys = {candidate.scope_key for _, candidate in built}
-    _locks((candidate.scope_key, candidate.kind) for _, candidate in built)
-    # 2. Already imported (an earlier run, or another process): skipped - the import is idempotent.
-    known = set(
-        LearningCandidate.objects.filter(
-            scope_key__in=scope_keys, external_id__in=[c.external_id for _, c in built]
-        ).values_list("scope_key", "external_id")
-    )
-    fresh = [(item, c) for item, c in built if (c.scope_key, c.external_id) not in known]
-    outcome.already_imported += len(built) - len(fresh)
-    if not fresh:
-        return outcome
-    # 3. Equivalence and conflict against the live learnings of these scopes (one read), then in the batch.
-    live = (
-        _live_prompt_visible(at, scope_keys)
-        .filter(
-            content_key__in={c.content_key for _, c in fresh} | {""},
-        )
-        .only("id", "scope_key", "kind", "content_key")
-    )
-    equivalent: dict[tuple[str, str, str], int] = {}
-    for row in live.order_by("id"):
-        equivalent.setdefault((row.scope_key, row.kind, row.content_key), row.pk)
-    subjects = (
-        _live_prompt_visible(at, scope_keys)
-        .filter(
-            subject_key__in={c.subject_key for _, c in fresh if c.subject_key},
-            kind__in=SEMANTIC_KINDS,
-        )
-        .values_list("scope_key", "kind", "subject_key", "content_key")
-    )
-    subject_values: dict[tuple[str, str, str], set[str]] = {}
-    for scope_key, kind, subject_key, content_key in subjects:
-        subject_values.setdefault((scope_key, kind, subject_key), set()).add(content_key)
-    to_publish: list[tuple[ImportItem, LearningCandidate]] = []
-    reuse: list[tuple[LearningCandidate, tuple[str, str, str]]] = []
-    held: list[LearningCandidate] = []
-    publishing: set[tuple[str, str, str]] = set()  # the keys of to_publish
-    for item, c in fresh:
-        key = (c.scope_key, c.kind, c.content_key)
-        if key in equivalent or key in publishing:
-            reuse.append((c, key))
-            continue
-        subject = (c.scope_key, c.kind, c.subject_key)
-        if c.kind in SEMANTIC_KINDS and c.subject_key and subject_values.get(subject, set()) - {c.content_key}:
-            held.append(c)
-            continue
-        if c.kind in SEMANTIC_KINDS and c.subject_key:
-            subject_values.setdefault(subject, set()).add(c.content_key)
-        to_publish.append((item, c))
-        publishing.add(key)
-    # 4. The learnings, validated as a publication validates them, embedded in one batch.
-    candidates = [c for _, c in fresh]
-    for c in candidates:
-        c.updated_at_ms = at
-    memory_sql.copy_instances(LearningCandidate, candidates)
-    learnings = []
-    vectors: Iterable[np.ndarray] = embed_many([c.content for _, c in to_publish]) if to_publish else []
+        candidates.append(candidate)
+    # What Learning.save embeds (the text without its speaker label), rounded as a stored embedding is.
+    vectors = np.round(embed_many([without_label(c.content) for c in candidates]).astype(np.float64), 6)
     label = policy_actor_for(PolicyDecision.MANUAL)
-    for (_, c), vector in zip(to_publish, vectors, strict=True):
+    status = status_for_tier(publish_tier)
+    built = []
+    for c, vector in zip(candidates, vectors, strict=True):
         learning = Learning(
             scope_kind=c.scope_kind,
             scope_id=c.scope_id,
@@ -213,27 +177,122 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
             confidence=c.confidence,
             source=c.source,
             evidence_refs=c.evidence_refs,
-            created_at_ms=c.created_at_ms,
-            published_at_ms=at,
             expires_at_ms=c.expires_at_ms,
-            status=status_for_tier(publish_tier),
+            status=status,
             publish_tier=publish_tier,
             policy_decision=PolicyDecision.MANUAL,
             policy_actor=label,
             verification_status=VerificationStatus.UNVERIFIED,
             content_key=c.content_key,
             subject_key=c.subject_key,
-            source_candidate=c,
             stated_at_ms=c.stated_at_ms,
-            updated_at_ms=at,
-            embedding=np.round(np.asarray(vector, dtype=np.float64), 6).tolist(),
+            embedding=vector.tolist(),
         )
-        learnings.append(validated_learning(learning))
+        built.append((c, validated_learning(learning, secret_guarded=(c.kind, c.content))))
+    return PreparedBatch(outcome, built)
+
+
+def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = PublishTier.ACTIVE) -> ImportOutcome:
+    """Import one batch in one transaction (see the module's description); returns what happened to each."""
+    return write_batch(prepare_batch(items, publish_tier=publish_tier), actor=actor)
+
+
+def import_batches(
+    batches: Iterable[list[ImportItem]], *, actor: object, publish_tier: str = PublishTier.ACTIVE
+) -> Iterator[ImportOutcome]:
+    """:func:`import_batch` of each batch in turn, one transaction each, with the next batch prepared
+    (:func:`prepare_batch`: its gates and embeddings, which read no rows) in a worker thread while this one
+    is written: the database's share of a batch (index maintenance above all) overlaps with the Python share
+    of the next. Batches are still written one after the other, in order; the outcome of each is yielded as
+    soon as it is committed (an interrupted import keeps every batch yielded so far)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-prepare") as pool:
+        pending = iter(batches)
+
+        def ahead() -> Future[PreparedBatch] | None:
+            batch = next(pending, None)
+            return None if batch is None else pool.submit(prepare_batch, batch, publish_tier=publish_tier)
+
+        following = ahead()
+        while following is not None:
+            prepared = following.result()
+            following = ahead()
+            yield write_batch(prepared, actor=actor)
+
+
+@transaction.atomic
+def write_batch(prepared: PreparedBatch, *, actor: object) -> ImportOutcome:
+    """Steps 2, 3 and 5 of the module's description for a prepared batch, in one transaction."""
+    outcome = prepared.outcome
+    built = prepared.built
+    if not built:
+        return outcome
+    at = now_ms()
+    scope_keys = {candidate.scope_key for candidate, _ in built}
+    _locks((candidate.scope_key, candidate.kind) for candidate, _ in built)
+    # 2. Already imported (an earlier run, or another process): skipped - the import is idempotent.
+    known = set(
+        LearningCandidate.objects.filter(
+            scope_key__in=scope_keys, external_id__in=[c.external_id for c, _ in built]
+        ).values_list("scope_key", "external_id")
+    )
+    fresh = [(c, learning) for c, learning in built if (c.scope_key, c.external_id) not in known]
+    outcome.already_imported += len(built) - len(fresh)
+    if not fresh:
+        return outcome
+    # 3. Equivalence and conflict against the live learnings of these scopes (one read), then in the batch.
+    live = (
+        _live_prompt_visible(at, scope_keys)
+        .filter(
+            content_key__in={c.content_key for c, _ in fresh} | {""},
+        )
+        .only("id", "scope_key", "kind", "content_key")
+    )
+    equivalent: dict[tuple[str, str, str], int] = {}
+    for row in live.order_by("id"):
+        equivalent.setdefault((row.scope_key, row.kind, row.content_key), row.pk)
+    subjects = (
+        _live_prompt_visible(at, scope_keys)
+        .filter(
+            subject_key__in={c.subject_key for c, _ in fresh if c.subject_key},
+            kind__in=SEMANTIC_KINDS,
+        )
+        .values_list("scope_key", "kind", "subject_key", "content_key")
+    )
+    subject_values: dict[tuple[str, str, str], set[str]] = {}
+    for scope_key, kind, subject_key, content_key in subjects:
+        subject_values.setdefault((scope_key, kind, subject_key), set()).add(content_key)
+    to_publish: list[tuple[LearningCandidate, Learning]] = []
+    reuse: list[tuple[LearningCandidate, tuple[str, str, str]]] = []
+    held: list[LearningCandidate] = []
+    publishing: set[tuple[str, str, str]] = set()  # the keys of to_publish
+    for c, learning in fresh:
+        key = (c.scope_key, c.kind, c.content_key)
+        if key in equivalent or key in publishing:
+            reuse.append((c, key))
+            continue
+        subject = (c.scope_key, c.kind, c.subject_key)
+        if c.kind in SEMANTIC_KINDS and c.subject_key and subject_values.get(subject, set()) - {c.content_key}:
+            held.append(c)
+            continue
+        if c.kind in SEMANTIC_KINDS and c.subject_key:
+            subject_values.setdefault(subject, set()).add(c.content_key)
+        to_publish.append((c, learning))
+        publishing.add(key)
+    # 4. The candidates, then the learnings (validated and embedded when the batch was prepared).
+    candidates = [c for c, _ in fresh]
+    for c in candidates:
+        c.created_at_ms = c.updated_at_ms = at
+    memory_sql.copy_instances(LearningCandidate, candidates)
+    learnings = []
+    for c, learning in to_publish:
+        learning.created_at_ms = learning.published_at_ms = learning.updated_at_ms = at
+        learning.source_candidate = c
+        learnings.append(learning)
     memory_sql.copy_instances(Learning, learnings)
     for learning in learnings:
         equivalent.setdefault((learning.scope_key, learning.kind, learning.content_key), learning.pk)
     # 5. The candidates' move to published (one UPDATE), and every audit row of the single path.
-    published = [(c, learning.pk, REASON) for (_, c), learning in zip(to_publish, learnings, strict=True)]
+    published = [(c, learning.pk, REASON) for (c, _), learning in zip(to_publish, learnings, strict=True)]
     published += [(c, equivalent[key], f"equivalent to {public_ids.learning_id(equivalent[key])}") for c, key in reuse]
     if published:
         with connection.cursor() as cursor:
@@ -258,7 +317,13 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
             actor=who,
             to_state=CandidateState.PENDING,
             at_ms=at,
-            data={"origin": c.origin, "kind": c.kind, "scope": c.scope_key, "external_id": c.external_id},
+            data={
+                "origin": c.origin,
+                "kind": c.kind,
+                "scope": c.scope_key,
+                "external_id": c.external_id,
+                **_screen_audit(c),
+            },
         )
         for c in candidates
     ]
@@ -272,13 +337,13 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
             reason=REASON,
             at_ms=at,
             data={
-                "candidate": c.public_id,
+                "candidate": cast("LearningCandidate", learning.source_candidate).public_id,  # set when built
                 "publish_tier": learning.publish_tier,
                 "policy_decision": learning.policy_decision,
                 "verification_status": learning.verification_status,
             },
         )
-        for (_, c), learning in zip(to_publish, learnings, strict=True)
+        for learning in learnings
     ]
     audit += [
         AuditEvent(
@@ -295,9 +360,20 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
         for c, pk, reason in published
     ]
     memory_sql.copy_instances(AuditEvent, audit)
+    flagged = sum(c.screen_flagged for c in candidates)
+    if flagged:  # as candidate_create counts them, in one statement for the batch
+        metrics.increment(SCREEN_FLAGGED_METRIC, flagged)
     for c in held:
         enqueue_review_on_commit(c.pk)
     outcome.published += len(learnings)
     outcome.reused += len(reuse)
     outcome.held += len(held)
     return outcome
+
+
+def _screen_audit(candidate: LearningCandidate) -> dict[str, Any]:
+    """What a new candidate's audit row says about the poisoning screen (only when it flagged something), as
+    ``candidate_create`` records it."""
+    if not candidate.screen_flagged:
+        return {}
+    return {"screening": {"flagged": True, "categories": (candidate.screening or {}).get("categories", [])}}

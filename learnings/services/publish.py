@@ -37,9 +37,11 @@ from learnings.services.rows import (
     validated_learning,
 )
 from learnings.validation import LearningScope
-from memory.audit import record_audit
+from memory import sql as memory_sql
+from memory.audit import actor_label, record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, ValidationFailed
+from memory.models import AuditEvent
 
 MSG_SUPERSEDE_TIER = "superseding learnings must use the active publish tier"
 
@@ -227,7 +229,9 @@ def _publish_locked(
         source_candidate=locked,
         updated_at_ms=at,
     )
-    validated_learning(learning)
+    # A fresh candidate passed the secret guard a moment ago in this transaction: on the same kind and
+    # content its answer is known (validation.validate_learning runs it again on anything else).
+    validated_learning(learning, secret_guarded=(locked.kind, locked.content) if fresh else None)
     reason = (
         "published by an operator"
         if governance.policy_decision == PolicyDecision.MANUAL
@@ -278,7 +282,11 @@ def _publish_locked(
             superseding=True,
         )
         learning.supersedes = target
-    learning.save()
+    learning.derive_embedding()  # what Learning.save does, before the hand-written INSERT
+    memory_sql.insert(learning)
+    if fresh and target is None and review is None:
+        _mark_fresh_published(locked, learning, actor=actor, reason=reason)
+        return learning
     if target is not None:
         record_supersede(target, learning, actor=actor)
     else:
@@ -298,6 +306,60 @@ def _publish_locked(
         )
     mark_published(locked, learning, actor=actor, reason=reason, review=review, revision=revision)
     return learning
+
+
+def _mark_fresh_published(candidate: LearningCandidate, learning: Learning, *, actor: object, reason: str) -> None:
+    """``mark_published`` of a candidate this transaction created (``fresh``) once its new learning is stored,
+    with the learning's publish audit row: the same compare-and-swap from pending (409 if it moved) and the same
+    two audit rows, written in one statement, and the candidate's new state set on it rather than re-read."""
+    at = now_ms()
+    moved = memory_sql.update(
+        LearningCandidate,
+        candidate.pk,
+        where={"state": CandidateState.PENDING},
+        state=CandidateState.PUBLISHED,
+        published_learning_id=learning.pk,
+        updated_at_ms=at,
+    )
+    if moved != 1:
+        raise Conflict(
+            f"learning candidate {candidate.public_id} changed concurrently; retry",
+            domain=DOMAIN,
+            code="candidate_changed",
+        )
+    candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, learning.pk
+    candidate.updated_at_ms = at
+    who = actor_label(actor)
+    memory_sql.insert_many(
+        [
+            AuditEvent(
+                subject_type="learning",
+                subject_id=learning.public_id,
+                action="publish",
+                actor=who,
+                to_state=learning.status,
+                reason=reason,
+                at_ms=at,
+                data={
+                    "candidate": candidate.public_id,
+                    "publish_tier": learning.publish_tier,
+                    "policy_decision": learning.policy_decision,
+                    "verification_status": learning.verification_status,
+                },
+            ),
+            AuditEvent(
+                subject_type="learning_candidate",
+                subject_id=candidate.public_id,
+                action="publish",
+                actor=who,
+                from_state=CandidateState.PENDING,
+                to_state=CandidateState.PUBLISHED,
+                reason=reason,
+                at_ms=at,
+                data={"published_learning": learning.public_id},
+            ),
+        ]
+    )
 
 
 @transaction.atomic

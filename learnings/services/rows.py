@@ -43,9 +43,14 @@ def fire_revoking(learning: Learning, *, actor: object, reason: str, superseding
     hooks.fire(REVOKING_HOOK, learning, actor=actor, reason=reason, superseding=superseding)
 
 
-def validated_learning(learning: Learning) -> Learning:
-    """A new learning row checked before it is saved: a known sensitivity, then the §1.6 rules."""
-    if learning.sensitivity not in Sensitivity.values:
+_SENSITIVITIES = frozenset(Sensitivity.values)
+
+
+def validated_learning(learning: Learning, *, secret_guarded: tuple[str, str] | None = None) -> Learning:
+    """A new learning row checked before it is saved: a known sensitivity, then the §1.6 rules.
+    ``secret_guarded``: the (kind, content) of the candidate it is published from, which the secret guard
+    has just passed (``validation.validate_learning``: the guard runs again unless both are unchanged)."""
+    if not isinstance(learning.sensitivity, str) or learning.sensitivity not in _SENSITIVITIES:
         raise ValidationFailed(
             f"unknown learning sensitivity `{learning.sensitivity}`",
             field="sensitivity",
@@ -53,7 +58,7 @@ def validated_learning(learning: Learning) -> Learning:
             code="invalid_learning",
         )
     try:
-        validation.validate_learning(learning)
+        validation.validate_learning(learning, secret_guarded=secret_guarded)
     except LearningValidationError as exc:
         raise invalid(exc) from exc
     return learning

@@ -66,8 +66,22 @@ def test_copy_instances_stores_what_bulk_create_stores():
     stored = Learning.objects.get(pk=copy.pk)
     assert stored.embedding == original.embedding and stored.source == original.source
     assert stored.evidence_refs == original.evidence_refs and stored.content == twin.content
+    other = Learning.objects.get(pk=original.pk)  # an array with values that are not floats: prepared
+    other.pk, other.content, other.source_candidate_id = None, "The office is in Paris.", None
+    other.embedding = [1, 0.5, *([0] * 254)]
+    (copy,) = sql.copy_instances(Learning, [other])
+    assert Learning.objects.get(pk=copy.pk).embedding == [1.0, 0.5, *([0.0] * 254)]
     with pytest.raises(IntegrityError), transaction.atomic():  # constraints hold as for an INSERT
         sql.copy_instances(Counter, [Counter(name="y.total", value=1), Counter(name="y.total", value=2)])
+
+
+def test_insert_many_is_one_statement_and_keeps_the_order(django_assert_num_queries):
+    made = [AuditEvent(subject_type="run", subject_id=f"run-{i}", action="open", actor="daemon") for i in range(3)]
+    with django_assert_num_queries(1):
+        sql.insert_many(made)
+    assert [event.pk for event in made] == sorted(event.pk for event in made) and not made[0]._state.adding
+    assert [AuditEvent.objects.get(pk=event.pk).subject_id for event in made] == ["run-0", "run-1", "run-2"]
+    assert sql.insert_many([]) == []
 
 
 def test_update_is_a_compare_and_swap():

@@ -5,20 +5,23 @@
     manage.py import_memories store_items.jsonl --format langgraph --scope persona:helper --kind preference
 
 Reads the file (``learnings.importers``), then publishes it in batches (``learnings.services.imports``), each
-batch in its own transaction with every gate of the one-at-a-time path; progress is printed per batch. Each
+batch in its own transaction with every gate of the one-at-a-time path (the next batch is read and checked
+while one is written); progress is printed per batch. Each
 memory's external id is stored with its candidate (unique per scope), so an interrupted import is resumed by
 running the same command again: what was imported is skipped, the rest is added."""
 
 from __future__ import annotations
 
 import time
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from learnings import importers
 from learnings.models import PublishTier
-from learnings.services.imports import ImportOutcome, import_batch
+from learnings.services.imports import ImportItem, ImportOutcome, import_batches
 
 
 class Command(BaseCommand):
@@ -57,36 +60,42 @@ class Command(BaseCommand):
         total = ImportOutcome()
         unreadable = 0
         started = time.perf_counter()
-        pending: list = []
-        lines: list[int] = []
+        # Each batch with its lines' numbers and the unreadable lines counted when it was cut: the next
+        # batch is read (and prepared) while this one is written.
+        cut: deque[tuple[list[ImportItem], list[int], int]] = deque()
 
-        def flush() -> None:
-            outcome = import_batch(pending, actor=f"operator:{actor}", publish_tier=publish_tier)
+        def batches() -> Iterator[list[ImportItem]]:
+            nonlocal unreadable
+            pending: list[ImportItem] = []
+            lines: list[int] = []
+            for read in importers.read(path, fmt=fmt, default_scope=default_scope, default_kind=kind):
+                if read.item is None:
+                    unreadable += 1
+                    self.stderr.write(f"  line {read.line}: {read.error}")
+                    continue
+                pending.append(read.item)
+                lines.append(read.line)
+                if len(pending) >= batch:
+                    cut.append((pending, lines, unreadable))
+                    yield pending
+                    pending, lines = [], []
+            if pending:
+                cut.append((pending, lines, unreadable))
+                yield pending
+
+        for outcome in import_batches(batches(), actor=f"operator:{actor}", publish_tier=publish_tier):
+            items, lines, unreadable_then = cut.popleft()
             for external_id, message in outcome.invalid:
-                line = next((n for n, item in zip(lines, pending, strict=True) if item.external_id == external_id), "?")
+                line = next((n for n, item in zip(lines, items, strict=True) if item.external_id == external_id), "?")
                 self.stderr.write(f"  line {line}: {message}")
             total.add(outcome)
             done = total.published + total.reused + total.already_imported + total.held + len(total.invalid)
             rate = done / max(time.perf_counter() - started, 1e-9)
             self.stdout.write(
-                f"  {done + unreadable} read: {total.published} published, {total.reused} equivalent "
+                f"  {done + unreadable_then} read: {total.published} published, {total.reused} equivalent "
                 f"reused, {total.already_imported} already imported, {total.held} held for review, "
-                f"{len(total.invalid) + unreadable} refused ({rate:.0f}/s)"
+                f"{len(total.invalid) + unreadable_then} refused ({rate:.0f}/s)"
             )
-            pending.clear()
-            lines.clear()
-
-        for read in importers.read(path, fmt=fmt, default_scope=default_scope, default_kind=kind):
-            if read.item is None:
-                unreadable += 1
-                self.stderr.write(f"  line {read.line}: {read.error}")
-                continue
-            pending.append(read.item)
-            lines.append(read.line)
-            if len(pending) >= batch:
-                flush()
-        if pending:
-            flush()
         elapsed = time.perf_counter() - started
         self.stdout.write(
             self.style.SUCCESS(
