@@ -19,6 +19,7 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from learnings.models import Learning
 from memory import public_ids
+from memory import sql as memory_sql
 from memory.errors import NotFound, ValidationFailed
 from memory.models import Run, Session
 from memory.sessions import effective_capability_scope
@@ -238,6 +239,15 @@ _PROMOTED_FIELDS = (
 )
 
 
+def active_promoted_rows() -> list[dict[str, Any]]:
+    """``LearningSkill.objects.filter(status=ACTIVE).values(*_PROMOTED_FIELDS)`` (in the model's order), without
+    the query compiler: every memory-search and skill list reads it (memory.sql.select, the ORM's converters)."""
+    rows = memory_sql.select(
+        LearningSkill, 'WHERE "status" = %s ORDER BY "skill_name"', [SkillStatus.ACTIVE], fields=_PROMOTED_FIELDS
+    )
+    return [dict(zip(_PROMOTED_FIELDS, row, strict=True)) for row in rows]
+
+
 def _promoted_entry(row: dict[str, Any], *, with_instructions: bool = False) -> dict[str, Any]:
     scope = row["source_scope"] or {}
     entry = {
@@ -315,7 +325,7 @@ def catalog_skills(
     for entry in _catalog_entries():
         if _matches(entry, needle):
             entries[entry["name"]] = entry
-    rows = list(LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values(*_PROMOTED_FIELDS))
+    rows = active_promoted_rows()
     hidden = _hidden_learning_ids(rows, visible_learnings)
     for row in rows:
         entry = _promoted_entry(row)

@@ -221,3 +221,20 @@ def test_an_agent_never_sees_another_agents_run_or_session_ids_in_skill_records(
     assert own["verifier_run_ids"] == full["verifier_run_ids"]
     assert own["evidence_refs"] == full["evidence_refs"]
     assert own["lifecycle_events"] == full["lifecycle_events"]
+
+
+@pytest.mark.django_db
+def test_active_promoted_rows_are_the_orm_values():
+    """skills.selectors.active_promoted_rows (hand-written SELECT) equals the ORM read it replaces, JSON decoded."""
+    from skills.models import LearningSkill, SkillStatus
+    from skills.selectors import _PROMOTED_FIELDS, active_promoted_rows
+    from tests.factories import LearningSkillFactory
+
+    LearningSkillFactory(active=True, skill_name="zeta:one", when_to_use="when z", version="1.2")
+    LearningSkillFactory(active=True, skill_name="alpha:two")
+    LearningSkillFactory(skill_name="beta:draft")  # not active: left out by both
+    expected = list(LearningSkill.objects.filter(status=SkillStatus.ACTIVE).values(*_PROMOTED_FIELDS))
+    found = active_promoted_rows()
+    assert [row["skill_name"] for row in found] == ["alpha:two", "zeta:one"]
+    assert found == expected
+    assert isinstance(found[0]["source_scope"], dict) and isinstance(found[0]["runtime"], dict)
