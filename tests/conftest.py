@@ -8,8 +8,9 @@ from rest_framework.test import APIClient
 pytest_plugins = ["tests.support.fixtures"]
 
 # The `slow` marker (pyproject.toml) keeps `make test-fast` under a minute: a test is slow when it starts a
-# server, a browser, a worker or another process. Most are recognised here, by the fixtures they use and the
-# markers they carry; a test that starts a process by itself says so with @pytest.mark.slow.
+# server, a browser, a worker or another process, or takes seconds by design (it times large inputs, runs a
+# property search, waits out a retry or a quiet period). Most are recognised here, by the fixtures they use and
+# the markers they carry; any other says so with @pytest.mark.slow and a comment saying why.
 SLOW_FIXTURES = frozenset({"live_server", "web_server", "browser", "page"})
 SLOW_MARKERS = frozenset({"e2e", "integration", "fuzz"})
 

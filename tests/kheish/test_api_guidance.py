@@ -15,14 +15,13 @@ import pytest
 from kheish.service_config import REPO_DIR
 from tests.conftest import assert_problem
 from tests.support.api import finish
+from tests.support.schema import served_schema
 
 pytestmark = pytest.mark.django_db
 
 
 def _schema(client) -> dict:
-    response = client.get("/v1/schema/", {"format": "json"})
-    assert response.status_code == 200
-    return response.json()
+    return served_schema(client)
 
 
 def _resolve(doc: dict, node: dict) -> dict:

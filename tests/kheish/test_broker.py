@@ -66,6 +66,7 @@ def test_default_broker_is_the_database():
     assert Connection(defaults.CELERY_BROKER_URL).transport_cls == "database"
 
 
+@pytest.mark.slow  # threads on real commits, then 3 s of quiet to see no duplicate arrive
 def test_concurrent_producers_and_consumers_lose_nothing_and_duplicate_nothing():
     name = f"t-{uuid.uuid4().hex[:8]}"
     queue = _queue(name)

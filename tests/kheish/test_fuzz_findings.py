@@ -8,13 +8,14 @@ import re
 import pytest
 
 from tests.conftest import assert_problem
+from tests.support.schema import served_schema
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def schema(operator_client):
-    return operator_client.get("/v1/schema/", HTTP_ACCEPT="application/json").json()
+    return served_schema(operator_client)
 
 
 def _enum_query_parameters(schema):

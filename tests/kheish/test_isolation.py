@@ -21,6 +21,7 @@ from memory.models import Run
 from tests.conftest import assert_problem, client_for
 from tests.factories import LearningFactory, LearningSkillFactory
 from tests.support.api import finish
+from tests.support.schema import served_schema
 
 pytestmark = pytest.mark.django_db
 
@@ -244,7 +245,7 @@ def test_search_visibility_values_are_validated(operator_client):
     )
     assert response.status_code == 200, response.content
     assert operator_client.get("/v1/runtime/run-memory-policy").json()["search_visibility"] == "workspace"
-    doc = operator_client.get("/v1/schema/", {"format": "json"}).json()
+    doc = served_schema(operator_client)
     operation = doc["paths"]["/v1/runtime/run-memory-policy"]["get"]
     node = operation["responses"]["200"]["content"]["application/json"]["schema"]
     while "$ref" in node or "allOf" in node:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.schema import served_schema
+
 pytestmark = pytest.mark.django_db
 
 RUN_ACTIONS = [
@@ -25,9 +27,7 @@ RUN_ACTIONS = [
 
 
 def schema(client) -> dict:
-    response = client.get("/v1/schema/", {"format": "json"})
-    assert response.status_code == 200
-    return response.json()
+    return served_schema(client)
 
 
 def resolve(doc: dict, node: dict) -> dict:

@@ -35,6 +35,7 @@ def test_readyz_checks_database_and_broker():
     assert response.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
 
 
+@pytest.mark.slow  # waits out the broker check's retry (2 s)
 def test_readyz_is_503_when_the_broker_is_unreachable(settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     response = Client().get("/readyz")

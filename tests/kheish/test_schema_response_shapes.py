@@ -7,14 +7,14 @@ import json
 
 import pytest
 
+from tests.support.schema import served_schema
+
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def schema(operator_client):
-    response = operator_client.get("/v1/schema/", HTTP_ACCEPT="application/json")
-    assert response.status_code == 200
-    return response.json()
+    return served_schema(operator_client)
 
 
 def _response_schema(schema, path, method="get", status="200"):

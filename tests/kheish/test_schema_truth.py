@@ -4,7 +4,6 @@ schemathesis run found (tests/kheish/test_fuzz_schema.py is the broad net; these
 from __future__ import annotations
 
 import http.client
-import json
 from urllib.parse import quote
 
 import pytest
@@ -12,14 +11,13 @@ import pytest
 from kheish.api.pagination import MAX_QUERY_CHARS
 from tests.conftest import assert_problem
 from tests.kheish.test_web_server import CONF, _Loaded, web_server  # noqa: F401 - the fixture
+from tests.support.schema import served_schema
 
 pytestmark = pytest.mark.django_db
 
 
 def schema(client) -> dict:
-    response = client.get("/v1/schema/?format=json")
-    assert response.status_code == 200
-    return json.loads(response.content)
+    return served_schema(client)
 
 
 def parameter(doc: dict, path: str, name: str, method: str = "get") -> dict:

@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,10 +17,10 @@ import requests
 
 from kheish import supervisor
 from kheish.service_config import REPO_DIR
-from tests.kheish.test_printed_commands import _free_port, _Output, _shell_env
+from tests.support.shell import Output, free_port, shell_env, start_launcher
 
 
-def _pids(output: _Output, name: str) -> list[int]:
+def _pids(output: Output, name: str) -> list[int]:
     return [
         int(m.group(1))
         for line in list(output.lines)
@@ -74,18 +73,8 @@ def test_a_crashing_process_is_restarted_with_backoff_and_the_others_keep_runnin
 @pytest.mark.integration
 def test_kill_9_of_the_worker_restarts_it_and_the_api_keeps_answering(tmp_path):
     var_dir = tmp_path / "var"
-    port = _free_port()
-    env = dict(_shell_env(var_dir), PORT=str(port), LOG_LEVEL="WARNING")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kheish.launcher", "run"],
-        cwd=REPO_DIR,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    output = _Output(proc.stdout)
+    port = free_port()
+    proc, output = start_launcher(dict(shell_env(var_dir), PORT=str(port), LOG_LEVEL="WARNING"))
     base = f"http://127.0.0.1:{port}"
     children: list[int] = []
     try:

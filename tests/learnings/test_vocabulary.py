@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 NEW_KIND = "insight"
 MEMBER = '    PROCEDURE = "procedure"\n'
@@ -136,6 +138,7 @@ def _seen(observed: dict) -> set[str]:
     }
 
 
+@pytest.mark.slow  # starts a child process (Django set up on the edited vocabulary)
 def test_a_kind_added_in_the_vocabulary_reaches_every_surface():
     before = surfaces()
     assert _seen(before) == set(), "the unedited vocabulary has no such kind"

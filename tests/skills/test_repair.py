@@ -10,6 +10,7 @@ from django.core.management import call_command
 from skills import repair
 from skills.checks import skills_checks
 from skills.models import LearningSkill
+from tests.support.schema import served_schema
 from tests.support.skills import write_catalog_skill
 
 NAME = "release:checklist"
@@ -167,7 +168,7 @@ def test_doctor_prints_an_active_skill_it_cannot_restore(ladder, procedure, skil
 
 
 def test_schema_documents_the_skill_endpoints(operator_client):
-    schema = operator_client.get("/v1/schema/", {"format": "json"}).json()
+    schema = served_schema(operator_client)
     for path in (
         "/v1/skills",
         "/v1/skills/{name}",

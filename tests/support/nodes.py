@@ -17,7 +17,7 @@ import psutil
 import requests
 
 from kheish.service_config import REPO_DIR
-from tests.kheish.test_printed_commands import _free_port, _Output, _shell_env
+from tests.support.shell import Output, free_port, shell_env, start_launcher
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Node:
     port: int
     env: dict[str, str]
     proc: subprocess.Popen | None = None
-    output: _Output | None = None
+    output: Output | None = None
     keys: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -35,16 +35,7 @@ class Node:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Node:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kheish.launcher", "run"],
-            cwd=REPO_DIR,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        self.output = _Output(self.proc.stdout)
+        self.proc, self.output = start_launcher(self.env)
         return self
 
     def wait_up(self, timeout: float = 240) -> Node:
@@ -102,8 +93,8 @@ class Node:
 
 def make_node(name: str, tmp_path: Path, **env: str) -> Node:
     var_dir = tmp_path / name
-    port = _free_port()
-    node_env = dict(_shell_env(var_dir), PORT=str(port), LOG_LEVEL="WARNING", **env)
+    port = free_port()
+    node_env = dict(shell_env(var_dir), PORT=str(port), LOG_LEVEL="WARNING", **env)
     return Node(name=name, var_dir=var_dir, port=port, env=node_env)
 
 

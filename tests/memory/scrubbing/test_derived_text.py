@@ -33,6 +33,7 @@ def record_of(rid: str) -> RunMemoryRecord:
     return RunMemoryRecord.objects.get(run_id=int(rid.split("-")[1]))
 
 
+@pytest.mark.slow  # times 200,000-character runs through the API
 @pytest.mark.parametrize("family", SLOW_FAMILIES)
 def test_a_pathological_completion_answers_in_bounded_time(api_client, session_id, family):
     """The issue's case (``"-----BEGIN " * 18000`` as input and output took 47 s in ``complete``) and the
@@ -45,6 +46,7 @@ def test_a_pathological_completion_answers_in_bounded_time(api_client, session_i
     assert len(record.request_preview) <= 161 and len(record.summary) <= 481
 
 
+@pytest.mark.slow  # times 200,000-character previews
 @pytest.mark.parametrize("family", SLOW_FAMILIES)
 def test_a_pathological_redaction_preview_answers_in_bounded_time(operator_client, family):
     text = PATHOLOGICAL[family](200_000)

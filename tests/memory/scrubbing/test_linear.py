@@ -29,6 +29,7 @@ def elapsed(func, text: str) -> float:
     return time.perf_counter() - start
 
 
+@pytest.mark.slow  # times 71 inputs of 200,000 characters
 @pytest.mark.parametrize("family", list(PATHOLOGICAL))
 def test_pathological_input_scrubs_in_bounded_time(family: str) -> None:
     text = PATHOLOGICAL[family](SIZE)
@@ -36,11 +37,13 @@ def test_pathological_input_scrubs_in_bounded_time(family: str) -> None:
     assert elapsed(scrub, text) < BOUND_S, family
 
 
+@pytest.mark.slow  # times 71 inputs of 200,000 characters
 @pytest.mark.parametrize("family", list(PATHOLOGICAL))
 def test_pathological_input_classifies_in_bounded_time(family: str) -> None:
     assert elapsed(looks_like_secret, PATHOLOGICAL[family](SIZE)) < BOUND_S, family
 
 
+@pytest.mark.slow  # times each family at 50,000 and 200,000 characters, best of three
 @pytest.mark.parametrize(
     "family",
     [
@@ -58,12 +61,18 @@ def test_pathological_input_classifies_in_bounded_time(family: str) -> None:
 )
 def test_four_times_the_input_costs_about_four_times_the_time(family: str) -> None:
     """The families that were quadratic, at 50k and 200k characters (best of three): a linear rule gives a ratio
-    near 4, a quadratic one near 16; the bound (9) leaves room for a loaded machine."""
+    near 4, a quadratic one near 16; the bound (9) leaves room for a loaded machine. The best of three large
+    runs is under the bound as soon as one run is, so the large input is timed again only while it is not."""
     small, large = PATHOLOGICAL[family](SIZE // 4), PATHOLOGICAL[family](SIZE)
     for func in (scrub, looks_like_secret):
         t_small = min(elapsed(func, small) for _ in range(3))
-        t_large = min(elapsed(func, large) for _ in range(3))
-        assert t_large < max(9 * t_small, 0.1), (family, func.__name__, t_small, t_large)
+        bound = max(9 * t_small, 0.1)
+        t_large = elapsed(func, large)
+        for _ in range(2):
+            if t_large < bound:
+                break
+            t_large = min(t_large, elapsed(func, large))
+        assert t_large < bound, (family, func.__name__, t_small, t_large)
 
 
 # -- run memory scrubs a bounded window --------------------------------------------------------------------

@@ -12,10 +12,13 @@ import base64
 import json
 import string
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.scrubbing import ScrubResult, looks_like_secret, scrub
+
+pytestmark = pytest.mark.slow  # property searches: seconds each (tests/conftest.py)
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
