@@ -576,6 +576,9 @@ def recovered_bundle(
     return Bundle(taken, len(valid) > len(taken), len(valid))
 
 
+SEARCH_RECORDS_MAX = 500  # the newest records one memory-search reads
+
+
 def search_records(
     session: Session, scope_keys: list[str], *, policy: RunMemoryPolicy | None = None
 ) -> list[RunMemoryRecord]:
@@ -586,14 +589,17 @@ def search_records(
     policy = policy or current_policy()
     if not policy.enabled:
         return []
-    if policy.search_visibility == SEARCH_VISIBILITY_WORKSPACE:
-        qs = RunMemoryRecord.objects.all()
-    elif policy.search_visibility == SEARCH_VISIBILITY_LEARNING_SCOPES:
+    if policy.search_visibility == SEARCH_VISIBILITY_LEARNING_SCOPES:
         qs = RunMemoryRecord.objects.filter(Q(session=session) | Q(Exists(_shared_scope(scope_keys))))
-    else:
-        qs = RunMemoryRecord.objects.filter(session=session)
+        records = list(qs.order_by("-recorded_at_ms")[:SEARCH_RECORDS_MAX])
+    else:  # the session's own, or every record: hand-written (the ORM's statement for these, uncompiled)
+        own = policy.search_visibility != SEARCH_VISIBILITY_WORKSPACE
+        records = sql.select_instances(
+            RunMemoryRecord,
+            ('WHERE "session_id" = %s ' if own else "") + 'ORDER BY "recorded_at_ms" DESC LIMIT %s',
+            [session.pk, SEARCH_RECORDS_MAX] if own else [SEARCH_RECORDS_MAX],
+        )
     now = now_ms()
-    records = list(qs.order_by("-recorded_at_ms")[:500])
     expired = [r.pk for r in records if now - r.recorded_at_ms > policy.retention_ms]
     if expired:
         with transaction.atomic():

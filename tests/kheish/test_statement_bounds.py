@@ -19,8 +19,8 @@ from tests.support.learnings import learning
 
 pytestmark = pytest.mark.django_db
 
-OPEN_RUN_STATEMENTS = 20  # BEGIN and COMMIT included
-SEARCH_STATEMENTS = 8
+OPEN_RUN_STATEMENTS = 17  # BEGIN and COMMIT included
+SEARCH_STATEMENTS = 6
 
 
 @pytest.fixture

@@ -314,3 +314,25 @@ def test_the_effective_scopes_of_a_read_session_cost_no_further_statement(django
     with django_assert_num_queries(1):
         keys = learning_scope_keys(sql.visible_session(session.pk))
     assert keys == [f"session:{session.public_id}", "project:alpha", "workspace:default"]
+
+
+@pytest.mark.parametrize("visibility", ["session_only", "workspace"])
+def test_search_records_read_the_orm_rows_without_the_compiler(visibility):
+    """memory.run_memory.search_records' hand-written read of a session's own records (or of every record) is
+    the ORM query it replaced, in its order, with every field as the ORM converts it."""
+    from memory.models import RunMemoryRecord
+    from memory.run_memory import search_records
+    from memory.run_memory_policy import RunMemoryPolicy
+    from tests.factories import RunMemoryRecordFactory
+
+    mine = SessionFactory()
+    other = SessionFactory()
+    for at, session in ((3_000, mine), (1_000, mine), (2_000, other), (4_000, mine)):
+        RunMemoryRecordFactory(run__session=session, recorded_at_ms=at, failure_markers=["timeout"])
+    policy = RunMemoryPolicy(search_visibility=visibility, retention_ms=10**15)
+    found = search_records(mine, [], policy=policy)
+    qs = RunMemoryRecord.objects.all() if visibility == "workspace" else RunMemoryRecord.objects.filter(session=mine)
+    expected = list(qs.order_by("-recorded_at_ms")[:500])
+    assert [r.pk for r in found] == [r.pk for r in expected]
+    assert [_values(r) for r in found] == [_values(r) for r in expected]
+    assert len(found) == (4 if visibility == "workspace" else 3)
