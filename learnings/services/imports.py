@@ -48,7 +48,7 @@ from learnings.services.cleaning import (
     normalise_scope,
 )
 from learnings.services.queue import enqueue_review_on_commit
-from learnings.services.rows import validated_learning
+from learnings.services.rows import publish_audit_data, validated_learning
 from learnings.speakers import without_label
 from learnings.validation import LearningScope
 from learnings.vocabulary import SEMANTIC_KINDS
@@ -336,12 +336,10 @@ def write_batch(prepared: PreparedBatch, *, actor: object) -> ImportOutcome:
             to_state=learning.status,
             reason=REASON,
             at_ms=at,
-            data={
-                "candidate": cast("LearningCandidate", learning.source_candidate).public_id,  # set when built
-                "publish_tier": learning.publish_tier,
-                "policy_decision": learning.policy_decision,
-                "verification_status": learning.verification_status,
-            },
+            data=publish_audit_data(
+                learning,
+                cast("LearningCandidate", learning.source_candidate).public_id,  # set when built
+            ),
         )
         for learning in learnings
     ]

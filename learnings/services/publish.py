@@ -31,6 +31,7 @@ from learnings.services.cleaning import (
 from learnings.services.rows import (
     LearningConflict,
     fire_revoking,
+    publish_audit_data,
     record_supersede,
     serialize_scope,
     supersede_target,
@@ -297,12 +298,7 @@ def _publish_locked(
             actor=actor,
             to_state=learning.status,
             reason=reason,
-            data={
-                "candidate": locked.public_id,
-                "publish_tier": learning.publish_tier,
-                "policy_decision": learning.policy_decision,
-                "verification_status": learning.verification_status,
-            },
+            data=publish_audit_data(learning, locked.public_id),
         )
     mark_published(locked, learning, actor=actor, reason=reason, review=review, revision=revision)
     return learning
@@ -340,12 +336,7 @@ def _mark_fresh_published(candidate: LearningCandidate, learning: Learning, *, a
                 to_state=learning.status,
                 reason=reason,
                 at_ms=at,
-                data={
-                    "candidate": candidate.public_id,
-                    "publish_tier": learning.publish_tier,
-                    "policy_decision": learning.policy_decision,
-                    "verification_status": learning.verification_status,
-                },
+                data=publish_audit_data(learning, candidate.public_id),
             ),
             AuditEvent(
                 subject_type="learning_candidate",

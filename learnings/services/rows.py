@@ -46,6 +46,17 @@ def fire_revoking(learning: Learning, *, actor: object, reason: str, superseding
 _SENSITIVITIES = frozenset(Sensitivity.values)
 
 
+def publish_audit_data(learning: Learning, candidate_id: str) -> dict[str, Any]:
+    """The ``data`` of a learning's ``publish`` audit row: its candidate and how it was published (every publish
+    path writes the same row: the service, a fresh create-and-publish, the bulk import)."""
+    return {
+        "candidate": candidate_id,
+        "publish_tier": learning.publish_tier,
+        "policy_decision": learning.policy_decision,
+        "verification_status": learning.verification_status,
+    }
+
+
 def validated_learning(learning: Learning, *, secret_guarded: tuple[str, str] | None = None) -> Learning:
     """A new learning row checked before it is saved: a known sensitivity, then the §1.6 rules.
     ``secret_guarded``: the (kind, content) of the candidate it is published from, which the secret guard
