@@ -141,7 +141,10 @@ def memory_search(session: Session, query: str | None, limit: int) -> dict:
     scope_keys = learning_scope_keys(session)
     config = retrieval.current_retrieval()
     results: list[dict] = []
-    results += retrieval.search_hits(session=session, scope_keys=scope_keys, query=normalized, config=config)
+    # limit + 1: enough for the page and to know whether it was truncated (hits are merged by the same order).
+    results += retrieval.search_hits(
+        session=session, scope_keys=scope_keys, query=normalized, config=config, limit=limit + 1
+    )
     results += run_memory.search_hits(session=session, scope_keys=scope_keys, query=query, ranker=config.ranker)
     named: list[dict] = []
     if normalized:

@@ -6,11 +6,12 @@ A query never reads every visible learning: the pool is the union of
 * the semantic candidates: ``embedding_vec <=> :query``, nearest first, ``POOL`` at most - exactly over the
   visible rows when the scopes hold at most ``EXACT_LIMIT`` live learnings, else through the HNSW index
   (pgvector, iterative scan); on a server without pgvector, the ``POOL`` newest visible learnings
-  instead, and the cosines are computed in Python from the stored embeddings (cached per learning);
-and the ranker (``memory.ranking``) orders that pool. Both arms apply the gates ``learnings.gate`` renders, as
-the ORM's ``Learning.objects.for_prompt`` (prompt shape) and ``search_visible`` (search shape) do;
-``tests/learnings/test_hybrid_retrieval.py``, ``test_scoped_sql.py`` and ``test_gate.py`` check that equivalence
-on PostgreSQL.
+  instead, with the stored embeddings (cached per learning);
+each row with its vector (read in binary with the rows on the pgvector path), from which the cosines and the
+ranker's pseudo-relevance feedback are computed here; and the ranker (``memory.ranking``) orders that pool.
+Both arms apply the gates ``learnings.gate`` renders, as the ORM's ``Learning.objects.for_prompt`` (prompt
+shape) and ``search_visible`` (search shape) do; ``tests/learnings/test_hybrid_retrieval.py``,
+``test_scoped_sql.py`` and ``test_gate.py`` check that equivalence on PostgreSQL.
 
 The generated columns are created by migration ``learnings/0002`` and are not model fields."""
 
@@ -20,10 +21,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.db import connection
+from psycopg import pq
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 
 from learnings import gate
 from memory import ranking
@@ -37,7 +41,32 @@ EXACT_LIMIT = 2000
 visible row's distance, read through the scope index: ~1 ms per thousand rows here); larger ones ask the HNSW
 index, which is approximate and, under selective gates, reads many rows to find few. The statement counts (at
 most ``EXACT_LIMIT + 1`` index entries) and picks; the result never depends on the plan the server chose."""
+LARGE_SCOPE_SECONDS = 60.0
+"""A set of scopes counted above ``EXACT_LIMIT`` is taken as large, without counting, for this long: the count
+is the one part of a pool that does not depend on the query. Scopes rarely shrink by thousands of rows; if
+they do, the index arm answers (approximately) until the next count, a minute later at most."""
 # HNSW search settings (iterative scans, ef_search) are connection options set in kheish/settings.py.
+
+_large_lock = threading.Lock()
+_large: dict[tuple, float] = {}
+
+
+def _large_key(scope_keys: Sequence[str]) -> tuple:
+    return (connection.settings_dict.get("NAME"), EXACT_LIMIT, *sorted(scope_keys))
+
+
+def scope_seen_large(scope_keys: Sequence[str]) -> bool:
+    """Whether these scopes were counted above ``EXACT_LIMIT`` live rows in the last ``LARGE_SCOPE_SECONDS``."""
+    seen = _large.get(_large_key(scope_keys))
+    return seen is not None and time.monotonic() - seen < LARGE_SCOPE_SECONDS
+
+
+def _seen_large(scope_keys: Sequence[str]) -> None:
+    with _large_lock:
+        if len(_large) >= 10_000:  # bounded: a process serving many scope sets forgets them all at once
+            _large.clear()
+        _large[_large_key(scope_keys)] = time.monotonic()
+
 
 GATES = {"prompt": gate.shape_sql("prompt"), "search": gate.shape_sql("search")}
 """Each shape's WHERE clause over ``learnings_learning l``, rendered by ``learnings.gate`` (the one definition of
@@ -65,7 +94,7 @@ _SCOPE_PRIORITY = "CASE l.scope_kind WHEN 'session' THEN 0 WHEN 'persona' THEN 1
 class Pool(NamedTuple):
     rows: list[tuple]  # the shape's columns
     cosines: np.ndarray | None  # one per row, None when no query embedding was given
-    embeddings: np.ndarray | None = None  # the rows' stored embeddings, when read (the path without pgvector)
+    embeddings: np.ndarray | None = None  # the rows' vectors (one row each), when a query embedding was given
 
 
 _state = threading.local()
@@ -153,7 +182,8 @@ def pool_statement(
     query_vector: np.ndarray | None,
     size: int = POOL,
 ) -> tuple[str, dict, bool]:
-    """The pool's SQL and parameters, and whether it computes cosines (pgvector present and a vector given)."""
+    """The pool's SQL and parameters, and whether it reads the rows' vectors (pgvector present and a vector
+    given)."""
     gates = GATES[shape]
     # Values are parameters and the text depends only on the shape, the arms and the sizes, so the statement
     # is prepared once per connection (memory.sql.prepared_cursor). The sizes are written into the text: they
@@ -178,10 +208,13 @@ def pool_statement(
         # Which semantic arm answers is decided by the statement from a bounded count of the scopes' live rows
         # (the partial scope index, nothing else read), never by the planner: a cached generic plan and a fresh
         # custom one give the same pool. Each arm sits under a one-time filter, so only one of them runs.
+        # A scope seen large lately (``LARGE_SCOPE_SECONDS``) is not counted again: ``%(large)s`` stands for
+        # the count, and the CASE never runs the other branch.
+        params["large"] = scope_seen_large(scope_keys)
         head = (
-            "WITH scope_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM learnings_learning c "
-            "WHERE c.scope_key = ANY(%(keys)s) AND c.status IN ('active', 'provisional') "
-            f"LIMIT {exact + 1}) c) "
+            f"WITH scope_size AS (SELECT CASE WHEN %(large)s THEN {exact + 1} ELSE (SELECT count(*) FROM "
+            "(SELECT 1 FROM learnings_learning c WHERE c.scope_key = ANY(%(keys)s) "
+            f"AND c.status IN ('active', 'provisional') LIMIT {exact + 1}) c) END AS n) "
         )
         # A small scope: every visible row's distance, exactly (the inner order is the scope index's, so the
         # rows come from that index whatever the plan estimates; the count bounds them by ``EXACT_LIMIT``).
@@ -200,9 +233,11 @@ def pool_statement(
             f"(SELECT l.id FROM learnings_learning l WHERE {gates} "
             f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT {k})"
         )
-    cosine = ", 1 - (l.embedding_vec <=> %(vec)s::vector)" if vectors else ""
+    # The rows' vectors come back with them (binary, see ``pool``): cosines and the feedback centroid are then
+    # computed here, in one statement, rather than by the server and a second statement over the pool.
+    vector_column = ", l.embedding_vec, (SELECT n FROM scope_size)" if vectors else ""
     sql = (
-        f"{head}SELECT {_select(shape, cosine)} FROM ({' UNION '.join(arms)}) pool "
+        f"{head}SELECT {_select(shape, vector_column)} FROM ({' UNION '.join(arms)}) pool "
         f"JOIN learnings_learning l ON l.id = pool.id ORDER BY l.id"
     )
     return sql, params, vectors
@@ -222,31 +257,50 @@ def pool(
         shape, scope_keys=scope_keys, at_ms=at_ms, words=words, query_vector=query_vector, size=size
     )
     with memory_sql.prepared_cursor() as cursor:
+        if vectors:
+            binary_results(cursor)
         cursor.execute(sql, params)
         fetched = cursor.fetchall()
     if query_vector is None:
         return Pool(fetched, None)
     if vectors:
-        cosines = np.array([0.0 if row[-1] is None else row[-1] for row in fetched], dtype=np.float64)
-        return Pool([row[:-1] for row in fetched], cosines)
+        if fetched and fetched[0][-1] > EXACT_LIMIT and not params["large"]:
+            _seen_large(scope_keys)
+        embeddings = np.array([_ZERO32 if row[-2] is None else row[-2] for row in fetched], dtype=np.float64).reshape(
+            len(fetched), DIMENSIONS
+        )
+        return Pool([row[:-2] for row in fetched], embeddings @ query_vector, embeddings)
     embeddings = stored_embeddings([row[0] for row in fetched])
     return Pool(fetched, embeddings @ query_vector if len(fetched) else np.zeros(0), embeddings)
 
 
-def centroid_cosines(pool_ids: Sequence[int], top_ids: Sequence[int]) -> tuple[np.ndarray, float]:
-    """For pseudo-relevance feedback on the pgvector path: every pool row's cosine to the mean of the ``top``
-    rows' vectors (pgvector's ``avg``), and that mean's length, in one statement over the pool's ids."""
-    sql = (
-        "WITH c AS (SELECT avg(embedding_vec) AS v FROM learnings_learning WHERE id = ANY(%(top)s)) "
-        "SELECT l.id, 1 - (l.embedding_vec <=> c.v), vector_norm(c.v) FROM learnings_learning l, c "
-        "WHERE l.id = ANY(%(pool)s)"
-    )
-    with memory_sql.prepared_cursor() as cursor:
-        cursor.execute(sql, {"top": list(top_ids), "pool": list(pool_ids)})
-        found = {pk: (cosine, norm) for pk, cosine, norm in cursor.fetchall()}
-    norm = next((n for _, n in found.values() if n is not None), 0.0)
-    cosines = np.array([found.get(pk, (None, None))[0] or 0.0 for pk in pool_ids], dtype=np.float64)
-    return cosines, float(norm or 0.0)
+class _VectorBinaryLoader(Loader):
+    """pgvector's binary ``vector`` (int16 dimensions, int16 unused, then big-endian float4s) as a numpy array."""
+
+    format = pq.Format.BINARY
+
+    def load(self, data: Buffer) -> np.ndarray:
+        return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float32)
+
+
+def binary_results(cursor: Any) -> None:
+    """Make a Django cursor return its next results in PostgreSQL's binary format, with ``vector`` columns as
+    numpy arrays: a pool's 240 vectors arrive as 1 KB each, not as 3 KB of decimal text to parse."""
+    raw = cursor.cursor
+    oid = _vector_oid()
+    raw.adapters.register_loader(oid, _VectorBinaryLoader)
+    raw.format = pq.Format.BINARY
+
+
+def _vector_oid() -> int:
+    key = connection.settings_dict.get("NAME")
+    cached = getattr(_state, "vector_oid", None)
+    if cached is None or cached[0] != key:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 'vector'::regtype::oid")
+            cached = (key, int(cursor.fetchone()[0]))
+        _state.vector_oid = cached
+    return cached[1]
 
 
 def recent(shape: str, *, scope_keys: list[str], at_ms: int, limit: int) -> list[tuple]:
@@ -289,6 +343,7 @@ class _EmbeddingCache:
 
 _EMBEDDINGS = _EmbeddingCache(20_000)
 _ZERO = np.zeros(DIMENSIONS, dtype=np.float64)
+_ZERO32 = np.zeros(DIMENSIONS, dtype=np.float32)
 
 
 def stored_embeddings(ids: Sequence[int]) -> np.ndarray:

@@ -13,12 +13,13 @@ prompt-visible set."""
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
 from operator import itemgetter
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 import numpy as np
 
@@ -257,33 +258,16 @@ def hybrid_pool_order(
         named_rows = spoken > 0  # the named speaker's turns: the name was a term they all matched
         priors = priors + spoken
         lexical_query = speakers_module.without_names(query, _speakers_named(query, texts)[1])
-    if found.embeddings is not None:  # no pgvector: the vectors are here, feedback is computed from them
-        ranked = ranking.rank(
-            lexical_query,
-            texts,
-            found.embeddings,
-            query_vector,
-            priors=priors,  # type: ignore[arg-type]  # rank reads them with np.asarray; memory.ranking annotates Sequence[float]
-            also_relevant=named_rows,
-        )
-    else:
-        ids = [row[0] for row in found.rows]
-        cosines = cast(np.ndarray, found.cosines)  # a query vector was given: the pool computed them
-
-        def feedback(top: list[int]) -> np.ndarray:
-            centroid, norm = recall_sql.centroid_cosines(ids, [ids[i] for i in top])
-            return ranking.feedback_cosines(cosines, centroid, norm, top)
-
-        ranked = ranking.rank(
-            lexical_query,
-            texts,
-            None,
-            None,
-            cosines=cosines,
-            priors=priors,  # type: ignore[arg-type]  # as above: an array
-            feedback=feedback,
-            also_relevant=named_rows,
-        )
+    # The pool's vectors are here (read with the rows, or from the stored embeddings without pgvector): the
+    # cosines and the pseudo-relevance feedback are computed from them.
+    ranked = ranking.rank(
+        lexical_query,
+        texts,
+        found.embeddings,
+        query_vector,
+        priors=priors,  # type: ignore[arg-type]  # rank reads them with np.asarray; memory.ranking annotates Sequence[float]
+        also_relevant=named_rows,
+    )
     return [found.rows[index] for index in ranked.order], ranked.scores[ranked.order]
 
 
@@ -463,20 +447,28 @@ def _search_rows(scope_keys: list[str], normalised: str | None) -> list[tuple]:
 
 
 def search_hits(
-    *, session: object, scope_keys: list[str], query: str | None, config: RetrievalConfig | None = None
+    *,
+    session: object,
+    scope_keys: list[str],
+    query: str | None,
+    config: RetrievalConfig | None = None,
+    limit: int | None = None,
 ) -> list[dict]:
     """Memory-search hits for learnings (§4.21): the session's visible learnings (not the prompt gates),
     never sensitive ones; with a query irrelevant ones are dropped. ``lexical``: scored on content, kind and
     scope as the spec says; ``hybrid``: the pool of the query in hybrid order. ``prompt_eligible`` says whether
-    the learning passes every prompt gate."""
+    the learning passes every prompt gate. With ``limit``, the hybrid path builds only the ``limit`` first hits
+    in memory-search's order (score, then newest, then id), which are all a page of that size can show."""
     config = config or current_retrieval()
     normalised = lexical_ranking.normalise_query(query)
     if config.ranker != "lexical" and normalised is not None:
         rows, scores = hybrid_pool_order("search", scope_keys, normalised, now_ms(), reference_time(session))
-        return [
-            _hit(row, round(float(score) * SEARCH_SCORE_SCALE), ["content"])
-            for row, score in zip(rows, scores, strict=True)
-        ]
+        scored = [(round(float(score) * SEARCH_SCORE_SCALE), row) for row, score in zip(rows, scores, strict=True)]
+        if limit is not None and len(scored) > limit:
+            scored = heapq.nsmallest(
+                limit, scored, key=lambda hit: (-hit[0], -hit[1][5], public_ids.format_id(LEARNING_PREFIX, hit[1][0]))
+            )
+        return [_hit(row, score, ["content"]) for score, row in scored]
     if normalised is not None and not lexical_ranking.query_terms(normalised):
         return []  # a query of stop-words only scores nothing
     rows = _search_rows(scope_keys, normalised)

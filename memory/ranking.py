@@ -128,22 +128,6 @@ Feedback = Callable[[list[int]], np.ndarray]
 """Given the positions of the best candidates, the candidates' cosine similarity to the fed-back query."""
 
 
-def feedback_cosines(
-    cosines: np.ndarray,
-    centroid_cosines: np.ndarray,
-    centroid_norm: float,
-    top: Sequence[int],
-    weight: float = FEEDBACK_WEIGHT,
-) -> np.ndarray:
-    """Rocchio feedback without the vectors: the cosine of every candidate to ``q + weight·c`` (``q`` the unit
-    query, ``c`` the mean of the ``top`` candidates' unit vectors), from their cosines to ``q`` and to ``c``
-    and ``|c|``: ``(e·q + weight·|c|·cos(e, c)) / |q + weight·c|``, where ``q·c`` is the mean of the top
-    candidates' cosines to ``q``."""
-    query_dot_centroid = float(np.mean(cosines[list(top)])) if len(top) else 0.0
-    length = math.sqrt(max(1e-12, 1 + 2 * weight * query_dot_centroid + (weight * centroid_norm) ** 2))
-    return (cosines + weight * centroid_norm * centroid_cosines) / length
-
-
 def _vector_feedback(embeddings: np.ndarray, query_embedding: np.ndarray) -> Feedback:
     def fed_back(top: list[int]) -> np.ndarray:
         expanded = query_embedding + FEEDBACK_WEIGHT * embeddings[top].mean(axis=0)

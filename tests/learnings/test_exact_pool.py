@@ -131,3 +131,34 @@ def test_a_scope_above_the_limit_asks_the_index(stored, monkeypatch):
     vector = embedding.embed_many(["violin lantern meadow"])[0].astype(np.float64)
     found = recall_sql.pool("search", scope_keys=keys, at_ms=now_ms(), words=[], query_vector=vector, size=K)
     assert found.rows and {row[0] for row in found.rows} <= {row.pk for row in stored}
+
+
+def test_a_scope_counted_large_is_not_counted_again_for_a_while(stored, monkeypatch):
+    monkeypatch.setattr(recall_sql, "EXACT_LIMIT", 20)  # the small scope (40 rows) is now "large"
+    monkeypatch.setattr(recall_sql, "_large", {})
+    keys = ["project:small", "workspace:default"]
+    vector = embedding.embed_many(["violin lantern meadow"])[0].astype(np.float64)
+    assert not recall_sql.scope_seen_large(keys)
+    first = recall_sql.pool("search", scope_keys=keys, at_ms=now_ms(), words=[], query_vector=vector, size=K)
+    assert recall_sql.scope_seen_large(keys)  # counted above the limit once
+    sql, params, _ = recall_sql.pool_statement(
+        "search", scope_keys=keys, at_ms=now_ms(), words=[], query_vector=vector, size=K
+    )
+    assert params["large"] is True
+
+    def counting(large: bool) -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "EXPLAIN (ANALYZE, BUFFERS OFF, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, {**params, "large": large}
+            )
+            plan = [row[0] for row in cursor.fetchall()]
+        return [line for line in plan if " on learnings_learning c" in line and "never executed" not in line]
+
+    assert counting(False)  # a scope not known to be large is counted
+    assert not counting(True)  # this one is not, this time
+    again = recall_sql.pool("search", scope_keys=keys, at_ms=now_ms(), words=[], query_vector=vector, size=K)
+    assert [row[0] for row in again.rows] == [row[0] for row in first.rows]
+    later = recall_sql.time.monotonic() + recall_sql.LARGE_SCOPE_SECONDS + 1
+    monkeypatch.setattr(recall_sql.time, "monotonic", lambda: later)
+    assert not recall_sql.scope_seen_large(keys)  # counted again after a while
+    assert not recall_sql.scope_seen_large(["project:small"])  # another set of scopes is its own entry

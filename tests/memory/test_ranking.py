@@ -67,24 +67,6 @@ def test_no_query_and_no_candidates():
     assert ranking.bm25((), [ranking.profile("text")]).tolist() == [0.0]
 
 
-def test_feedback_from_cosines_equals_feedback_from_vectors():
-    """The pgvector path computes Rocchio feedback from cosines and the centroid's length (no vectors leave the
-    database); it must equal the same feedback computed from the vectors."""
-    rng = np.random.default_rng(3)
-    vectors = rng.normal(size=(12, 8))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    query = vectors[0] + 0.1 * rng.normal(size=8)
-    query /= np.linalg.norm(query)
-    top = [0, 4, 7]
-    centroid = vectors[top].mean(axis=0)
-    direct = vectors @ (
-        (query + ranking.FEEDBACK_WEIGHT * centroid) / np.linalg.norm(query + ranking.FEEDBACK_WEIGHT * centroid)
-    )
-    norm = float(np.linalg.norm(centroid))
-    from_cosines = ranking.feedback_cosines(vectors @ query, vectors @ centroid / norm, norm, top)
-    assert np.allclose(direct, from_cosines)
-
-
 def test_feedback_reorders_towards_what_the_best_matches_talk_about():
     texts = [
         "I moved my running sneakers to the garage shelf.",
