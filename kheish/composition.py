@@ -29,7 +29,7 @@ from skills import selectors as skill_selectors
 def assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str = "prompt") -> dict:
     """Pack learned_context then recovered_memory for this input within the memory budget (the learning and
     run-memory policies read in one statement)."""
-    with memory_sql.one_policy_read():
+    with memory_sql.one_policy_read(getattr(session, "policies_read", None)):  # read with it, when it was
         return _assemble_prompt(session, content, model, usage=usage)
 
 

@@ -16,6 +16,7 @@ policy in force, a session's scope parts, the counters' increment. Table and col
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from contextlib import contextmanager
 from datetime import datetime
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         project_id_list: list[str]
         active_run_pk: int | None
         granted_scope_keys: frozenset[str]
+        policies_read: dict[str, tuple[int, dict]]
 
 
 M = TypeVar("M", bound=models.Model)
@@ -420,7 +422,9 @@ def _visible_session_sql(user_model: type[models.Model], by_owner: bool) -> str:
         "ON gp.agentgrant_id = g.id WHERE g.user_id = s.owner_id AND gp.persona_id = s.persona_id "
         f'UNION ALL SELECT \'project:\' || pr.project_id FROM "{links}" l JOIN "{Project._meta.db_table}" pr '
         f'ON pr.id = l.project_id JOIN "{grant_projects}" gq ON gq.project_id = pr.id JOIN "{grants}" g '
-        "ON g.id = gq.agentgrant_id WHERE l.session_id = s.id AND g.user_id = s.owner_id) "
+        "ON g.id = gq.agentgrant_id WHERE l.session_id = s.id AND g.user_id = s.owner_id), "
+        # the policies in force (one_policy_read(session.policies_read)): a read of this session needs no other
+        f"({_POLICIES_AS_JSON_SQL}) "
         f'FROM "{Session._meta.db_table}" s JOIN "{user_model._meta.db_table}" u ON u.id = s.owner_id '
         f'LEFT JOIN "{Persona._meta.db_table}" p ON p.id = s.persona_id '
         f"WHERE s.id = %s{' AND s.owner_id = %s' if by_owner else ''}"
@@ -450,6 +454,7 @@ def visible_session(pk: int, *, owner_pk: int | None = None) -> Session | None:
     session.project_id_list = list(row[start + personas] or [])
     session.active_run_pk = row[start + personas + 1]
     session.granted_scope_keys = frozenset(row[start + personas + 2] or ())
+    session.policies_read = _policies_of(row[start + personas + 3])
     return session
 
 
@@ -466,6 +471,20 @@ _ALL_POLICIES_SQL = (  # params: [kinds]
 )
 
 
+_KINDS_ARRAY = "ARRAY[" + ", ".join(f"'{kind}'" for kind in PolicyKind.values) + "]::text[]"  # the model's
+_POLICIES_AS_JSON_SQL = (  # the same, as one JSON text: [[kind, revision, policy], ...]
+    f"SELECT json_agg(json_build_array(k.kind, p.revision, p.policy))::text FROM unnest({_KINDS_ARRAY}) "  # noqa: S608
+    f'AS k(kind) CROSS JOIN LATERAL (SELECT revision, policy FROM "{PolicyRevision._meta.db_table}" r '
+    "WHERE r.kind = k.kind ORDER BY revision DESC LIMIT 1) p"
+)
+
+
+def _policies_of(text: str | None) -> dict[str, tuple[int, dict]]:
+    """``_POLICIES_AS_JSON_SQL``'s text by kind (the policy column is a plain JSONField: ``json.loads`` is
+    what its ``from_db_value`` does)."""
+    return {kind: (revision, policy) for kind, revision, policy in json.loads(text or "[]")}
+
+
 class _PolicyReads(threading.local):
     depth = 0
     read: dict[str, tuple[int, dict]] | None = None
@@ -475,10 +494,14 @@ _POLICY_READS = _PolicyReads()
 
 
 @contextmanager
-def one_policy_read():
+def one_policy_read(read: dict[str, tuple[int, dict]] | None = None):
     """Within this block (of this thread), :func:`current_policy` of any kind comes from one statement that
     reads the newest revision of every policy kind at its first use: a prompt assembly or a memory-search
-    reads the learning and the run-memory policies together, as fresh as at the start of the call."""
+    reads the learning and the run-memory policies together, as fresh as at the start of the call. ``read``:
+    the policies as a statement of this call already read them (``visible_session``'s ``policies_read``),
+    which the block then uses instead of reading them again."""
+    if not _POLICY_READS.depth and read is not None:
+        _POLICY_READS.read = read
     _POLICY_READS.depth += 1
     try:
         yield

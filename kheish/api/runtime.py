@@ -263,7 +263,7 @@ class MemoryContextViewSet(SessionScopedMixin, viewsets.ViewSet):
     )
     def read(self, request: Request, session_id: str) -> Response:
         session = self.get_visible_session(session_id)
-        with sql.one_policy_read():  # the learning and run-memory policies in one statement
+        with sql.one_policy_read(getattr(session, "policies_read", None)):  # read with the session
             context = composition.memory_context(session, query_text(request))
         if not caller_is_operator(request):  # agents never see server paths (issue 19.7)
             context["visible_skills"] = [skill_selectors.without_server_paths(s) for s in context["visible_skills"]]
@@ -297,5 +297,5 @@ class MemorySearchViewSet(SessionScopedMixin, viewsets.ViewSet):
         session = self.get_visible_session(session_id)
         limit = parse_int_param(request, "limit", default=12, minimum=-(2**31), maximum=2**31)
         limit = max(1, min(50, limit))
-        with sql.one_policy_read():  # the learning and run-memory policies in one statement
+        with sql.one_policy_read(getattr(session, "policies_read", None)):  # read with the session
             return Response(composition.memory_search(session, query_text(request), limit))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from memory import sql
 from memory.models import ApiKey, AuditEvent, Counter, Run, RunStatus
@@ -336,3 +337,22 @@ def test_search_records_read_the_orm_rows_without_the_compiler(visibility):
     assert [r.pk for r in found] == [r.pk for r in expected]
     assert [_values(r) for r in found] == [_values(r) for r in expected]
     assert len(found) == (4 if visibility == "workspace" else 3)
+
+
+def test_a_session_read_brings_the_policies_in_force_and_a_change_is_seen_by_the_next_read():
+    from memory.models import PolicyRevision
+
+    session = SessionFactory()
+    assert sql.visible_session(session.pk).policies_read == {}
+    PolicyRevision.objects.create(kind="run_memory", revision=1, policy={"r": 1}, actor="t")
+    PolicyRevision.objects.create(kind="run_memory", revision=2, policy={"r": [2, None]}, actor="t")
+    PolicyRevision.objects.create(kind="learning", revision=7, policy={"l": {"x": 1.5}}, actor="t")
+    read = sql.visible_session(session.pk).policies_read
+    assert read == {kind: sql.current_policy(kind) for kind in ("run_memory", "learning")}
+    assert read == {"run_memory": (2, {"r": [2, None]}), "learning": (7, {"l": {"x": 1.5}})}
+    with CaptureQueriesContext(connection) as queries, sql.one_policy_read(read):
+        assert sql.current_policy("learning") == (7, {"l": {"x": 1.5}})
+        assert sql.current_policy("run_memory") == (2, {"r": [2, None]})
+    assert not queries.captured_queries  # the block used what the session read brought
+    PolicyRevision.objects.create(kind="learning", revision=8, policy={"l": 8}, actor="t")
+    assert sql.visible_session(session.pk).policies_read["learning"] == (8, {"l": 8})
