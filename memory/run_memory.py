@@ -545,9 +545,12 @@ def recovered_bundle(
     usage: str = "preview",
     policy: RunMemoryPolicy | None = None,
     ranker: str = "lexical",
+    counts: dict[str, int] | None = None,
 ) -> Bundle:
     """Rank the current session's records against the pending input (§4.5, or the hybrid ranker when
-    ``ranker`` is ``hybrid``: irrelevant records are then left out); read-time expiry prunes."""
+    ``ranker`` is ``hybrid``: irrelevant records are then left out); read-time expiry prunes. For a prompt
+    (``usage="prompt"``) the ranked and omitted counters move: added into ``counts`` when given (the caller
+    writes them, with its own, in one statement), in one statement here otherwise."""
     policy = policy or current_policy()
     if not policy.enabled or policy.max_prompt_entries == 0:
         return Bundle([], False, 0)
@@ -570,9 +573,14 @@ def recovered_bundle(
         ordered = [entry for _, entry in rank_entries(valid, query)]
     taken = ordered[: policy.max_prompt_entries]
     if usage == "prompt":
+        amounts = {M + "prompt_limit_omitted_total": len(valid) - len(taken)}
         if query and query.strip():
-            metrics.increment(M + "ranked_candidates_total", len(valid))
-        metrics.increment(M + "prompt_limit_omitted_total", len(valid) - len(taken))
+            amounts[M + "ranked_candidates_total"] = len(valid)
+        if counts is None:
+            metrics.increment_many(amounts)
+        else:
+            for name, amount in amounts.items():
+                counts[name] = counts.get(name, 0) + amount
     return Bundle(taken, len(valid) > len(taken), len(valid))
 
 
