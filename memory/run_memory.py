@@ -538,6 +538,39 @@ def rank_hybrid(
     return [entries[index] for index in ranked.order]
 
 
+_BUNDLE_FIELDS = (
+    "id",
+    "run_id",
+    "recorded_at_ms",
+    "status",
+    "request_preview",
+    "outcome_preview",
+    "artifact_ids",
+    "failure_markers",
+    "summary",
+)
+"""What a prompt's bundle reads of a record: its key and its ``RecoveredEntry`` (``entry_of``) ..."""
+_BUNDLE_FIELDS_RANKED = (*_BUNDLE_FIELDS, "embedding")
+"""... and, for the hybrid ranker with a query, its stored embedding."""
+
+
+def _bundle_entry(row: tuple) -> RecoveredEntry:
+    """``entry_of`` of a record read as ``_BUNDLE_FIELDS``."""
+    _, run_pk, recorded_at_ms, status, request_preview, outcome_preview, artifact_ids, failure_markers, summary = row[
+        :9
+    ]
+    return RecoveredEntry(
+        run_id=public_ids.run_id(run_pk),
+        recorded_at_ms=recorded_at_ms,
+        status=status,
+        request_preview=request_preview,
+        outcome_preview=outcome_preview,
+        artifact_ids=list(artifact_ids),
+        failure_markers=list(failure_markers),
+        summary=summary,
+    )
+
+
 def recovered_bundle(
     session: Session,
     query: str | None,
@@ -555,20 +588,24 @@ def recovered_bundle(
     if not policy.enabled or policy.max_prompt_entries == 0:
         return Bundle([], False, 0)
     now = now_ms()
-    records = sql.select_instances(  # hand-written: this runs for every new run
+    ranked = ranker == "hybrid" and bool(query and query.strip())
+    rows = sql.select(  # hand-written, and only what the bundle reads (the vectors only to rank): every new run
         RunMemoryRecord,
         'WHERE "session_id" = %s ORDER BY "recorded_at_ms" DESC, "run_id" DESC LIMIT %s',
         [session.pk, policy.max_tracked_per_session + 8],
+        fields=_BUNDLE_FIELDS_RANKED if ranked else _BUNDLE_FIELDS,
     )
-    expired = [r for r in records if now - r.recorded_at_ms > policy.retention_ms]
+    expired = [row[0] for row in rows if now - row[2] > policy.retention_ms]
     if expired:
         with transaction.atomic():
-            RunMemoryRecord.objects.filter(pk__in=[r.pk for r in expired]).delete()
+            RunMemoryRecord.objects.filter(pk__in=expired).delete()
         metrics.increment(M + "pruned_ttl_total", len(expired))
-    kept = [r for r in records if r not in expired][: policy.max_tracked_per_session]
-    valid = [entry_of(r) for r in kept]
+        gone = set(expired)
+        rows = [row for row in rows if row[0] not in gone]
+    kept = rows[: policy.max_tracked_per_session]
+    valid = [_bundle_entry(row) for row in kept]
     if ranker == "hybrid":
-        ordered = rank_hybrid(valid, query, [r.embedding for r in kept])
+        ordered = rank_hybrid(valid, query, [row[9] for row in kept] if ranked else None)
     else:
         ordered = [entry for _, entry in rank_entries(valid, query)]
     taken = ordered[: policy.max_prompt_entries]

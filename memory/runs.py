@@ -130,6 +130,8 @@ def canonical_input(run_input: RunInput) -> dict[str, Any]:
     return data
 
 
+_UNREAD = object()  # a session without ``active_run_pk`` (not read by ``memory.sql.visible_session``)
+
 REQUEST_SOURCE_PLUGIN = "api"
 """``request.source_plugin`` of a run opened through ``/v1`` (REST, the Python client and the MCP server alike)."""
 
@@ -156,8 +158,12 @@ def run_open(
     limits.check_metadata(run_input.metadata, field="input.metadata")
     fingerprint = request_fingerprint(run_input, kind)
     # Lock the session row: serialises concurrent opens so "session busy" is decided once (its run in flight
-    # read under the same lock, in the same statement).
-    _, busy = sql.lock_session(session.pk)
+    # read under the same lock, in the same statement). A session read just before (``memory.sql.visible_session``,
+    # the API's) that found no run in flight, for an open without an idempotency key, needs no lock first: the
+    # run's INSERT (``ON CONFLICT DO NOTHING`` on one run in flight a session) waits for a concurrent open and
+    # decides, and the lock is then taken for the busy answer (below); its journal append locks the row.
+    locked = idempotency_key is not None or getattr(session, "active_run_pk", _UNREAD) is not None
+    busy = sql.lock_session(session.pk)[1] if locked else None
     if idempotency_key is not None:
         existing = Run.objects.filter(session=session, idempotency_key=idempotency_key).first()
         if existing is not None:
@@ -199,7 +205,15 @@ def run_open(
         model=model or None,
     )
     if not _insert_opened(run, actor=actor):  # a unique constraint (one run in flight a session, one run an
-        raise Conflict(  # idempotency key) holds
+        if not locked:  # idempotency key) holds: a run opened concurrently, now committed; answered as above
+            busy = sql.lock_session(session.pk)[1]
+        if busy is not None:
+            raise Conflict(
+                f"session {session.public_id} already has run {public_ids.run_id(busy)} in flight",
+                domain="sessions",
+                code="session_busy",
+            )
+        raise Conflict(
             f"session {session.public_id} already has a run in flight", domain="sessions", code="session_busy"
         )
     return run, True
