@@ -554,7 +554,7 @@ _BUNDLE_FIELDS_RANKED = (*_BUNDLE_FIELDS, "embedding")
 """... and, for the hybrid ranker with a query, its stored embedding."""
 
 
-def _bundle_entry(row: tuple) -> RecoveredEntry:
+def _bundle_entry(row: tuple[Any, ...]) -> RecoveredEntry:
     """``entry_of`` of a record read as ``_BUNDLE_FIELDS``."""
     _, run_pk, recorded_at_ms, status, request_preview, outcome_preview, artifact_ids, failure_markers, summary = row[
         :9
