@@ -40,8 +40,7 @@ def _assemble_prompt(session: Session, content: str, model: dict | None, *, usag
     """The prompt; for ``usage="prompt"`` the injection counters it moves are added into ``counts`` (for the
     caller to write in one statement)."""
     model = model or {}
-    context = compaction.live_context(session)
-    base = context.estimated_tokens + estimate_tokens(content)
+    base = compaction.context_tokens(session) + estimate_tokens(content)
     total_budget = memory_budget(
         base_tokens=base, context_window=model.get("context_window"), max_output_tokens=model.get("max_output_tokens")
     )
