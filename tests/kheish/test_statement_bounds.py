@@ -2,7 +2,7 @@
 the session read, then (no session lock first when it has no run in flight) the run insert with its two journal
 events and its audit row in one statement (no savepoint), the live context in one, both policies in one, the
 standing rows, the pool and its feedback, the run-memory records, and the prompt with its counters in one
-statement; a memory-search reads both policies in one statement too."""
+statement; a memory-search reads both policies in one statement too, and its session's run-memory records once."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.support.learnings import learning
 pytestmark = pytest.mark.django_db
 
 OPEN_RUN_STATEMENTS = 10  # BEGIN and COMMIT included
-SEARCH_STATEMENTS = 6
+SEARCH_STATEMENTS = 5
 
 
 @pytest.fixture
