@@ -29,14 +29,18 @@ from skills import selectors as skill_selectors
 def assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str = "prompt") -> dict:
     """Pack learned_context then recovered_memory for this input within the memory budget (the learning and
     run-memory policies read in one statement)."""
+    counts: dict[str, int] = {}
     with memory_sql.one_policy_read(getattr(session, "policies_read", None)):  # read with it, when it was
-        return _assemble_prompt(session, content, model, usage=usage)
+        prompt = _assemble_prompt(session, content, model, usage=usage, counts=counts)
+    metrics.increment_many(counts)  # one statement for the counters
+    return prompt
 
 
-def _assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str) -> dict:
+def _assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str, counts: dict[str, int]) -> dict:
+    """The prompt; for ``usage="prompt"`` the injection counters it moves are added into ``counts`` (for the
+    caller to write in one statement)."""
     model = model or {}
-    context = compaction.live_context(session)
-    base = context.estimated_tokens + estimate_tokens(content)
+    base = compaction.context_tokens(session) + estimate_tokens(content)
     total_budget = memory_budget(
         base_tokens=base, context_window=model.get("context_window"), max_output_tokens=model.get("max_output_tokens")
     )
@@ -67,7 +71,7 @@ def _assemble_prompt(session: Session, content: str, model: dict | None, *, usag
             }
         )
         budget = max(0, budget - estimate_tokens(packed_learned.text))
-    bundle = run_memory.recovered_bundle(session, content, usage=usage, ranker=config.ranker)
+    bundle = run_memory.recovered_bundle(session, content, usage=usage, ranker=config.ranker, counts=counts)
     packed_recovered = pack_section(bundle.entries, RECOVERED_MEMORY_FORMAT, budget, truncated=bundle.truncated)
     if packed_recovered.text is not None:
         sections.append(
@@ -78,14 +82,13 @@ def _assemble_prompt(session: Session, content: str, model: dict | None, *, usag
                 "truncated": packed_recovered.truncated,
             }
         )
-    if usage == "prompt":  # one statement for the three counters
-        metrics.increment_many(
-            {
-                "run_memory.injected_total": len(packed_recovered.entries),
-                "run_memory.prompt_limit_omitted_total": packed_recovered.omitted,
-                "session_memory.prompt_limit_omitted_total": packed_learned.omitted,
-            }
-        )
+    if usage == "prompt":
+        for name, amount in (
+            ("run_memory.injected_total", len(packed_recovered.entries)),
+            ("run_memory.prompt_limit_omitted_total", packed_recovered.omitted),
+            ("session_memory.prompt_limit_omitted_total", packed_learned.omitted),
+        ):
+            counts[name] = counts.get(name, 0) + amount
     total = base + sum(estimate_tokens(s["content"]) for s in sections)
     return {"sections": sections, "estimated_tokens": total, "budget_tokens": total_budget}
 
@@ -98,8 +101,11 @@ def open_run(
         session=session, run_input=run_input, kind=kind, idempotency_key=idempotency_key, model=model, actor=actor
     )
     if created:
-        prompt = assemble_prompt(session, run_input.content, model)
-        memory_sql.update(Run, run.pk, prompt=prompt)
+        counts: dict[str, int] = {}
+        with memory_sql.one_policy_read(getattr(session, "policies_read", None)):  # read with the session
+            prompt = _assemble_prompt(session, run_input.content, model, usage="prompt", counts=counts)
+        # the prompt and every counter the assembly moved: one statement
+        metrics.increment_many_with(counts, *memory_sql.update_statement(Run, run.pk, prompt=prompt))
         run.prompt = prompt
     return run
 

@@ -107,11 +107,11 @@ def live_context(session: Session, *, budget_tokens: int | None = None) -> LiveC
 CONTEXT_PAGE = 200
 
 
-def _newest_first(session_pk: int, after: int):
-    """The session's events after ``after``, newest first, as (offset, timestamp_ms, run_id, event) rows, read
-    in keyset pages: a live context usually stops long before the journal's start, and a plain query per page
-    avoids a server-side cursor's extra round trips. Hand-written: this runs for every new run."""
-    upper = None
+def _newest_first(session_pk: int, after: int, upper: int | None = None):
+    """The session's events after ``after`` (and before ``upper``, when given), newest first, as (offset,
+    timestamp_ms, run_id, event) rows, read in keyset pages: a live context usually stops long before the
+    journal's start, and a plain query per page avoids a server-side cursor's extra round trips. Hand-written:
+    this runs for every new run."""
     while True:
         if upper is None:
             tail, params = 'WHERE "session_id" = %s AND "offset" > %s', [session_pk, after]
@@ -127,6 +127,53 @@ def _newest_first(session_pk: int, after: int):
 
 
 _EVENT_FIELDS = ("offset", "timestamp_ms", "run", "event")
+
+_CHECKPOINTS = Checkpoint._meta.db_table
+_EVENTS = JournalEvent._meta.db_table
+_CONTEXT_TOKENS_SQL = (  # params: [session_id, session_id]; table names are model constants
+    f'WITH cp AS (SELECT "compacted_until_offset", "prompt_summary" FROM "{_CHECKPOINTS}" '  # noqa: S608
+    'WHERE "session_id" = %s ORDER BY "compacted_until_offset" DESC, "id" DESC LIMIT 1) '
+    'SELECT NULL::bigint, cp."compacted_until_offset", cp."prompt_summary" FROM cp UNION ALL '
+    f'(SELECT e."offset", NULL, e."event" FROM "{_EVENTS}" e WHERE e."session_id" = %s '
+    'AND e."offset" > COALESCE((SELECT "compacted_until_offset" FROM cp), 0) '
+    f'ORDER BY e."offset" DESC LIMIT {CONTEXT_PAGE})'
+)
+
+
+def context_tokens(session: Session, *, budget_tokens: int | None = None) -> int:
+    """``live_context(session).estimated_tokens`` - what a prompt assembly reads of the live context - with the
+    latest checkpoint and the first page of the events after it read in one statement (a prompt is assembled
+    for every new run; the entries themselves are not built)."""
+    budget = DEFAULT_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
+    conn = transaction.get_connection()
+    with conn.cursor() as cursor:
+        cursor.execute(_CONTEXT_TOKENS_SQL, [session.pk, session.pk])
+        rows = cursor.fetchall()
+    after, used = 0, 0
+    events: list[tuple[int, object]] = []
+    for offset, compacted_until, payload in rows:
+        if offset is None:  # the checkpoint's row
+            summary = _SUMMARY_FIELD.from_db_value(payload, None, conn)  # type: ignore[arg-type]  # a whole column
+            after, used = compacted_until, estimate_tokens(summary.get("content", ""))
+        else:
+            events.append((offset, _EVENT_JSON.from_db_value(payload, None, conn)))  # type: ignore[arg-type]
+    events.sort(key=lambda pair: pair[0], reverse=True)
+    for _, event in events:
+        cost = entry_tokens({"event": event})
+        if used + cost > budget:
+            return used
+        used += cost
+    if len(events) == CONTEXT_PAGE:  # more pages (newest first), as live_context reads them
+        for _, _, _, event in _newest_first(session.pk, after, upper=events[-1][0]):
+            cost = entry_tokens({"event": event})
+            if used + cost > budget:
+                return used
+            used += cost
+    return used
+
+
+_EVENT_JSON = JournalEvent._meta.get_field("event")
+_SUMMARY_FIELD = Checkpoint._meta.get_field("prompt_summary")
 
 
 def _digest(previous: str, events: list[JournalEvent]) -> str:

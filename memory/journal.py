@@ -63,3 +63,31 @@ def log_entry(event: JournalEvent) -> dict:
         "run_id": public_ids.run_id(event.run_id) if event.run_id else None,
         "event": event.event,
     }
+
+
+def appends_with(*, session_id: int, events: list[dict], run_source: str) -> tuple[list[str], list, int]:
+    """:func:`append_event` of several events of one run, as data-modifying CTEs to embed in a larger
+    statement: ``journal_next`` takes the session row and its next ``len(events)`` offsets (in one UPDATE, only
+    when the CTE ``run_source`` - one row with the run's ``id`` - holds a row), ``journal_appended`` stores the
+    events at those offsets, in the given order. Returns the CTEs, their parameters and the events' timestamp.
+    The caller's statement must check that ``journal_appended`` stored every event (none: no such session)."""
+    conn = transaction.get_connection()
+    if not conn.in_atomic_block:
+        raise RuntimeError("journal appends must run inside transaction.atomic()")
+    for event in events:
+        if event.get("type") not in EventType.values:
+            raise ValueError(f"unknown journal event type {event.get('type')!r}")
+    ts = now_ms()
+    count = len(events)
+    rows = ", ".join(f"({index}, %s, %s::jsonb)" for index in range(1, count + 1))
+    params: list = [count, ts, session_id, count, ts]
+    for event in events:
+        params += [event["type"], _EVENT_FIELD.get_db_prep_save(event, connection=conn)]
+    ctes = [
+        f"journal_next AS (UPDATE {_SESSIONS} SET last_offset = last_offset + %s, updated_at_ms = %s "  # noqa: S608
+        f"WHERE id = %s AND EXISTS (SELECT 1 FROM {run_source}) RETURNING id, last_offset)",
+        f'journal_appended AS (INSERT INTO {_EVENTS} (session_id, "offset", timestamp_ms, run_id, type, event) '  # noqa: S608
+        f"SELECT n.id, n.last_offset - %s + v.i, %s, r.id, v.type, v.event FROM journal_next n "
+        f"CROSS JOIN {run_source} r CROSS JOIN (VALUES {rows}) AS v(i, type, event) ORDER BY v.i RETURNING id)",
+    ]
+    return ctes, params, ts

@@ -40,6 +40,25 @@ def increment_many(amounts: dict[str, int]) -> None:
         create_missing(amounts)
 
 
+def increment_many_with(amounts: dict[str, int], statement: str, params: list) -> None:
+    """``increment_many(amounts)`` and ``statement`` (a data-modifying statement without RETURNING, such as
+    ``memory.sql.update_statement``'s) in one round trip: the counters' UPDATE is a data-modifying CTE of it.
+    Counters that do not exist yet are created after it, as :func:`increment_many` creates them."""
+    amounts = {name: amount for name, amount in amounts.items() if amount > 0}
+    with transaction.get_connection().cursor() as cursor:
+        if not amounts:
+            cursor.execute(statement, params)
+            return
+        add_sql, add_params = add_statement(amounts)
+        cursor.execute(
+            f"WITH counted AS ({add_sql} RETURNING 1), changed AS ({statement}) SELECT count(*) FROM counted",  # noqa: S608 - statements built here
+            [*add_params, *params],
+        )
+        existing = cursor.fetchone()[0]
+    if existing < len(amounts):
+        create_missing(amounts)
+
+
 def read(names: Iterable[str]) -> dict[str, int]:
     names = list(names)
     found = dict(Counter.objects.filter(name__in=names).values_list("name", "value"))

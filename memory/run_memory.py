@@ -35,6 +35,7 @@ from memory.models import (
 from memory.recall import rank_entries, score_entry
 from memory.run_memory_policy import (
     SEARCH_VISIBILITY_LEARNING_SCOPES,
+    SEARCH_VISIBILITY_SESSION_ONLY,
     SEARCH_VISIBILITY_WORKSPACE,
     PolicyValidationError,
     RunMemoryPolicy,
@@ -520,11 +521,15 @@ def ranked_text(entry: RecoveredEntry) -> str:
 
 
 def rank_hybrid(
-    entries: list[RecoveredEntry], query: str | None, vectors: list[list[float] | None] | None = None
+    entries: list[RecoveredEntry],
+    query: str | None,
+    vectors: list[list[float] | None] | None = None,
+    query_vectors: dict[str, np.ndarray] | None = None,
 ) -> list[RecoveredEntry]:
     """The shared hybrid ranker (``memory.ranking``) over the entries' ranked fields (with their stored
     embeddings when given; computed otherwise); irrelevant entries are dropped when there is a query; newest
-    first without one (as §4.5 orders equal scores)."""
+    first without one (as §4.5 orders equal scores). ``query_vectors``: the query's embedding, kept there by
+    its text, for a caller that ranks twice for one query (a memory-search: the bundle, then the hits)."""
     if query is None or not query.strip() or not entries:
         return entries
     texts = [ranked_text(entry) for entry in entries]
@@ -533,9 +538,46 @@ def rank_hybrid(
     if vectors is None or any(vector is None for vector in vectors):
         ranked = ranking.rank_texts(query.strip(), texts, priors=recency)
     else:
-        query_vector = embedding.embed_many([query.strip()])[0].astype(np.float64)
+        query_vector = None if query_vectors is None else query_vectors.get(query.strip())
+        if query_vector is None:
+            query_vector = embedding.embed_many([query.strip()])[0].astype(np.float64)
+            if query_vectors is not None:
+                query_vectors[query.strip()] = query_vector
         ranked = ranking.rank(query.strip(), texts, np.array(vectors, dtype=np.float64), query_vector, priors=recency)
     return [entries[index] for index in ranked.order]
+
+
+_BUNDLE_FIELDS = (
+    "id",
+    "run_id",
+    "recorded_at_ms",
+    "status",
+    "request_preview",
+    "outcome_preview",
+    "artifact_ids",
+    "failure_markers",
+    "summary",
+)
+"""What a prompt's bundle reads of a record: its key and its ``RecoveredEntry`` (``entry_of``) ..."""
+_BUNDLE_FIELDS_RANKED = (*_BUNDLE_FIELDS, "embedding")
+"""... and, for the hybrid ranker with a query, its stored embedding."""
+
+
+def _bundle_entry(row: tuple[Any, ...]) -> RecoveredEntry:
+    """``entry_of`` of a record read as ``_BUNDLE_FIELDS``."""
+    _, run_pk, recorded_at_ms, status, request_preview, outcome_preview, artifact_ids, failure_markers, summary = row[
+        :9
+    ]
+    return RecoveredEntry(
+        run_id=public_ids.run_id(run_pk),
+        recorded_at_ms=recorded_at_ms,
+        status=status,
+        request_preview=request_preview,
+        outcome_preview=outcome_preview,
+        artifact_ids=list(artifact_ids),
+        failure_markers=list(failure_markers),
+        summary=summary,
+    )
 
 
 def recovered_bundle(
@@ -545,34 +587,74 @@ def recovered_bundle(
     usage: str = "preview",
     policy: RunMemoryPolicy | None = None,
     ranker: str = "lexical",
+    counts: dict[str, int] | None = None,
 ) -> Bundle:
     """Rank the current session's records against the pending input (§4.5, or the hybrid ranker when
-    ``ranker`` is ``hybrid``: irrelevant records are then left out); read-time expiry prunes."""
+    ``ranker`` is ``hybrid``: irrelevant records are then left out); read-time expiry prunes. For a prompt
+    (``usage="prompt"``) the ranked and omitted counters move: added into ``counts`` when given (the caller
+    writes them, with its own, in one statement), in one statement here otherwise."""
     policy = policy or current_policy()
     if not policy.enabled or policy.max_prompt_entries == 0:
         return Bundle([], False, 0)
     now = now_ms()
-    records = sql.select_instances(  # hand-written: this runs for every new run
+    ranked = ranker == "hybrid" and bool(query and query.strip())
+    rows = sql.select(  # hand-written, and only what the bundle reads (the vectors only to rank): every new run
         RunMemoryRecord,
         'WHERE "session_id" = %s ORDER BY "recorded_at_ms" DESC, "run_id" DESC LIMIT %s',
         [session.pk, policy.max_tracked_per_session + 8],
+        fields=_BUNDLE_FIELDS_RANKED if ranked else _BUNDLE_FIELDS,
     )
-    expired = [r for r in records if now - r.recorded_at_ms > policy.retention_ms]
+    expired = [row[0] for row in rows if now - row[2] > policy.retention_ms]
     if expired:
-        with transaction.atomic():
-            RunMemoryRecord.objects.filter(pk__in=[r.pk for r in expired]).delete()
-        metrics.increment(M + "pruned_ttl_total", len(expired))
-    kept = [r for r in records if r not in expired][: policy.max_tracked_per_session]
-    valid = [entry_of(r) for r in kept]
+        _prune_expired(expired)
+        gone = set(expired)
+        rows = [row for row in rows if row[0] not in gone]
+    kept = rows[: policy.max_tracked_per_session]
+    return _ranked_bundle(
+        [_bundle_entry(row) for row in kept],
+        [row[9] for row in kept] if ranked else None,
+        query,
+        policy=policy,
+        usage=usage,
+        ranker=ranker,
+        counts=counts,
+    )
+
+
+def _prune_expired(pks: list[int]) -> None:
+    """Read-time expiry: delete these records (past retention) and count them."""
+    with transaction.atomic():
+        RunMemoryRecord.objects.filter(pk__in=pks).delete()
+    metrics.increment(M + "pruned_ttl_total", len(pks))
+
+
+def _ranked_bundle(
+    valid: list[RecoveredEntry],
+    vectors: list[list[float] | None] | None,
+    query: str | None,
+    *,
+    policy: RunMemoryPolicy,
+    usage: str,
+    ranker: str,
+    counts: dict[str, int] | None,
+    query_vectors: dict[str, np.ndarray] | None = None,
+) -> Bundle:
+    """The bundle of the session's valid (unexpired, at most ``max_tracked_per_session``, newest first)
+    entries: ranked, cut to ``max_prompt_entries``; for a prompt, its counters (see ``recovered_bundle``)."""
     if ranker == "hybrid":
-        ordered = rank_hybrid(valid, query, [r.embedding for r in kept])
+        ordered = rank_hybrid(valid, query, vectors, query_vectors)
     else:
         ordered = [entry for _, entry in rank_entries(valid, query)]
     taken = ordered[: policy.max_prompt_entries]
     if usage == "prompt":
+        amounts = {M + "prompt_limit_omitted_total": len(valid) - len(taken)}
         if query and query.strip():
-            metrics.increment(M + "ranked_candidates_total", len(valid))
-        metrics.increment(M + "prompt_limit_omitted_total", len(valid) - len(taken))
+            amounts[M + "ranked_candidates_total"] = len(valid)
+        if counts is None:
+            metrics.increment_many(amounts)
+        else:
+            for name, amount in amounts.items():
+                counts[name] = counts.get(name, 0) + amount
     return Bundle(taken, len(valid) > len(taken), len(valid))
 
 
@@ -608,6 +690,52 @@ def search_records(
     return [r for r in records if r.pk not in expired]
 
 
+def _own_records_for_search(
+    session: Session,
+    query: str | None,
+    *,
+    policy: RunMemoryPolicy,
+    ranker: str,
+    query_vectors: dict[str, np.ndarray],
+) -> tuple[Bundle, list[RunMemoryRecord]] | None:
+    """A memory-search under ``session_only`` visibility: ``recovered_bundle(usage="preview")`` and
+    ``search_records`` from one read of the session's newest records (the bundle's are the first
+    ``max_tracked_per_session + 8`` of the search's, in the bundle's order), expired ones pruned once. None when
+    they cannot share it (another visibility, disabled, a bundle wider than the search's read, or a full read
+    that expiry thinned: then the two reads are made as before)."""
+    if not policy.enabled or policy.search_visibility != SEARCH_VISIBILITY_SESSION_ONLY:
+        return None
+    window = policy.max_tracked_per_session + 8
+    if window > SEARCH_RECORDS_MAX:
+        return None
+    records = sql.select_instances(
+        RunMemoryRecord,
+        'WHERE "session_id" = %s ORDER BY "recorded_at_ms" DESC, "run_id" DESC LIMIT %s',
+        [session.pk, SEARCH_RECORDS_MAX],
+    )
+    now = now_ms()
+    expired = {r.pk for r in records if now - r.recorded_at_ms > policy.retention_ms}
+    if expired and len(records) == SEARCH_RECORDS_MAX:
+        return None  # the separate reads would each see further records once these are gone
+    if expired:
+        _prune_expired(sorted(expired))
+    if policy.max_prompt_entries == 0:
+        bundle = Bundle([], False, 0)
+    else:
+        kept = [r for r in records[:window] if r.pk not in expired][: policy.max_tracked_per_session]
+        bundle = _ranked_bundle(
+            [entry_of(r) for r in kept],
+            [r.embedding for r in kept],
+            query,
+            policy=policy,
+            usage="preview",
+            ranker=ranker,
+            counts=None,
+            query_vectors=query_vectors,
+        )
+    return bundle, [r for r in records if r.pk not in expired]
+
+
 EXCERPT_CHARS = 180
 
 
@@ -626,12 +754,16 @@ def search_hits(
     ``prompt_eligible`` says whether the record would enter the session's next prompt."""
     policy = policy or current_policy()
     normalized = (query or "").strip().lower() or None
-    eligible = {
-        e.run_id for e in recovered_bundle(session, query, usage="preview", policy=policy, ranker=ranker).entries
-    }
-    records = search_records(session, scope_keys, policy=policy)
+    query_vectors: dict[str, np.ndarray] = {}
+    shared = _own_records_for_search(session, query, policy=policy, ranker=ranker, query_vectors=query_vectors)
+    if shared is None:
+        bundle = recovered_bundle(session, query, usage="preview", policy=policy, ranker=ranker)
+        records = search_records(session, scope_keys, policy=policy)
+    else:
+        bundle, records = shared
+    eligible = {e.run_id for e in bundle.entries}
     if ranker == "hybrid":
-        return _hybrid_hits(records, normalized, eligible)
+        return _hybrid_hits(records, normalized, eligible, query_vectors)
     hits = []
     for record in records:
         entry = entry_of(record)
@@ -675,12 +807,17 @@ def _hit(
     }
 
 
-def _hybrid_hits(records: list[RunMemoryRecord], query: str | None, eligible: set[str]) -> list[dict[str, Any]]:
+def _hybrid_hits(
+    records: list[RunMemoryRecord],
+    query: str | None,
+    eligible: set[str],
+    query_vectors: dict[str, np.ndarray] | None = None,
+) -> list[dict[str, Any]]:
     """Hits ranked by the hybrid ranker (scores on the learnings' scale: fused position × 1000)."""
     pairs = [(record, entry_of(record)) for record in records]
     if not query:
         return [_hit(entry, record, 0, eligible, []) for record, entry in pairs]
-    ranked = rank_hybrid([entry for _, entry in pairs], query, [record.embedding for record, _ in pairs])
+    ranked = rank_hybrid([entry for _, entry in pairs], query, [record.embedding for record, _ in pairs], query_vectors)
     by_run = {entry.run_id: record for record, entry in pairs}
     return [
         _hit(

@@ -15,11 +15,11 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from memory import hooks, limits, public_ids, sql
-from memory.audit import record_audit
+from memory.audit import actor_label, record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
-from memory.journal import append_event
-from memory.models import TERMINAL_STATUSES, Run, RunKind, RunStatus, Session
+from memory.journal import append_event, appends_with
+from memory.models import TERMINAL_STATUSES, AuditEvent, Run, RunKind, RunStatus, Session
 from memory.run_records import truncate_preview
 
 if TYPE_CHECKING:
@@ -130,6 +130,8 @@ def canonical_input(run_input: RunInput) -> dict[str, Any]:
     return data
 
 
+_UNREAD = object()  # a session without ``active_run_pk`` (not read by ``memory.sql.visible_session``)
+
 REQUEST_SOURCE_PLUGIN = "api"
 """``request.source_plugin`` of a run opened through ``/v1`` (REST, the Python client and the MCP server alike)."""
 
@@ -156,8 +158,12 @@ def run_open(
     limits.check_metadata(run_input.metadata, field="input.metadata")
     fingerprint = request_fingerprint(run_input, kind)
     # Lock the session row: serialises concurrent opens so "session busy" is decided once (its run in flight
-    # read under the same lock, in the same statement).
-    _, busy = sql.lock_session(session.pk)
+    # read under the same lock, in the same statement). A session read just before (``memory.sql.visible_session``,
+    # the API's) that found no run in flight, for an open without an idempotency key, needs no lock first: the
+    # run's INSERT (``ON CONFLICT DO NOTHING`` on one run in flight a session) waits for a concurrent open and
+    # decides, and the lock is then taken for the busy answer (below); its journal append locks the row.
+    locked = idempotency_key is not None or getattr(session, "active_run_pk", _UNREAD) is not None
+    busy = sql.lock_session(session.pk)[1] if locked else None
     if idempotency_key is not None:
         existing = Run.objects.filter(session=session, idempotency_key=idempotency_key).first()
         if existing is not None:
@@ -186,32 +192,75 @@ def run_open(
     }
     if model and model.get("name"):
         request["model"] = model["name"]
-    run = sql.insert_unless_conflict(
-        Run(
-            session=session,
-            kind=kind,
-            status=RunStatus.QUEUED,
-            submitted_at_ms=ts,
-            updated_at_ms=ts,
-            request=request,
-            input=canonical_input(run_input),
-            idempotency_key=idempotency_key,
-            request_fingerprint=fingerprint,
-            model=model or None,
-        )
+    run = Run(
+        session=session,
+        kind=kind,
+        status=RunStatus.QUEUED,
+        submitted_at_ms=ts,
+        updated_at_ms=ts,
+        request=request,
+        input=canonical_input(run_input),
+        idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
+        model=model or None,
     )
-    if run is None:  # a unique constraint (one run in flight a session, one run an idempotency key) holds
+    if not _insert_opened(run, actor=actor):  # a unique constraint (one run in flight a session, one run an
+        if not locked:  # idempotency key) holds: a run opened concurrently, now committed; answered as above
+            busy = sql.lock_session(session.pk)[1]
+        if busy is not None:
+            raise Conflict(
+                f"session {session.public_id} already has run {public_ids.run_id(busy)} in flight",
+                domain="sessions",
+                code="session_busy",
+            )
         raise Conflict(
             f"session {session.public_id} already has a run in flight", domain="sessions", code="session_busy"
         )
-    append_event(session_id=session.pk, run=run, event={"type": "input_received", "input": run.input})
-    append_event(
-        session_id=session.pk,
-        run=run,
-        event={"type": "run_lifecycle", "run_event": {"type": "accepted"}, "to_status": run.status},
-    )
-    record_audit(subject_type="run", subject_id=run.public_id, action="open", actor=actor, to_state=RunStatus.QUEUED)
     return run, True
+
+
+def _insert_opened(run: Run, *, actor: object) -> bool:
+    """The writes of an open, in one statement (data-modifying CTEs): the run row (``INSERT … ON CONFLICT DO
+    NOTHING``), then - only when it was inserted - its two journal events (``input_received``, the ``accepted``
+    lifecycle event; ``memory.journal.appends_with``) and its ``open`` audit row (``record_audit``'s row). What
+    ``sql.insert_unless_conflict``, two ``append_event`` and ``record_audit`` wrote, in one round trip. False when
+    a unique constraint already holds the run (nothing written); ``run`` comes back stored otherwise."""
+    run_sql, run_params = sql.insert_statement(run)
+    head, _, returning = run_sql.rpartition(" RETURNING ")
+    events = [
+        {"type": "input_received", "input": run.input},
+        {"type": "run_lifecycle", "run_event": {"type": "accepted"}, "to_status": run.status},
+    ]
+    journal_ctes, journal_params, _ = appends_with(session_id=run.session_id, events=events, run_source="opened")
+    audit = AuditEvent(
+        subject_type="run",
+        subject_id="",
+        action="open",
+        from_state="",
+        to_state=RunStatus.QUEUED,
+        actor=actor_label(actor),
+        reason="",
+        data={},
+        at_ms=now_ms(),
+    )
+    audit_sql, audit_params = sql.insert_select_statement(
+        audit, source="opened", expressions={"subject_id": (f"'{public_ids.RUN}-' || opened.id", [])}
+    )
+    statement = (  # every part is built from model constants; values are parameters
+        f"WITH opened AS ({head} ON CONFLICT DO NOTHING RETURNING {returning}), {', '.join(journal_ctes)}, "  # noqa: S608
+        f"audited AS ({audit_sql}) SELECT opened.id, (SELECT count(*) FROM journal_appended) FROM opened"
+    )
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(statement, [*run_params, *journal_params, *audit_params])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    if row[1] != len(events):  # the session row is gone (the caller holds its lock: never, in practice)
+        raise NotFound(
+            f"unknown session {public_ids.session_id(run.session_id)}", domain="sessions", code="session_not_found"
+        )
+    sql.mark_saved(run, row[0])
+    return True
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -566,3 +566,44 @@ def counters_add_statement(amounts: dict[str, int]) -> tuple[str, list]:
         f'UPDATE "{Counter._meta.db_table}" SET value = value + CASE name {cases} ELSE 0 END '  # noqa: S608
         f"WHERE name IN ({marks})"
     ), params
+
+
+def update_statement(
+    model: type[models.Model], pk: Any, *, where: dict[str, Any] | None = None, **values: Any
+) -> tuple[str, list[Any]]:
+    """The statement :func:`update` runs and its prepared parameters (to embed in a larger statement, such as
+    a data-modifying CTE)."""
+    conn = transaction.get_connection()
+    meta = model._meta
+    fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in values])  # concrete: attnames
+    conditions = {meta.pk.attname: pk, **(where or {})}
+    condition_fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in conditions])
+    statement = _update_sql(model, tuple(f.column for f in fields), tuple(f.column for f in condition_fields))
+    params = [f.get_db_prep_save(v, connection=conn) for f, v in zip(fields, values.values(), strict=True)]
+    params += [
+        f.get_db_prep_value(v, connection=conn) for f, v in zip(condition_fields, conditions.values(), strict=True)
+    ]
+    return statement, params
+
+
+def insert_select_statement(
+    instance: models.Model, *, source: str, expressions: dict[str, tuple[str, list[Any]]]
+) -> tuple[str, list[Any]]:
+    """``INSERT INTO <table> (<columns>) SELECT … FROM <source>`` of a new instance (no RETURNING): each column
+    is its prepared value (as :func:`insert_statement` prepares it) except those named in ``expressions``
+    (attname → SQL over ``source`` and its parameters), which the statement computes - a key returned by an
+    earlier data-modifying CTE, for instance. For one statement that writes several dependent rows."""
+    conn = transaction.get_connection()
+    fields, _ = _insert_plan(type(instance))
+    columns, values, params = [], [], []
+    for field in fields:
+        columns.append(f'"{field.column}"')
+        if field.attname in expressions:
+            expression, expression_params = expressions[field.attname]
+            values.append(expression)
+            params += expression_params
+        else:
+            values.append("%s")
+            params.append(field.get_db_prep_save(field.pre_save(instance, True), connection=conn))
+    table = type(instance)._meta.db_table
+    return f'INSERT INTO "{table}" ({", ".join(columns)}) SELECT {", ".join(values)} FROM {source}', params  # noqa: S608

@@ -1,8 +1,8 @@
 """Issue 23.2: opening a run and a memory-search are bounded in statements (a regression guard). Opening a run:
-the session lock with its run in flight, the run insert (no savepoint), two journal events, the audit row, the
-live context, the session's scopes, both policies in one statement, the standing rows, the pool and its
-feedback, the run-memory records, the counters and the prompt; a memory-search reads both policies in one
-statement too."""
+the session read, then (no session lock first when it has no run in flight) the run insert with its two journal
+events and its audit row in one statement (no savepoint), the live context in one, both policies in one, the
+standing rows, the pool and its feedback, the run-memory records, and the prompt with its counters in one
+statement; a memory-search reads both policies in one statement too, and its session's run-memory records once."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.support.learnings import learning
 
 pytestmark = pytest.mark.django_db
 
-OPEN_RUN_STATEMENTS = 16  # BEGIN and COMMIT included
+OPEN_RUN_STATEMENTS = 9  # BEGIN and COMMIT included
 SEARCH_STATEMENTS = 5
 
 

@@ -1,0 +1,64 @@
+"""Issue 23.2: a prompt assembly reads the live context's token estimate in one statement
+(``compaction.context_tokens``): always what ``live_context(...).estimated_tokens`` says - with and without a
+checkpoint, over several pages, cut by the budget."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from memory.compaction import CONTEXT_PAGE, compact, context_tokens, live_context
+from memory.journal import append_event
+from tests.factories import SessionFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _append(session, count: int, start: int = 0) -> None:
+    with transaction.atomic():
+        for n in range(start, start + count):
+            message = {"role": "user" if n % 2 else "assistant", "content": f"message {n} " + "é" * (n % 7)}
+            append_event(session_id=session.pk, event={"type": "message_appended", "message": message})
+
+
+def test_context_tokens_is_the_live_context_estimate():
+    session = SessionFactory()
+    assert context_tokens(session) == live_context(session).estimated_tokens == 0
+    _append(session, 12)
+    with CaptureQueriesContext(connection) as context:
+        tokens = context_tokens(session)
+    assert len(context.captured_queries) == 1
+    assert tokens == live_context(session).estimated_tokens > 0
+    for budget in (0, 1, 40, 10_000):
+        assert (
+            context_tokens(session, budget_tokens=budget)
+            == live_context(session, budget_tokens=budget).estimated_tokens
+        )
+
+
+def test_context_tokens_over_several_pages_and_cut_by_the_budget():
+    session = SessionFactory()
+    _append(session, CONTEXT_PAGE * 2 + 13)
+    whole = live_context(session)
+    assert context_tokens(session) == whole.estimated_tokens and not whole.truncated
+    for budget in (whole.estimated_tokens // 3, whole.estimated_tokens - 5, whole.estimated_tokens // 2 + 1):
+        cut = live_context(session, budget_tokens=budget)
+        assert cut.truncated and context_tokens(session, budget_tokens=budget) == cut.estimated_tokens
+
+
+def test_context_tokens_after_a_checkpoint():
+    session = SessionFactory()
+    _append(session, 40)
+    with transaction.atomic():
+        checkpoint = compact(session=session, strategy="autocompact")
+    assert checkpoint.compacted_until_offset > 0
+    _append(session, 9, start=40)
+    live = live_context(session)
+    assert live.checkpoint is not None and live.checkpoint.pk == checkpoint.pk
+    assert context_tokens(session) == live.estimated_tokens
+    for budget in (3, 50, 400):
+        assert (
+            context_tokens(session, budget_tokens=budget)
+            == live_context(session, budget_tokens=budget).estimated_tokens
+        )
