@@ -3,11 +3,12 @@ filters of spec §2.3/§2.4 (django-filter), the record views, and the §4.13 eq
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict, TypeVar
+from typing import Any, NotRequired, TypedDict, TypeVar, cast
 
 import django_filters
 from django.db.models import Count, Q, QuerySet
 
+from learnings import gate
 from learnings.models import Learning, LearningCandidate
 from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
 from learnings.screening import CATEGORIES
@@ -25,6 +26,7 @@ from learnings.vocabulary import (
     ScopeKind,
 )
 from memory import public_ids
+from memory import sql as memory_sql
 from memory.clock import now_ms
 from memory.errors import NotFound, ValidationFailed
 
@@ -225,6 +227,43 @@ def find_conflict(
         .order_by("id")
         .first()
     )
+
+
+def _same_key_sql(alias: str, key: str) -> str:
+    """The id of the first (by id) prompt-visible, unexpired learning of the scope and kind whose ``key`` column
+    equals ``%(key)s`` - ``live(at).prompt_visible()`` of ``learnings.gate`` over ``alias``."""
+    gates = " AND ".join(condition.sql(alias) for condition in (*gate.VISIBLE, *gate.PROMPT_VISIBLE))
+    different = f" AND {alias}.content_key <> %(content)s" if key == "subject" else ""
+    return (
+        f'(SELECT {alias}.id FROM "{gate.TABLE}" {alias} WHERE {alias}.scope_key = %(scope)s '  # noqa: S608
+        f"AND {alias}.kind = %(kind)s AND {alias}.{key}_key = %({key})s{different} AND {gates} "
+        f"ORDER BY {alias}.id LIMIT 1)"
+    )
+
+
+_EQUIVALENT_SQL = f'WHERE "id" IN ({_same_key_sql("e", "content")})'
+_EQUIVALENT_OR_CONFLICT_SQL = (
+    f'WHERE "id" IN ({_same_key_sql("e", "content")} UNION ALL {_same_key_sql("c", "subject")}) ORDER BY "id"'
+)
+
+
+def find_equivalent_or_conflict(
+    *, scope_key: str, kind: str, subject_key: str, content_key: str, at_ms: int | None = None
+) -> tuple[Learning | None, Learning | None]:
+    """(:func:`find_equivalent`, :func:`find_conflict`) in one hand-written statement, for a publication that
+    excludes nothing (no ``supersedes``): the conflict only matters when there is no equivalent, and is read
+    only for the semantic kinds with a subject."""
+    at_ms = now_ms() if at_ms is None else at_ms
+    semantic = kind in SEMANTIC_KINDS and bool(subject_key)
+    params = {"scope": scope_key, "kind": kind, "content": content_key, "subject": subject_key, "at": at_ms}
+    found = memory_sql.select_instances(
+        Learning,
+        _EQUIVALENT_OR_CONFLICT_SQL if semantic else _EQUIVALENT_SQL,
+        cast(list[Any], params),  # named parameters: the gate's SQL reads ``%(at)s``
+    )
+    equivalent = next((row for row in found if row.content_key == content_key), None)
+    conflict = next((row for row in found if row.content_key != content_key), None)
+    return equivalent, conflict
 
 
 # ---- list filters (§2.3, §2.4) ----------------------------------------------------------------------------

@@ -543,3 +543,120 @@ def counters_add_statement(amounts: dict[str, int]) -> tuple[str, list]:
         f'UPDATE "{Counter._meta.db_table}" SET value = value + CASE name {cases} ELSE 0 END '  # noqa: S608
         f"WHERE name IN ({marks})"
     ), params
+
+
+# --------------------------------------------------------------------------------------------------------
+# Writes combined into one statement (issue 23.3): a row and its audit row, keys drawn ahead, several
+# data-modifying statements as the CTEs of one. PostgreSQL runs each CTE exactly once, in one snapshot, whether
+# the outer SELECT reads it or not; the foreign keys of this codebase are deferred (checked at commit).
+
+
+def next_key_sql(model: type[models.Model]) -> str:
+    """The SQL expression that draws the next primary key of ``model`` from its sequence (a key that a later
+    :func:`insert_with_key_statement` then uses; a key drawn and not used is a gap, as after any rollback)."""
+    meta = model._meta
+    return f"nextval(pg_get_serial_sequence('{meta.db_table}', '{meta.pk.column}'))"
+
+
+def insert_select_statement(
+    instance: models.Model, source: str, expressions: dict[str, tuple[str, list[Any]]]
+) -> tuple[str, list[Any]]:
+    """The INSERT of a new instance as ``INSERT … SELECT <values> FROM <source> RETURNING pk``: the fields named in
+    ``expressions`` (attnames) take that SQL expression over ``source`` (with its parameters) instead of the
+    instance's value - an audit row whose subject id is made of the key a CTE ``source`` has just inserted."""
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instance))
+    head, _, _ = sql.partition(" VALUES ")
+    values: list[str] = []
+    params: list[Any] = []
+    for field in fields:
+        if field.attname in expressions:
+            expression, extra = expressions[field.attname]
+            values.append(expression)
+            params.extend(extra)
+        else:
+            values.append("%s")
+            params.append(field.get_db_prep_save(field.pre_save(instance, True), connection=conn))
+    pk = type(instance)._meta.pk.column
+    return f'{head} SELECT {", ".join(values)} FROM {source} RETURNING "{pk}"', params  # noqa: S608
+
+
+def insert_audited(
+    instance: M, audit: models.Model, *, subject_prefix: str, also: str = "", also_params: list[Any] | None = None
+) -> tuple[Any, ...]:
+    """:func:`insert` of a new instance and of its audit row in one statement: the audit's ``subject_id`` is
+    ``<subject_prefix>-<the new key>`` (``public_ids.format_id``). ``also``: more expressions of the same
+    SELECT list (``, expr, …``: a transaction lock, a key drawn with :func:`next_key_sql`), run in the same
+    statement after the inserts' values are known; their values are returned. Both instances come back in
+    their stored state."""
+    sql, params = insert_statement(instance)
+    pk = type(instance)._meta.pk.column
+    audit_sql, audit_params = insert_select_statement(
+        audit, "s0", {"subject_id": (f'%s || s0."{pk}"', [f"{subject_prefix}-"])}
+    )
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(
+            f'WITH s0 AS ({sql}), s1 AS ({audit_sql}) SELECT s0."{pk}", (SELECT "id" FROM s1){also} FROM s0',  # noqa: S608
+            [*params, *audit_params, *(also_params or [])],
+        )
+        row = cursor.fetchone()
+    mark_saved(instance, row[0])
+    audit.subject_id = f"{subject_prefix}-{row[0]}"  # type: ignore[attr-defined]  # an AuditEvent
+    mark_saved(audit, row[1])
+    return tuple(row[2:])
+
+
+def insert_with_key_statement(instance: models.Model) -> tuple[str, list[Any]]:
+    """The ``INSERT … RETURNING pk`` of a new instance whose primary key is already set (drawn with
+    :func:`next_key_sql`), and its prepared parameters."""
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instance))
+    meta = type(instance)._meta
+    head, _, tail = sql.partition(" (")
+    marks = ", ".join(["%s"] * (len(fields) + 1))
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    params = [instance.pk] + [f.get_db_prep_save(f.pre_save(instance, True), connection=conn) for f in fields]
+    return f'{head} ("{meta.pk.column}", {columns}) VALUES ({marks}) RETURNING "{meta.pk.column}"', params
+
+
+def insert_many_statement(instances: list[M]) -> tuple[str, list[Any]]:
+    """:func:`insert_many`'s statement and parameters (to embed in a larger one)."""
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instances[0]))
+    head, _, _ = sql.partition(" VALUES ")
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection=conn)
+        for instance in instances
+        for field in fields
+    ]
+    pk = type(instances[0])._meta.pk.column
+    return f'{head} VALUES {", ".join([row] * len(instances))} RETURNING "{pk}"', params
+
+
+def update_statement(
+    model: type[models.Model], pk: Any, *, where: dict[str, Any] | None = None, **values: Any
+) -> tuple[str, list[Any]]:
+    """:func:`update`'s statement (``… RETURNING pk``: one row per row changed) and parameters."""
+    conn = transaction.get_connection()
+    meta = model._meta
+    fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in values])
+    conditions = {meta.pk.attname: pk, **(where or {})}
+    condition_fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in conditions])
+    sql = _update_sql(model, tuple(f.column for f in fields), tuple(f.column for f in condition_fields))
+    params = [f.get_db_prep_save(v, connection=conn) for f, v in zip(fields, values.values(), strict=True)]
+    params += [
+        f.get_db_prep_value(v, connection=conn) for f, v in zip(condition_fields, conditions.values(), strict=True)
+    ]
+    return f'{sql} RETURNING "{meta.pk.column}"', params
+
+
+def run_together(statements: list[tuple[str, list[Any]]]) -> list[int]:
+    """Data-modifying statements (each ``… RETURNING``) as the CTEs of one statement; per statement, how many
+    rows it returned (an UPDATE: how many it changed)."""
+    ctes = ", ".join(f"s{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
+    counts = ", ".join(f"(SELECT count(*) FROM s{i})" for i in range(len(statements)))  # noqa: S608
+    params = [param for _, statement_params in statements for param in statement_params]
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"WITH {ctes} SELECT {counts}", params)
+        return [int(count) for count in cursor.fetchone()]
