@@ -608,14 +608,15 @@ def insert_audited(
 
 def insert_with_key_statement(instance: models.Model) -> tuple[str, list[Any]]:
     """The ``INSERT … RETURNING pk`` of a new instance whose primary key is already set (drawn with
-    :func:`next_key_sql`), and its prepared parameters."""
+    :func:`next_key_sql`), and its prepared parameters - prepared as :func:`copy_instances` prepares them (an
+    embedding as its array literal at once, plain values as they are)."""
     conn = transaction.get_connection()
     fields, sql = _insert_plan(type(instance))
     meta = type(instance)._meta
-    head, _, tail = sql.partition(" (")
+    head, _, _ = sql.partition(" (")
     marks = ", ".join(["%s"] * (len(fields) + 1))
     columns = ", ".join(f'"{f.column}"' for f in fields)
-    params = [instance.pk] + [f.get_db_prep_save(f.pre_save(instance, True), connection=conn) for f in fields]
+    params = [instance.pk] + [_copy_value(field, how, instance, conn) for field, how in _copy_plan(type(instance))]
     return f'{head} ("{meta.pk.column}", {columns}) VALUES ({marks}) RETURNING "{meta.pk.column}"', params
 
 

@@ -2,7 +2,8 @@
 the session lock with its run in flight, the run insert (no savepoint), two journal events, the audit row, the
 live context, the session's scopes, both policies in one statement, the standing rows, the pool and its
 feedback, the run-memory records, the counters and the prompt; a memory-search reads both policies in one
-statement too."""
+statement too. ``POST /v1/learnings``: the candidate with its audit row, the scope lock and the learning's key;
+the equivalence and conflict reads; the learning, the candidate's move and both publish audit rows."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.django_db
 
 OPEN_RUN_STATEMENTS = 17  # BEGIN and COMMIT included
 SEARCH_STATEMENTS = 6
+CREATE_LEARNING_STATEMENTS = 5  # the savepoint, three statements, its release (issue 23.3)
 
 
 @pytest.fixture
@@ -79,3 +81,25 @@ def test_a_busy_session_is_still_a_409(agent_key, session):
     assert first.status_code == 202
     second = client.post(f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "two"}}, format="json")
     assert second.status_code == 409 and second.json()["code"] == "session_busy"
+
+
+def test_creating_a_learning_is_bounded(operator_key, settings):
+    settings.CACHES = LOCAL_THROTTLE
+    Project.objects.create(project_id="atlas", name="Atlas")
+    client = client_for(operator_key.plaintext)
+    scope = {"kind": "project", "id": "atlas"}
+    for text in ["We decided the deploy window is Tuesday.", "My old sneakers are stored under the bed."]:
+        assert (
+            client.post("/v1/learnings", {"scope": scope, "kind": "fact", "content": text}, format="json").status_code
+            == 201
+        )
+    for text, status in [("I adopted a grey cat called Miso.", 201), ("We decided the deploy window is Tuesday.", 200)]:
+        with CaptureQueriesContext(connection) as context:
+            response = client.post("/v1/learnings", {"scope": scope, "kind": "fact", "content": text}, format="json")
+        assert response.status_code == status, response.content
+        statements = _statements(context)
+        if status == 201:  # a new learning
+            assert len(statements) <= CREATE_LEARNING_STATEMENTS, "\n".join(statements)
+        else:  # an equivalent reused: the candidate's move and its audit row, then it is read back
+            assert len(statements) <= CREATE_LEARNING_STATEMENTS + 3, "\n".join(statements)
+        assert sum(statement.startswith("SAVEPOINT") for statement in statements) == 1, "\n".join(statements)
