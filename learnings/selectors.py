@@ -3,7 +3,7 @@ filters of spec §2.3/§2.4 (django-filter), the record views, and the §4.13 eq
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict, TypeVar, cast
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 import django_filters
 from django.db.models import Count, Q, QuerySet
@@ -229,22 +229,47 @@ def find_conflict(
     )
 
 
+_GATES = (*gate.VISIBLE, *gate.PROMPT_VISIBLE)
+
+
 def _same_key_sql(alias: str, key: str) -> str:
     """The id of the first (by id) prompt-visible, unexpired learning of the scope and kind whose ``key`` column
-    equals ``%(key)s`` - ``live(at).prompt_visible()`` of ``learnings.gate`` over ``alias``."""
-    gates = " AND ".join(condition.sql(alias) for condition in (*gate.VISIBLE, *gate.PROMPT_VISIBLE))
-    different = f" AND {alias}.content_key <> %(content)s" if key == "subject" else ""
+    equals the parameter - ``live(at).prompt_visible()`` of ``learnings.gate`` over ``alias``. Positional
+    parameters: scope key, kind, key, (for the subject: the content key it differs from), then the time once
+    per ``%(at)s`` of the gates."""
+    gates = " AND ".join(condition.sql(alias) for condition in _GATES).replace("%(at)s", "%s")
+    different = f" AND {alias}.content_key <> %s" if key == "subject" else ""
     return (
-        f'(SELECT {alias}.id FROM "{gate.TABLE}" {alias} WHERE {alias}.scope_key = %(scope)s '  # noqa: S608
-        f"AND {alias}.kind = %(kind)s AND {alias}.{key}_key = %({key})s{different} AND {gates} "
+        f'(SELECT {alias}.id FROM "{gate.TABLE}" {alias} WHERE {alias}.scope_key = %s '  # noqa: S608
+        f"AND {alias}.kind = %s AND {alias}.{key}_key = %s{different} AND {gates} "
         f"ORDER BY {alias}.id LIMIT 1)"
     )
 
 
-_EQUIVALENT_SQL = f'WHERE "id" IN ({_same_key_sql("e", "content")})'
-_EQUIVALENT_OR_CONFLICT_SQL = (
-    f'WHERE "id" IN ({_same_key_sql("e", "content")} UNION ALL {_same_key_sql("c", "subject")}) ORDER BY "id"'
-)
+_AT_MARKS = sum(condition.sql("l").count("%(at)s") for condition in _GATES)
+_EQUIVALENT_IDS_SQL = _same_key_sql("e", "content")
+_EQUIVALENT_OR_CONFLICT_IDS_SQL = f"{_same_key_sql('e', 'content')} UNION ALL {_same_key_sql('c', 'subject')}"
+
+
+def equivalent_or_conflict_ids(
+    *, scope_key: str, kind: str, subject_key: str, content_key: str, at_ms: int
+) -> tuple[str, list[Any]]:
+    """The SQL (and its parameters) of the ids of :func:`find_equivalent_or_conflict`'s two rows - at most one
+    equivalent, at most one conflict - to read, or to embed in a larger statement
+    (``publish.learning_create_published`` stores the new learning only where it reads none)."""
+    if kind in SEMANTIC_KINDS and subject_key:
+        return _EQUIVALENT_OR_CONFLICT_IDS_SQL, [
+            *(scope_key, kind, content_key, *[at_ms] * _AT_MARKS),
+            *(scope_key, kind, subject_key, content_key, *[at_ms] * _AT_MARKS),
+        ]
+    return _EQUIVALENT_IDS_SQL, [scope_key, kind, content_key, *[at_ms] * _AT_MARKS]
+
+
+def split_equivalent_or_conflict(found: list[Learning], content_key: str) -> tuple[Learning | None, Learning | None]:
+    """(equivalent, conflict) among the rows of :func:`equivalent_or_conflict_ids`: the same content key, or not."""
+    equivalent = next((row for row in found if row.content_key == content_key), None)
+    conflict = next((row for row in found if row.content_key != content_key), None)
+    return equivalent, conflict
 
 
 def find_equivalent_or_conflict(
@@ -254,16 +279,11 @@ def find_equivalent_or_conflict(
     excludes nothing (no ``supersedes``): the conflict only matters when there is no equivalent, and is read
     only for the semantic kinds with a subject."""
     at_ms = now_ms() if at_ms is None else at_ms
-    semantic = kind in SEMANTIC_KINDS and bool(subject_key)
-    params = {"scope": scope_key, "kind": kind, "content": content_key, "subject": subject_key, "at": at_ms}
-    found = memory_sql.select_instances(
-        Learning,
-        _EQUIVALENT_OR_CONFLICT_SQL if semantic else _EQUIVALENT_SQL,
-        cast(list[Any], params),  # named parameters: the gate's SQL reads ``%(at)s``
+    sql, params = equivalent_or_conflict_ids(
+        scope_key=scope_key, kind=kind, subject_key=subject_key, content_key=content_key, at_ms=at_ms
     )
-    equivalent = next((row for row in found if row.content_key == content_key), None)
-    conflict = next((row for row in found if row.content_key != content_key), None)
-    return equivalent, conflict
+    found = memory_sql.select_instances(Learning, f'WHERE "id" IN ({sql}) ORDER BY "id"', params)
+    return split_equivalent_or_conflict(found, content_key)
 
 
 # ---- list filters (§2.3, §2.4) ----------------------------------------------------------------------------

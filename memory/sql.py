@@ -606,10 +606,11 @@ def insert_audited(
     return tuple(row[2:])
 
 
-def insert_with_key_statement(instance: models.Model) -> tuple[str, list[Any]]:
+def insert_with_key_statement(instance: models.Model, *, unless: str | None = None) -> tuple[str, list[Any]]:
     """The ``INSERT … RETURNING pk`` of a new instance whose primary key is already set (drawn with
-    :func:`next_key_sql`), and its prepared parameters - prepared as :func:`copy_instances` prepares them (an
-    embedding as its array literal at once, plain values as they are)."""
+    :func:`next_key_sql`), and its parameters - prepared as :func:`copy_instances` prepares them (an embedding as
+    its array literal at once, plain values as they are). ``unless``: the name of a CTE of the same statement
+    (:func:`run_together`); the row is inserted only when that CTE has no row."""
     conn = transaction.get_connection()
     fields, sql = _insert_plan(type(instance))
     meta = type(instance)._meta
@@ -617,7 +618,8 @@ def insert_with_key_statement(instance: models.Model) -> tuple[str, list[Any]]:
     marks = ", ".join(["%s"] * (len(fields) + 1))
     columns = ", ".join(f'"{f.column}"' for f in fields)
     params = [instance.pk] + [_copy_value(field, how, instance, conn) for field, how in _copy_plan(type(instance))]
-    return f'{head} ("{meta.pk.column}", {columns}) VALUES ({marks}) RETURNING "{meta.pk.column}"', params
+    values = f"VALUES ({marks})" if unless is None else f"SELECT {marks} WHERE NOT EXISTS (SELECT 1 FROM {unless})"  # noqa: S608
+    return f'{head} ("{meta.pk.column}", {columns}) {values} RETURNING "{meta.pk.column}"', params
 
 
 def insert_many_statement(instances: list[M]) -> tuple[str, list[Any]]:
@@ -636,9 +638,15 @@ def insert_many_statement(instances: list[M]) -> tuple[str, list[Any]]:
 
 
 def update_statement(
-    model: type[models.Model], pk: Any, *, where: dict[str, Any] | None = None, **values: Any
+    model: type[models.Model],
+    pk: Any,
+    *,
+    where: dict[str, Any] | None = None,
+    only_if: str | None = None,
+    **values: Any,
 ) -> tuple[str, list[Any]]:
-    """:func:`update`'s statement (``… RETURNING pk``: one row per row changed) and parameters."""
+    """:func:`update`'s statement (``… RETURNING pk``: one row per row changed) and parameters. ``only_if``: the
+    name of a CTE of the same statement (:func:`run_together`); the row is changed only when that CTE has a row."""
     conn = transaction.get_connection()
     meta = model._meta
     fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in values])
@@ -649,15 +657,18 @@ def update_statement(
     params += [
         f.get_db_prep_value(v, connection=conn) for f, v in zip(condition_fields, conditions.values(), strict=True)
     ]
-    return f'{sql} RETURNING "{meta.pk.column}"', params
+    condition = "" if only_if is None else f" AND EXISTS (SELECT 1 FROM {only_if})"  # noqa: S608
+    return f'{sql}{condition} RETURNING "{meta.pk.column}"', params
 
 
-def run_together(statements: list[tuple[str, list[Any]]]) -> list[int]:
-    """Data-modifying statements (each ``… RETURNING``) as the CTEs of one statement; per statement, how many
-    rows it returned (an UPDATE: how many it changed)."""
+def run_together(statements: list[tuple[str, list[Any]]], *, also: str = "") -> list[Any]:
+    """Statements (each a SELECT, or data-modifying with ``… RETURNING``) as the CTEs ``s0``, ``s1``, … of one
+    statement, a later one free to read an earlier one by its name; per statement, how many rows it returned
+    (an UPDATE: how many it changed), then the values of ``also`` (``, expr, …`` over the CTEs)."""
     ctes = ", ".join(f"s{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
     counts = ", ".join(f"(SELECT count(*) FROM s{i})" for i in range(len(statements)))  # noqa: S608
     params = [param for _, statement_params in statements for param in statement_params]
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(f"WITH {ctes} SELECT {counts}", params)
-        return [int(count) for count in cursor.fetchone()]
+        cursor.execute(f"WITH {ctes} SELECT {counts}{also}", params)
+        row = cursor.fetchone()
+    return [int(count) for count in row[: len(statements)]] + list(row[len(statements) :])

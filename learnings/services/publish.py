@@ -19,7 +19,14 @@ from learnings.models import (
     PublishTier,
     VerificationStatus,
 )
-from learnings.selectors import DOMAIN, find_conflict, find_equivalent, find_equivalent_or_conflict
+from learnings.selectors import (
+    DOMAIN,
+    equivalent_or_conflict_ids,
+    find_conflict,
+    find_equivalent,
+    find_equivalent_or_conflict,
+    split_equivalent_or_conflict,
+)
 from learnings.services.candidates import CandidateFields, lock_candidate, mark_published
 from learnings.services.cleaning import (
     clean_content,
@@ -251,14 +258,28 @@ def _publish_locked(
         else (review or {}).get("reason", "published by automation")
     )
 
-    if fresh is None or fresh.locked_scope != (learning.scope_key, learning.kind):
-        serialize_scope(learning.scope_key, learning.kind)
     conflict: Learning | None = None
-    if supersedes is None:  # nothing to exclude from the conflict: both reads in one statement
+    if (
+        fresh is not None
+        and fresh.learning_key is not None
+        and fresh.locked_scope == (learning.scope_key, learning.kind)
+        and supersedes is None
+        and review is None
+    ):  # the scope is locked and the key drawn: read, store and mark published in one statement
+        learning.derive_embedding()  # what Learning.save does, before the hand-written INSERT
+        found = _store_fresh_unless_found(locked, learning, fresh.learning_key, actor=actor, reason=reason)
+        if not found:
+            return learning
+        equivalent, conflict = split_equivalent_or_conflict(found, content_key)
+    elif supersedes is None:  # nothing to exclude from the conflict: both reads in one statement
+        if fresh is None or fresh.locked_scope != (learning.scope_key, learning.kind):
+            serialize_scope(learning.scope_key, learning.kind)
         equivalent, conflict = find_equivalent_or_conflict(
             scope_key=learning.scope_key, kind=learning.kind, subject_key=subject_key, content_key=content_key, at_ms=at
         )
     else:
+        if fresh is None or fresh.locked_scope != (learning.scope_key, learning.kind):
+            serialize_scope(learning.scope_key, learning.kind)
         equivalent = find_equivalent(
             scope_key=learning.scope_key, kind=learning.kind, content_key=content_key, at_ms=at
         )
@@ -306,9 +327,6 @@ def _publish_locked(
         )
         learning.supersedes = target
     learning.derive_embedding()  # what Learning.save does, before the hand-written INSERT
-    if fresh is not None and fresh.learning_key is not None and target is None and review is None:
-        _store_fresh_published(locked, learning, fresh.learning_key, actor=actor, reason=reason)
-        return learning
     memory_sql.insert(learning)
     if target is not None:
         record_supersede(target, learning, actor=actor)
@@ -326,14 +344,16 @@ def _publish_locked(
     return learning
 
 
-def _store_fresh_published(
+def _store_fresh_unless_found(
     candidate: LearningCandidate, learning: Learning, key: int, *, actor: object, reason: str
-) -> None:
-    """Store the new learning of a candidate this transaction created (``fresh``) under the key drawn for it, and
-    ``mark_published`` the candidate with the learning's publish audit row, all in one statement: the learning's
-    INSERT, the candidate's compare-and-swap from pending (409 if it moved: the transaction is rolled back, so
-    nothing stays half-written) and the same two audit rows; the candidate's new state is set on it rather
-    than re-read."""
+) -> list[Learning]:
+    """For a candidate this transaction created (``fresh``), under its (scope, kind) lock: the equivalence and
+    conflict reads, and - only when they find nothing - the new learning stored under the key drawn for it, the
+    candidate's ``mark_published`` (the same compare-and-swap from pending: 409 if it moved, and the transaction
+    is rolled back, so nothing stays half-written) and the same two publish audit rows, all in one statement
+    (its snapshot is taken after the lock was granted, as the reads' own would be). Returns what the reads found
+    (the caller reuses the equivalent or refuses the conflict); nothing was written then. The candidate's new
+    state is set on it rather than re-read."""
     at = now_ms()
     learning.pk = key
     who = actor_label(actor)
@@ -360,20 +380,32 @@ def _store_fresh_published(
             data={"published_learning": learning.public_id},
         ),
     ]
-    _, moved, _ = memory_sql.run_together(
+    found, _, moved, _, _, found_ids = memory_sql.run_together(
         [
-            memory_sql.insert_with_key_statement(learning),
+            equivalent_or_conflict_ids(  # s0
+                scope_key=learning.scope_key,
+                kind=learning.kind,
+                subject_key=learning.subject_key,
+                content_key=learning.content_key,
+                at_ms=learning.published_at_ms,
+            ),
+            memory_sql.insert_with_key_statement(learning, unless="s0"),  # s1
             memory_sql.update_statement(
                 LearningCandidate,
                 candidate.pk,
                 where={"state": CandidateState.PENDING},
+                only_if="s1",
                 state=CandidateState.PUBLISHED,
                 published_learning_id=key,
                 updated_at_ms=at,
             ),
-            memory_sql.insert_many_statement(audits),
-        ]
+            *(memory_sql.insert_select_statement(audit, "s1", {}) for audit in audits),
+        ],
+        also=", ARRAY(SELECT id FROM s0)",
     )
+    if found:
+        learning.pk = None
+        return memory_sql.select_instances(Learning, 'WHERE "id" = ANY(%s) ORDER BY "id"', [found_ids])
     if moved != 1:
         raise Conflict(
             f"learning candidate {candidate.public_id} changed concurrently; retry",
@@ -383,6 +415,7 @@ def _store_fresh_published(
     memory_sql.mark_saved(learning, key)
     candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, key
     candidate.updated_at_ms = at
+    return []
 
 
 @transaction.atomic

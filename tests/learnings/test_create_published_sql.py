@@ -1,8 +1,8 @@
-"""Issue 23.3: ``POST /v1/learnings`` in three statements. The equivalence and conflict reads are one
-hand-written SELECT (``selectors.find_equivalent_or_conflict``) that answers what the two ORM reads answer; the
-candidate, its audit row, the scope lock and the learning's key are one statement; the learning, the candidate's
-move and both publish audit rows are another - the same rows as the service's step-by-step path, and a failure
-in it leaves nothing behind."""
+"""Issue 23.3: ``POST /v1/learnings`` in two statements. The equivalence and conflict reads are one
+hand-written SELECT (``selectors.find_equivalent_or_conflict`` / ``equivalent_or_conflict_ids``) that answers
+what the two ORM reads answer; the candidate, its audit row, the scope lock and the learning's key are one
+statement; the reads with - where they find nothing - the learning, the candidate's move and both publish audit
+rows are the other: the same rows as the service's step-by-step path, and a failure leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from learnings import services
 from learnings.models import CandidateState, Learning, LearningCandidate
 from learnings.selectors import find_conflict, find_equivalent, find_equivalent_or_conflict
 from learnings.services.candidates import new_api_candidate, store_new_candidate
-from learnings.services.publish import _store_fresh_published
+from learnings.services.publish import _store_fresh_unless_found
 from learnings.validation import LearningScope
 from memory import sql as memory_sql
 from memory.clock import now_ms
@@ -204,20 +204,17 @@ def test_the_candidate_and_its_audit_row_are_one_statement(operator):
     ]
 
 
-def test_a_candidate_that_moved_leaves_no_learning_and_no_audit_row(operator):
-    candidate = new_api_candidate(
-        actor=operator, scope=LearningScope("project", "atlas"), kind="fact", content="The office is in Lyon."
-    )
+def _fresh(operator, content: str, content_key: str = "k") -> tuple[LearningCandidate, Learning, int]:
+    candidate = new_api_candidate(actor=operator, scope=LearningScope("project", "atlas"), kind="fact", content=content)
     (key,) = store_new_candidate(candidate, actor=operator, also=f", {memory_sql.next_key_sql(Learning)}")
-    LearningCandidate.objects.filter(pk=candidate.pk).update(state=CandidateState.REJECTED)
     learning = Learning(
         scope_kind="project",
         scope_id="atlas",
         scope_key="project:atlas",
         kind="fact",
-        content="The office is in Lyon.",
+        content=content,
         confidence=80,
-        content_key="k",
+        content_key=content_key,
         subject_key="",
         created_at_ms=now_ms(),
         source_candidate=candidate,
@@ -225,11 +222,31 @@ def test_a_candidate_that_moved_leaves_no_learning_and_no_audit_row(operator):
         policy_actor="operator",
     )
     learning.derive_embedding()
+    return candidate, learning, key
+
+
+def test_a_candidate_that_moved_leaves_no_learning_and_no_audit_row(operator):
+    candidate, learning, key = _fresh(operator, "The office is in Lyon.")
+    LearningCandidate.objects.filter(pk=candidate.pk).update(state=CandidateState.REJECTED)
     audits = AuditEvent.objects.count()
     with pytest.raises(Conflict) as refused, transaction.atomic():
-        _store_fresh_published(candidate, learning, key, actor=operator, reason="published by an operator")
+        _store_fresh_unless_found(candidate, learning, key, actor=operator, reason="published by an operator")
     assert refused.value.code == "candidate_changed"
     assert not Learning.objects.filter(pk=key).exists() and AuditEvent.objects.count() == audits
+
+
+def test_what_the_reads_find_is_returned_and_nothing_is_written(operator):
+    existing, learning, key = _fresh(operator, "The office is in Lyon.", content_key="lyon")
+    assert _store_fresh_unless_found(existing, learning, key, actor=operator, reason="r") == []
+    stored = Learning.objects.get(pk=key)
+    assert stored.source_candidate_id == existing.pk and stored.embedding == learning.embedding
+    assert LearningCandidate.objects.get(pk=existing.pk).published_learning_id == key
+
+    candidate, again, other_key = _fresh(operator, "The office is in Lyon.", content_key="lyon")
+    audits = AuditEvent.objects.count()
+    assert _store_fresh_unless_found(candidate, again, other_key, actor=operator, reason="r") == [stored]
+    assert not Learning.objects.filter(pk=other_key).exists() and AuditEvent.objects.count() == audits
+    assert LearningCandidate.objects.get(pk=candidate.pk).state == CandidateState.PENDING
 
 
 def test_a_learning_inserted_under_a_drawn_key_is_the_row_insert_writes():
