@@ -8,6 +8,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 import django_filters
 from django.db.models import Count, Q, QuerySet
 
+from learnings import gate
 from learnings.models import Learning, LearningCandidate
 from learnings.querysets import LearningCandidateQuerySet, LearningQuerySet
 from learnings.screening import CATEGORIES
@@ -25,6 +26,7 @@ from learnings.vocabulary import (
     ScopeKind,
 )
 from memory import public_ids
+from memory import sql as memory_sql
 from memory.clock import now_ms
 from memory.errors import NotFound, ValidationFailed
 
@@ -225,6 +227,63 @@ def find_conflict(
         .order_by("id")
         .first()
     )
+
+
+_GATES = (*gate.VISIBLE, *gate.PROMPT_VISIBLE)
+
+
+def _same_key_sql(alias: str, key: str) -> str:
+    """The id of the first (by id) prompt-visible, unexpired learning of the scope and kind whose ``key`` column
+    equals the parameter - ``live(at).prompt_visible()`` of ``learnings.gate`` over ``alias``. Positional
+    parameters: scope key, kind, key, (for the subject: the content key it differs from), then the time once
+    per ``%(at)s`` of the gates."""
+    gates = " AND ".join(condition.sql(alias) for condition in _GATES).replace("%(at)s", "%s")
+    different = f" AND {alias}.content_key <> %s" if key == "subject" else ""
+    return (
+        f'(SELECT {alias}.id FROM "{gate.TABLE}" {alias} WHERE {alias}.scope_key = %s '  # noqa: S608
+        f"AND {alias}.kind = %s AND {alias}.{key}_key = %s{different} AND {gates} "
+        f"ORDER BY {alias}.id LIMIT 1)"
+    )
+
+
+_AT_MARKS = sum(condition.sql("l").count("%(at)s") for condition in _GATES)
+_EQUIVALENT_IDS_SQL = _same_key_sql("e", "content")
+_EQUIVALENT_OR_CONFLICT_IDS_SQL = f"{_same_key_sql('e', 'content')} UNION ALL {_same_key_sql('c', 'subject')}"
+
+
+def equivalent_or_conflict_ids(
+    *, scope_key: str, kind: str, subject_key: str, content_key: str, at_ms: int
+) -> tuple[str, list[Any]]:
+    """The SQL (and its parameters) of the ids of :func:`find_equivalent_or_conflict`'s two rows - at most one
+    equivalent, at most one conflict - to read, or to embed in a larger statement
+    (``publish.learning_create_published`` stores the new learning only where it reads none)."""
+    if kind in SEMANTIC_KINDS and subject_key:
+        return _EQUIVALENT_OR_CONFLICT_IDS_SQL, [
+            *(scope_key, kind, content_key, *[at_ms] * _AT_MARKS),
+            *(scope_key, kind, subject_key, content_key, *[at_ms] * _AT_MARKS),
+        ]
+    return _EQUIVALENT_IDS_SQL, [scope_key, kind, content_key, *[at_ms] * _AT_MARKS]
+
+
+def split_equivalent_or_conflict(found: list[Learning], content_key: str) -> tuple[Learning | None, Learning | None]:
+    """(equivalent, conflict) among the rows of :func:`equivalent_or_conflict_ids`: the same content key, or not."""
+    equivalent = next((row for row in found if row.content_key == content_key), None)
+    conflict = next((row for row in found if row.content_key != content_key), None)
+    return equivalent, conflict
+
+
+def find_equivalent_or_conflict(
+    *, scope_key: str, kind: str, subject_key: str, content_key: str, at_ms: int | None = None
+) -> tuple[Learning | None, Learning | None]:
+    """(:func:`find_equivalent`, :func:`find_conflict`) in one hand-written statement, for a publication that
+    excludes nothing (no ``supersedes``): the conflict only matters when there is no equivalent, and is read
+    only for the semantic kinds with a subject."""
+    at_ms = now_ms() if at_ms is None else at_ms
+    sql, params = equivalent_or_conflict_ids(
+        scope_key=scope_key, kind=kind, subject_key=subject_key, content_key=content_key, at_ms=at_ms
+    )
+    found = memory_sql.select_instances(Learning, f'WHERE "id" IN ({sql}) ORDER BY "id"', params)
+    return split_equivalent_or_conflict(found, content_key)
 
 
 # ---- list filters (§2.3, §2.4) ----------------------------------------------------------------------------

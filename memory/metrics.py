@@ -41,7 +41,7 @@ def increment_many(amounts: dict[str, int]) -> None:
 
 
 def increment_many_with(amounts: dict[str, int], statement: str, params: list) -> None:
-    """``increment_many(amounts)`` and ``statement`` (a data-modifying statement without RETURNING, such as
+    """``increment_many(amounts)`` and ``statement`` (a data-modifying statement, such as
     ``memory.sql.update_statement``'s) in one round trip: the counters' UPDATE is a data-modifying CTE of it.
     Counters that do not exist yet are created after it, as :func:`increment_many` creates them."""
     amounts = {name: amount for name, amount in amounts.items() if amount > 0}

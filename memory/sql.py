@@ -568,42 +568,130 @@ def counters_add_statement(amounts: dict[str, int]) -> tuple[str, list]:
     ), params
 
 
-def update_statement(
-    model: type[models.Model], pk: Any, *, where: dict[str, Any] | None = None, **values: Any
+# --------------------------------------------------------------------------------------------------------
+# Writes combined into one statement (issue 23.3): a row and its audit row, keys drawn ahead, several
+# data-modifying statements as the CTEs of one. PostgreSQL runs each CTE exactly once, in one snapshot, whether
+# the outer SELECT reads it or not; the foreign keys of this codebase are deferred (checked at commit).
+
+
+def next_key_sql(model: type[models.Model]) -> str:
+    """The SQL expression that draws the next primary key of ``model`` from its sequence (a key that a later
+    :func:`insert_with_key_statement` then uses; a key drawn and not used is a gap, as after any rollback)."""
+    meta = model._meta
+    return f"nextval(pg_get_serial_sequence('{meta.db_table}', '{meta.pk.column}'))"
+
+
+def insert_select_statement(
+    instance: models.Model, source: str, expressions: dict[str, tuple[str, list[Any]]]
 ) -> tuple[str, list[Any]]:
-    """The statement :func:`update` runs and its prepared parameters (to embed in a larger statement, such as
-    a data-modifying CTE)."""
+    """The INSERT of a new instance as ``INSERT … SELECT <values> FROM <source> RETURNING pk``: the fields named in
+    ``expressions`` (attnames) take that SQL expression over ``source`` (with its parameters) instead of the
+    instance's value - an audit row whose subject id is made of the key a CTE ``source`` has just inserted."""
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instance))
+    head, _, _ = sql.partition(" VALUES ")
+    values: list[str] = []
+    params: list[Any] = []
+    for field in fields:
+        if field.attname in expressions:
+            expression, extra = expressions[field.attname]
+            values.append(expression)
+            params.extend(extra)
+        else:
+            values.append("%s")
+            params.append(field.get_db_prep_save(field.pre_save(instance, True), connection=conn))
+    pk = type(instance)._meta.pk.column
+    return f'{head} SELECT {", ".join(values)} FROM {source} RETURNING "{pk}"', params  # noqa: S608
+
+
+def insert_audited(
+    instance: M, audit: models.Model, *, subject_prefix: str, also: str = "", also_params: list[Any] | None = None
+) -> tuple[Any, ...]:
+    """:func:`insert` of a new instance and of its audit row in one statement: the audit's ``subject_id`` is
+    ``<subject_prefix>-<the new key>`` (``public_ids.format_id``). ``also``: more expressions of the same
+    SELECT list (``, expr, …``: a transaction lock, a key drawn with :func:`next_key_sql`), run in the same
+    statement after the inserts' values are known; their values are returned. Both instances come back in
+    their stored state."""
+    sql, params = insert_statement(instance)
+    pk = type(instance)._meta.pk.column
+    audit_sql, audit_params = insert_select_statement(
+        audit, "s0", {"subject_id": (f'%s || s0."{pk}"', [f"{subject_prefix}-"])}
+    )
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(
+            f'WITH s0 AS ({sql}), s1 AS ({audit_sql}) SELECT s0."{pk}", (SELECT "id" FROM s1){also} FROM s0',  # noqa: S608
+            [*params, *audit_params, *(also_params or [])],
+        )
+        row = cursor.fetchone()
+    mark_saved(instance, row[0])
+    audit.subject_id = f"{subject_prefix}-{row[0]}"  # type: ignore[attr-defined]  # an AuditEvent
+    mark_saved(audit, row[1])
+    return tuple(row[2:])
+
+
+def insert_with_key_statement(instance: models.Model, *, unless: str | None = None) -> tuple[str, list[Any]]:
+    """The ``INSERT … RETURNING pk`` of a new instance whose primary key is already set (drawn with
+    :func:`next_key_sql`), and its parameters - prepared as :func:`copy_instances` prepares them (an embedding as
+    its array literal at once, plain values as they are). ``unless``: the name of a CTE of the same statement
+    (:func:`run_together`); the row is inserted only when that CTE has no row."""
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instance))
+    meta = type(instance)._meta
+    head, _, _ = sql.partition(" (")
+    marks = ", ".join(["%s"] * (len(fields) + 1))
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    params = [instance.pk] + [_copy_value(field, how, instance, conn) for field, how in _copy_plan(type(instance))]
+    values = f"VALUES ({marks})" if unless is None else f"SELECT {marks} WHERE NOT EXISTS (SELECT 1 FROM {unless})"  # noqa: S608
+    return f'{head} ("{meta.pk.column}", {columns}) {values} RETURNING "{meta.pk.column}"', params
+
+
+def insert_many_statement(instances: list[M]) -> tuple[str, list[Any]]:
+    """:func:`insert_many`'s statement and parameters (to embed in a larger one)."""
+    conn = transaction.get_connection()
+    fields, sql = _insert_plan(type(instances[0]))
+    head, _, _ = sql.partition(" VALUES ")
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection=conn)
+        for instance in instances
+        for field in fields
+    ]
+    pk = type(instances[0])._meta.pk.column
+    return f'{head} VALUES {", ".join([row] * len(instances))} RETURNING "{pk}"', params
+
+
+def update_statement(
+    model: type[models.Model],
+    pk: Any,
+    *,
+    where: dict[str, Any] | None = None,
+    only_if: str | None = None,
+    **values: Any,
+) -> tuple[str, list[Any]]:
+    """:func:`update`'s statement (``… RETURNING pk``: one row per row changed) and parameters. ``only_if``: the
+    name of a CTE of the same statement (:func:`run_together`); the row is changed only when that CTE has a row."""
     conn = transaction.get_connection()
     meta = model._meta
-    fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in values])  # concrete: attnames
+    fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in values])
     conditions = {meta.pk.attname: pk, **(where or {})}
     condition_fields = cast("list[models.Field[Any, Any]]", [meta.get_field(name) for name in conditions])
-    statement = _update_sql(model, tuple(f.column for f in fields), tuple(f.column for f in condition_fields))
+    sql = _update_sql(model, tuple(f.column for f in fields), tuple(f.column for f in condition_fields))
     params = [f.get_db_prep_save(v, connection=conn) for f, v in zip(fields, values.values(), strict=True)]
     params += [
         f.get_db_prep_value(v, connection=conn) for f, v in zip(condition_fields, conditions.values(), strict=True)
     ]
-    return statement, params
+    condition = "" if only_if is None else f" AND EXISTS (SELECT 1 FROM {only_if})"  # noqa: S608
+    return f'{sql}{condition} RETURNING "{meta.pk.column}"', params
 
 
-def insert_select_statement(
-    instance: models.Model, *, source: str, expressions: dict[str, tuple[str, list[Any]]]
-) -> tuple[str, list[Any]]:
-    """``INSERT INTO <table> (<columns>) SELECT … FROM <source>`` of a new instance (no RETURNING): each column
-    is its prepared value (as :func:`insert_statement` prepares it) except those named in ``expressions``
-    (attname → SQL over ``source`` and its parameters), which the statement computes - a key returned by an
-    earlier data-modifying CTE, for instance. For one statement that writes several dependent rows."""
-    conn = transaction.get_connection()
-    fields, _ = _insert_plan(type(instance))
-    columns, values, params = [], [], []
-    for field in fields:
-        columns.append(f'"{field.column}"')
-        if field.attname in expressions:
-            expression, expression_params = expressions[field.attname]
-            values.append(expression)
-            params += expression_params
-        else:
-            values.append("%s")
-            params.append(field.get_db_prep_save(field.pre_save(instance, True), connection=conn))
-    table = type(instance)._meta.db_table
-    return f'INSERT INTO "{table}" ({", ".join(columns)}) SELECT {", ".join(values)} FROM {source}', params  # noqa: S608
+def run_together(statements: list[tuple[str, list[Any]]], *, also: str = "") -> list[Any]:
+    """Statements (each a SELECT, or data-modifying with ``… RETURNING``) as the CTEs ``s0``, ``s1``, … of one
+    statement, a later one free to read an earlier one by its name; per statement, how many rows it returned
+    (an UPDATE: how many it changed), then the values of ``also`` (``, expr, …`` over the CTEs)."""
+    ctes = ", ".join(f"s{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
+    counts = ", ".join(f"(SELECT count(*) FROM s{i})" for i in range(len(statements)))  # noqa: S608
+    params = [param for _, statement_params in statements for param in statement_params]
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(f"WITH {ctes} SELECT {counts}{also}", params)
+        row = cursor.fetchone()
+    return [int(count) for count in row[: len(statements)]] + list(row[len(statements) :])

@@ -4,7 +4,7 @@ compare-and-swap update with its audit row. A new candidate's review is queued a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -34,11 +34,11 @@ from learnings.services.rows import guarded_move
 from learnings.validation import LearningScope, LearningValidationError
 from memory import metrics, public_ids
 from memory import sql as memory_sql
-from memory.audit import record_audit
+from memory.audit import actor_label, record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, Forbidden, ValidationFailed
 from memory.identity import is_operator
-from memory.models import Run, RunMemoryRecord, Session
+from memory.models import AuditEvent, Run, RunMemoryRecord, Session
 from memory.sessions import caller_scopes
 
 if TYPE_CHECKING:
@@ -212,6 +212,25 @@ def create_candidate_in_transaction(
     scope: LearningScope,
     kind: str,
     content: str,
+    queue_review: bool = True,
+    **fields: Unpack[CandidateFields],
+) -> LearningCandidate:
+    """``POST /v1/learning-candidates``, inside a transaction the caller holds: :func:`new_api_candidate` (every
+    check), stored with its audit row (:func:`store_new_candidate`), then queued for review (unless the caller
+    publishes it in the same transaction: ``queue_review=False``)."""
+    candidate = new_api_candidate(actor=actor, scope=scope, kind=kind, content=content, **fields)
+    store_new_candidate(candidate, actor=actor)
+    if queue_review:
+        _enqueue_review(candidate.pk)
+    return candidate
+
+
+def new_api_candidate(
+    *,
+    actor: object,
+    scope: LearningScope,
+    kind: str,
+    content: str,
     sensitivity: str = Sensitivity.SCOPED,
     confidence: object = 80,
     source: object = None,
@@ -219,21 +238,18 @@ def create_candidate_in_transaction(
     expires_at_ms: object = None,
     stated_at_ms: object = None,
     operator: bool | None = None,
-    queue_review: bool = True,
 ) -> LearningCandidate:
-    """``POST /v1/learning-candidates``, inside a transaction the caller holds: origin is always ``api`` (an
-    API caller cannot forge daemon provenance), state ``pending``, created now; then validated (§3.4) and
-    queued for review (unless the caller publishes it in the same transaction: ``queue_review=False``). An
-    agent actor (``operator`` False, or by default a non-staff user) may use only its own scopes and cite only
-    its own runs and sessions (``require_scope``, ``require_own_provenance``), whichever path calls this.
-    ``stated_at_ms`` (optional): when the statement was made, e.g. the date of the conversation it comes
-    from; not in the future."""
+    """An API candidate, checked and not yet stored: origin is always ``api`` (an API caller cannot forge daemon
+    provenance), state ``pending``, created now; validated (§3.4) and screened. An agent actor (``operator``
+    False, or by default a non-staff user) may use only its own scopes and cite only its own runs and sessions
+    (``require_scope``, ``require_own_provenance``), whichever path calls this. ``stated_at_ms`` (optional):
+    when the statement was made, e.g. the date of the conversation it comes from; not in the future."""
     scope = normalise_scope(scope.kind, scope.id)
     require_scope(actor, scope, operator=operator)
     require_own_provenance(actor, source, evidence_refs, operator=operator)
     if not isinstance(content, str):
         raise invalid(LearningValidationError("content", validation.MSG_CONTENT_REQUIRED))
-    candidate = _new_candidate(
+    return _new_candidate(
         origin=CandidateOrigin.API,
         scope=scope_to_store(scope.kind, scope.id),
         kind=kind,
@@ -248,23 +264,32 @@ def create_candidate_in_transaction(
         stated_at_ms=clean_stated_at(stated_at_ms),
         proposed_by=actor,
     )
-    memory_sql.insert(candidate)  # candidate.save() without the query compiler
-    record_audit(
+
+
+def store_new_candidate(
+    candidate: LearningCandidate, *, actor: object, also: str = "", also_params: list[Any] | None = None
+) -> tuple[Any, ...]:
+    """Insert an API candidate (:func:`new_api_candidate`) and its ``create`` audit row in one statement
+    (``memory.sql.insert_audited``); ``also``/``also_params``: more expressions of that statement (a lock, a key
+    drawn), whose values are returned."""
+    audit = AuditEvent(
         subject_type="learning_candidate",
-        subject_id=candidate.public_id,
         action="create",
-        actor=actor,
+        actor=actor_label(actor),
+        from_state="",
         to_state=CandidateState.PENDING,
+        reason="",
         data={
             "origin": candidate.origin,
             "kind": candidate.kind,
             "scope": candidate.scope_key,
             **_screen_audit(candidate),
         },
+        at_ms=now_ms(),
     )
-    if queue_review:
-        _enqueue_review(candidate.pk)
-    return candidate
+    return memory_sql.insert_audited(
+        candidate, audit, subject_prefix=public_ids.LEARNING_CANDIDATE, also=also, also_params=also_params
+    )
 
 
 def daemon_source(run: Run) -> dict[str, str]:

@@ -19,7 +19,14 @@ from learnings.models import (
     PublishTier,
     VerificationStatus,
 )
-from learnings.selectors import DOMAIN, find_conflict, find_equivalent
+from learnings.selectors import (
+    DOMAIN,
+    equivalent_or_conflict_ids,
+    find_conflict,
+    find_equivalent,
+    find_equivalent_or_conflict,
+    split_equivalent_or_conflict,
+)
 from learnings.services.candidates import CandidateFields, lock_candidate, mark_published
 from learnings.services.cleaning import (
     clean_content,
@@ -29,10 +36,12 @@ from learnings.services.cleaning import (
     semantic_key_digests,
 )
 from learnings.services.rows import (
+    SCOPE_LOCK_SQL,
     LearningConflict,
     fire_revoking,
     publish_audit_data,
     record_supersede,
+    scope_lock_key,
     serialize_scope,
     supersede_target,
     validated_learning,
@@ -155,8 +164,18 @@ def candidate_publish(
     return _publish_locked(locked, actor=actor, options=options)
 
 
+@dataclass(frozen=True)
+class Fresh:
+    """What ``learning_create_published`` did with the candidate it has just created, in the statement that
+    stored it: the (scope, kind) whose publication lock it took (``rows.serialize_scope``) and the key it drew
+    for the learning (None: none drawn)."""
+
+    locked_scope: tuple[str, str]
+    learning_key: int | None
+
+
 def _publish_locked(
-    locked: LearningCandidate, *, actor: object, options: PublishOptions, fresh: bool = False
+    locked: LearningCandidate, *, actor: object, options: PublishOptions, fresh: Fresh | None = None
 ) -> Learning:
     """``candidate_publish`` once the candidate row is this transaction's: locked, or created by it
     (``fresh``: no learning can have been built from it yet)."""
@@ -171,7 +190,7 @@ def _publish_locked(
     )
     if locked.state == CandidateState.REJECTED:
         raise Conflict(f"learning candidate {locked.public_id} was rejected", domain=DOMAIN, code="candidate_rejected")
-    built = None if fresh else Learning.objects.filter(source_candidate=locked).first()
+    built = None if fresh is not None else Learning.objects.filter(source_candidate=locked).first()
     if built is not None:
         if locked.state != CandidateState.PUBLISHED or locked.published_learning_id != built.pk:
             mark_published(locked, built, actor=actor, reason="repaired from the learning built from it")
@@ -232,15 +251,38 @@ def _publish_locked(
     )
     # A fresh candidate passed the secret guard a moment ago in this transaction: on the same kind and
     # content its answer is known (validation.validate_learning runs it again on anything else).
-    validated_learning(learning, secret_guarded=(locked.kind, locked.content) if fresh else None)
+    validated_learning(learning, secret_guarded=(locked.kind, locked.content) if fresh is not None else None)
     reason = (
         "published by an operator"
         if governance.policy_decision == PolicyDecision.MANUAL
         else (review or {}).get("reason", "published by automation")
     )
 
-    serialize_scope(learning.scope_key, learning.kind)
-    equivalent = find_equivalent(scope_key=learning.scope_key, kind=learning.kind, content_key=content_key, at_ms=at)
+    conflict: Learning | None = None
+    if (
+        fresh is not None
+        and fresh.learning_key is not None
+        and fresh.locked_scope == (learning.scope_key, learning.kind)
+        and supersedes is None
+        and review is None
+    ):  # the scope is locked and the key drawn: read, store and mark published in one statement
+        learning.derive_embedding()  # what Learning.save does, before the hand-written INSERT
+        found = _store_fresh_unless_found(locked, learning, fresh.learning_key, actor=actor, reason=reason)
+        if not found:
+            return learning
+        equivalent, conflict = split_equivalent_or_conflict(found, content_key)
+    elif supersedes is None:  # nothing to exclude from the conflict: both reads in one statement
+        if fresh is None or fresh.locked_scope != (learning.scope_key, learning.kind):
+            serialize_scope(learning.scope_key, learning.kind)
+        equivalent, conflict = find_equivalent_or_conflict(
+            scope_key=learning.scope_key, kind=learning.kind, subject_key=subject_key, content_key=content_key, at_ms=at
+        )
+    else:
+        if fresh is None or fresh.locked_scope != (learning.scope_key, learning.kind):
+            serialize_scope(learning.scope_key, learning.kind)
+        equivalent = find_equivalent(
+            scope_key=learning.scope_key, kind=learning.kind, content_key=content_key, at_ms=at
+        )
     if equivalent is not None:
         mark_published(
             locked,
@@ -265,14 +307,15 @@ def _publish_locked(
                 revision=revision,
             )
             return replacement
-    conflict = find_conflict(
-        scope_key=learning.scope_key,
-        kind=learning.kind,
-        subject_key=subject_key,
-        content_key=content_key,
-        at_ms=at,
-        exclude_ids=(target.pk,) if target else (),
-    )
+    if supersedes is not None:
+        conflict = find_conflict(
+            scope_key=learning.scope_key,
+            kind=learning.kind,
+            subject_key=subject_key,
+            content_key=content_key,
+            at_ms=at,
+            exclude_ids=(target.pk,) if target else (),
+        )
     if conflict is not None:
         raise LearningConflict(conflict)
     if target is not None:
@@ -285,9 +328,6 @@ def _publish_locked(
         learning.supersedes = target
     learning.derive_embedding()  # what Learning.save does, before the hand-written INSERT
     memory_sql.insert(learning)
-    if fresh and target is None and review is None:
-        _mark_fresh_published(locked, learning, actor=actor, reason=reason)
-        return learning
     if target is not None:
         record_supersede(target, learning, actor=actor)
     else:
@@ -304,53 +344,78 @@ def _publish_locked(
     return learning
 
 
-def _mark_fresh_published(candidate: LearningCandidate, learning: Learning, *, actor: object, reason: str) -> None:
-    """``mark_published`` of a candidate this transaction created (``fresh``) once its new learning is stored,
-    with the learning's publish audit row: the same compare-and-swap from pending (409 if it moved) and the same
-    two audit rows, written in one statement, and the candidate's new state set on it rather than re-read."""
+def _store_fresh_unless_found(
+    candidate: LearningCandidate, learning: Learning, key: int, *, actor: object, reason: str
+) -> list[Learning]:
+    """For a candidate this transaction created (``fresh``), under its (scope, kind) lock: the equivalence and
+    conflict reads, and - only when they find nothing - the new learning stored under the key drawn for it, the
+    candidate's ``mark_published`` (the same compare-and-swap from pending: 409 if it moved, and the transaction
+    is rolled back, so nothing stays half-written) and the same two publish audit rows, all in one statement
+    (its snapshot is taken after the lock was granted, as the reads' own would be). Returns what the reads found
+    (the caller reuses the equivalent or refuses the conflict); nothing was written then. The candidate's new
+    state is set on it rather than re-read."""
     at = now_ms()
-    moved = memory_sql.update(
-        LearningCandidate,
-        candidate.pk,
-        where={"state": CandidateState.PENDING},
-        state=CandidateState.PUBLISHED,
-        published_learning_id=learning.pk,
-        updated_at_ms=at,
+    learning.pk = key
+    who = actor_label(actor)
+    audits = [
+        AuditEvent(
+            subject_type="learning",
+            subject_id=learning.public_id,
+            action="publish",
+            actor=who,
+            to_state=learning.status,
+            reason=reason,
+            at_ms=at,
+            data=publish_audit_data(learning, candidate.public_id),
+        ),
+        AuditEvent(
+            subject_type="learning_candidate",
+            subject_id=candidate.public_id,
+            action="publish",
+            actor=who,
+            from_state=CandidateState.PENDING,
+            to_state=CandidateState.PUBLISHED,
+            reason=reason,
+            at_ms=at,
+            data={"published_learning": learning.public_id},
+        ),
+    ]
+    found, _, moved, _, _, found_ids = memory_sql.run_together(
+        [
+            equivalent_or_conflict_ids(  # s0
+                scope_key=learning.scope_key,
+                kind=learning.kind,
+                subject_key=learning.subject_key,
+                content_key=learning.content_key,
+                at_ms=learning.published_at_ms,
+            ),
+            memory_sql.insert_with_key_statement(learning, unless="s0"),  # s1
+            memory_sql.update_statement(
+                LearningCandidate,
+                candidate.pk,
+                where={"state": CandidateState.PENDING},
+                only_if="s1",
+                state=CandidateState.PUBLISHED,
+                published_learning_id=key,
+                updated_at_ms=at,
+            ),
+            *(memory_sql.insert_select_statement(audit, "s1", {}) for audit in audits),
+        ],
+        also=", ARRAY(SELECT id FROM s0)",
     )
+    if found:
+        learning.pk = None
+        return memory_sql.select_instances(Learning, 'WHERE "id" = ANY(%s) ORDER BY "id"', [found_ids])
     if moved != 1:
         raise Conflict(
             f"learning candidate {candidate.public_id} changed concurrently; retry",
             domain=DOMAIN,
             code="candidate_changed",
         )
-    candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, learning.pk
+    memory_sql.mark_saved(learning, key)
+    candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, key
     candidate.updated_at_ms = at
-    who = actor_label(actor)
-    memory_sql.insert_many(
-        [
-            AuditEvent(
-                subject_type="learning",
-                subject_id=learning.public_id,
-                action="publish",
-                actor=who,
-                to_state=learning.status,
-                reason=reason,
-                at_ms=at,
-                data=publish_audit_data(learning, candidate.public_id),
-            ),
-            AuditEvent(
-                subject_type="learning_candidate",
-                subject_id=candidate.public_id,
-                action="publish",
-                actor=who,
-                from_state=CandidateState.PENDING,
-                to_state=CandidateState.PUBLISHED,
-                reason=reason,
-                at_ms=at,
-                data={"published_learning": learning.public_id},
-            ),
-        ]
-    )
+    return []
 
 
 @transaction.atomic
@@ -369,7 +434,7 @@ def learning_create_published(
     (``candidate_publish``'s checks: equivalence, conflict, supersede; the learning's embedding and audit
     rows). The new candidate is this transaction's own, so it is neither locked nor queued for review.
     Returns the learning (a new one, or the equivalent one reused) and the candidate."""
-    from learnings.services.candidates import create_candidate_in_transaction
+    from learnings.services.candidates import new_api_candidate, store_new_candidate
 
     if publish_tier not in PublishTier.values:
         raise ValidationFailed(
@@ -380,8 +445,16 @@ def learning_create_published(
         )
     if supersedes is not None and publish_tier != PublishTier.ACTIVE:
         raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
-    created = create_candidate_in_transaction(
-        actor=actor, scope=scope, kind=kind, content=content, queue_review=False, **candidate
+    created = new_api_candidate(actor=actor, scope=scope, kind=kind, content=content, **candidate)
+    # One statement stores the candidate with its audit row, takes the (scope, kind) publication lock the
+    # equivalence and conflict checks need, and draws the learning's key (a supersede stores its own way).
+    lock = (created.scope_key, created.kind)
+    drawn = store_new_candidate(
+        created,
+        actor=actor,
+        also=f", {SCOPE_LOCK_SQL}" + ("" if supersedes is not None else f", {memory_sql.next_key_sql(Learning)}"),
+        also_params=[scope_lock_key(*lock)],
     )
+    fresh = Fresh(locked_scope=lock, learning_key=drawn[1] if supersedes is None else None)
     options = PublishOptions.manual(publish_tier=publish_tier, supersedes=supersedes)
-    return _publish_locked(created, actor=actor, options=options, fresh=True), created
+    return _publish_locked(created, actor=actor, options=options, fresh=fresh), created

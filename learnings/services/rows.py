@@ -75,11 +75,20 @@ def validated_learning(learning: Learning, *, secret_guarded: tuple[str, str] | 
     return learning
 
 
+SCOPE_LOCK_SQL = "pg_advisory_xact_lock(hashtextextended(%s, 0))"
+"""The expression of :func:`serialize_scope`'s lock (its parameter: :func:`scope_lock_key`), for a statement
+that takes it along with other work (``publish.learning_create_published``)."""
+
+
+def scope_lock_key(scope_key: str, kind: str) -> str:
+    return f"learnings:{scope_key}:{kind}"
+
+
 def serialize_scope(scope_key: str, kind: str) -> None:
     """Serialise publications into one (scope, kind) until commit, so the equivalence and conflict checks
     that precede an insert cannot race (a transaction-scoped advisory lock)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"learnings:{scope_key}:{kind}"])
+        cursor.execute(f"SELECT {SCOPE_LOCK_SQL}", [scope_lock_key(scope_key, kind)])
 
 
 def lock_learning(pk: int) -> Learning:

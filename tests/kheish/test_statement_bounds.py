@@ -1,8 +1,11 @@
 """Issue 23.2: opening a run and a memory-search are bounded in statements (a regression guard). Opening a run:
 the session read, then (no session lock first when it has no run in flight) the run insert with its two journal
-events and its audit row in one statement (no savepoint), the live context in one, both policies in one, the
-standing rows, the pool and its feedback, the run-memory records, and the prompt with its counters in one
-statement; a memory-search reads both policies in one statement too, and its session's run-memory records once."""
+events and its audit row in one statement (no savepoint), the live context in one, the standing rows, the pool
+(its vectors with it), the run-memory records, and the prompt with its counters in one statement; both policies
+come with the session's own statement, on both paths, and a memory-search reads its session's run-memory records
+once. ``POST /v1/learnings``: the candidate with its audit row, the scope lock and the learning's key; then the
+equivalence and conflict reads with - where they find nothing - the learning, the candidate's move and both
+publish audit rows."""
 
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ pytestmark = pytest.mark.django_db
 
 OPEN_RUN_STATEMENTS = 9  # BEGIN and COMMIT included
 SEARCH_STATEMENTS = 5
+CREATE_LEARNING_STATEMENTS = 4  # the savepoint, two statements, its release (issue 23.3)
+REUSED_LEARNING_STATEMENTS = 8  # an equivalent found: it is read, the candidate moves to it (update, audit, re-read)
 
 
 @pytest.fixture
@@ -80,3 +85,25 @@ def test_a_busy_session_is_still_a_409(agent_key, session):
     assert first.status_code == 202
     second = client.post(f"/v1/sessions/{session.public_id}/runs", {"input": {"content": "two"}}, format="json")
     assert second.status_code == 409 and second.json()["code"] == "session_busy"
+
+
+def test_creating_a_learning_is_bounded(operator_key, settings):
+    settings.CACHES = LOCAL_THROTTLE
+    Project.objects.create(project_id="atlas", name="Atlas")
+    client = client_for(operator_key.plaintext)
+    scope = {"kind": "project", "id": "atlas"}
+    for text in ["We decided the deploy window is Tuesday.", "My old sneakers are stored under the bed."]:
+        assert (
+            client.post("/v1/learnings", {"scope": scope, "kind": "fact", "content": text}, format="json").status_code
+            == 201
+        )
+    for text, status in [("I adopted a grey cat called Miso.", 201), ("We decided the deploy window is Tuesday.", 200)]:
+        with CaptureQueriesContext(connection) as context:
+            response = client.post("/v1/learnings", {"scope": scope, "kind": "fact", "content": text}, format="json")
+        assert response.status_code == status, response.content
+        statements = _statements(context)
+        if status == 201:  # a new learning
+            assert len(statements) <= CREATE_LEARNING_STATEMENTS, "\n".join(statements)
+        else:
+            assert len(statements) <= REUSED_LEARNING_STATEMENTS, "\n".join(statements)
+        assert sum(statement.startswith("SAVEPOINT") for statement in statements) == 1, "\n".join(statements)
