@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from django.db import connection
 
 from learnings import recall_sql
 from memory import embedding, ranking
+from memory import sql as memory_sql
 from memory.sections import TOKENS_PER_BYTE
 
 STANDING_KINDS = ("preference", "decision")
@@ -70,7 +70,7 @@ def standing_rows(scope_keys: list[str], at_ms: int, limit: int = STANDING_POOL)
         f"WHERE {recall_sql.GATES['prompt']} AND l.kind IN ('preference', 'decision') "
         f"ORDER BY {_SCOPE_ORDER}, l.published_at_ms DESC, l.id LIMIT %(k)s"
     )
-    with connection.cursor() as cursor:
+    with memory_sql.prepared_cursor() as cursor:  # planned once per connection, as the pool is
         cursor.execute(sql, {"keys": list(scope_keys), "at": at_ms, "k": limit})
         return cursor.fetchall()
 
