@@ -235,7 +235,7 @@ def hybrid_pool_order(
     """The pool of a query (``recall_sql.pool``) in hybrid order, irrelevant candidates dropped, with the fused
     score of each row returned. A question that names a time (``learnings.when``, relative to
     ``reference_ms``, now by default) prefers the candidates stated then."""
-    query_vector = embedding.embed_many([query])[0].astype(np.float64)
+    query_vector = embedding.embed_query(query)
     words = [word for word in lexical_ranking.query_terms(query.lower())][:64]
     found = recall_sql.pool(shape, scope_keys=scope_keys, at_ms=at, words=words, query_vector=query_vector)
     if not found.rows:

@@ -80,7 +80,7 @@ def relevance(query: str | None, rows: Sequence[tuple]) -> tuple[np.ndarray, np.
     count = len(rows)
     if not count or not query or not query.strip():
         return np.zeros(count), np.zeros(count, dtype=bool)
-    query_vector = embedding.embed_many([query])[0].astype(np.float64)
+    query_vector = embedding.embed_query(query)
     cosines = recall_sql.stored_embeddings([row[0] for row in rows]) @ query_vector
     terms = set(ranking.query_terms(query))
     shared = np.array([bool(terms & ranking.profile(row[2]).frequencies.keys()) for row in rows], dtype=bool)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,3 +60,16 @@ def embed_many(texts: list[str]) -> np.ndarray:
 def embed(text: str) -> list[float]:
     """One text's embedding as a list of floats (what the database column stores)."""
     return [round(float(value), 6) for value in embed_many([text])[0]]
+
+
+@lru_cache(maxsize=1024)
+def _query_vector(text: str) -> np.ndarray:
+    vector = embed_many([text])[0].astype("float64")
+    vector.setflags(write=False)  # shared by every caller: read-only
+    return vector
+
+
+def embed_query(text: str) -> np.ndarray:
+    """One text's embedding as float64, read-only, cached by text (bounded): a run's input is ranked against
+    learnings, standing preferences and recovered runs, and agents ask the same questions again."""
+    return _query_vector(text)

@@ -211,5 +211,5 @@ def rank_texts(query: str, texts: Sequence[str], *, priors: Sequence[float] | No
     if not texts:
         return Ranked([], np.zeros(0))
     vectors = _VECTORS.many(list(texts))
-    query_vector = embedding.embed_many([query])[0].astype(np.float64)
+    query_vector = embedding.embed_query(query)
     return rank(query, texts, vectors, query_vector, priors=priors)

@@ -540,7 +540,7 @@ def rank_hybrid(
     else:
         query_vector = None if query_vectors is None else query_vectors.get(query.strip())
         if query_vector is None:
-            query_vector = embedding.embed_many([query.strip()])[0].astype(np.float64)
+            query_vector = embedding.embed_query(query.strip())
             if query_vectors is not None:
                 query_vectors[query.strip()] = query_vector
         ranked = ranking.rank(query.strip(), texts, np.array(vectors, dtype=np.float64), query_vector, priors=recency)

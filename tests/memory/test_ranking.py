@@ -84,3 +84,14 @@ def test_feedback_reorders_towards_what_the_best_matches_talk_about():
 
     ranking.rank("where are my sneakers", texts, None, None, cosines=vectors @ query, feedback=spy)
     assert calls and 1 <= len(calls[0]) <= ranking.FEEDBACK_DOCS and 3 not in calls[0]  # the best relevant ones
+
+
+def test_a_query_is_embedded_once_and_shared_read_only():
+    text = "where did I leave the blue umbrella"
+    first = embedding.embed_query(text)
+    assert first.dtype == np.float64 and first.shape == (embedding.DIMENSIONS,)
+    assert np.array_equal(first, embedding.embed_many([text])[0].astype(np.float64))
+    assert embedding.embed_query(text) is first  # cached by text
+    with pytest.raises(ValueError):
+        first[0] = 1.0  # shared by every caller: nobody can change it
+    assert not np.array_equal(embedding.embed_query("an invoice for the rocket"), first)
