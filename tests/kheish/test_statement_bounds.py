@@ -2,9 +2,9 @@
 the session lock with its run in flight, the run insert (no savepoint), two journal events, the audit row, the
 live context, the session's scopes, both policies in one statement, the standing rows, the pool and its
 feedback, the run-memory records, the counters and the prompt; a memory-search reads both policies in one
-statement too. ``POST /v1/learnings``: the candidate with its audit row, the scope lock and the learning's key; then
-the equivalence and conflict reads with - where they find nothing - the learning, the candidate's move and both
-publish audit rows."""
+statement too. ``POST /v1/learnings``: the scope lock with the candidate's and the learning's keys; then the
+equivalence and conflict reads with - where they find nothing - the candidate, the learning and their three
+audit rows."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.django_db
 
 OPEN_RUN_STATEMENTS = 17  # BEGIN and COMMIT included
 SEARCH_STATEMENTS = 6
-CREATE_LEARNING_STATEMENTS = 4  # the savepoint, two statements, its release (issue 23.3)
-REUSED_LEARNING_STATEMENTS = 8  # an equivalent found: it is read, the candidate moves to it (update, audit, re-read)
+CREATE_LEARNING_STATEMENTS = 4  # the savepoint, the lock with the keys, one write, its release (issue 23.3)
+REUSED_LEARNING_STATEMENTS = 9  # an equivalent found: it is read, the candidate stored, then moved to it
 
 
 @pytest.fixture
