@@ -266,14 +266,11 @@ def new_api_candidate(
     )
 
 
-def store_new_candidate(
-    candidate: LearningCandidate, *, actor: object, also: str = "", also_params: list[Any] | None = None
-) -> tuple[Any, ...]:
-    """Insert an API candidate (:func:`new_api_candidate`) and its ``create`` audit row in one statement
-    (``memory.sql.insert_audited``); ``also``/``also_params``: more expressions of that statement (a lock, a key
-    drawn), whose values are returned."""
-    audit = AuditEvent(
+def create_audit(candidate: LearningCandidate, *, actor: object) -> AuditEvent:
+    """The ``create`` audit row of a new API candidate (not stored; its subject id once the candidate has a key)."""
+    return AuditEvent(
         subject_type="learning_candidate",
+        subject_id=candidate.public_id if candidate.pk is not None else "",
         action="create",
         actor=actor_label(actor),
         from_state="",
@@ -287,9 +284,30 @@ def store_new_candidate(
         },
         at_ms=now_ms(),
     )
+
+
+def store_new_candidate(
+    candidate: LearningCandidate, *, actor: object, also: str = "", also_params: list[Any] | None = None
+) -> tuple[Any, ...]:
+    """Insert an API candidate (:func:`new_api_candidate`) and its ``create`` audit row in one statement
+    (``memory.sql.insert_audited``); ``also``/``also_params``: more expressions of that statement (a lock, a key
+    drawn), whose values are returned."""
     return memory_sql.insert_audited(
-        candidate, audit, subject_prefix=public_ids.LEARNING_CANDIDATE, also=also, also_params=also_params
+        candidate,
+        create_audit(candidate, actor=actor),
+        subject_prefix=public_ids.LEARNING_CANDIDATE,
+        also=also,
+        also_params=also_params,
     )
+
+
+def store_keyed_candidate(candidate: LearningCandidate, audit: AuditEvent) -> LearningCandidate:
+    """Insert an API candidate whose key is already drawn, with its ``create`` audit row (:func:`create_audit`),
+    in one statement."""
+    memory_sql.run_together(
+        [memory_sql.insert_with_key_statement(candidate), memory_sql.insert_many_statement([audit])]
+    )
+    return memory_sql.mark_saved(candidate, candidate.pk)
 
 
 def daemon_source(run: Run) -> dict[str, str]:

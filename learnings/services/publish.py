@@ -27,7 +27,7 @@ from learnings.selectors import (
     find_equivalent_or_conflict,
     split_equivalent_or_conflict,
 )
-from learnings.services.candidates import CandidateFields, lock_candidate, mark_published
+from learnings.services.candidates import CandidateFields, lock_candidate, mark_published, store_keyed_candidate
 from learnings.services.cleaning import (
     clean_content,
     clean_evidence_refs,
@@ -39,6 +39,7 @@ from learnings.services.rows import (
     SCOPE_LOCK_SQL,
     LearningConflict,
     fire_revoking,
+    lock_scope_drawing_keys,
     publish_audit_data,
     record_supersede,
     scope_lock_key,
@@ -166,12 +167,13 @@ def candidate_publish(
 
 @dataclass(frozen=True)
 class Fresh:
-    """What ``learning_create_published`` did with the candidate it has just created, in the statement that
-    stored it: the (scope, kind) whose publication lock it took (``rows.serialize_scope``) and the key it drew
-    for the learning (None: none drawn)."""
+    """What ``learning_create_published`` did with the candidate it has just created: the (scope, kind) whose
+    publication lock it took (``rows.serialize_scope``), the key it drew for the learning (None: none drawn),
+    and - while the candidate is not stored yet (its key drawn too) - its ``create`` audit row, stored with it."""
 
     locked_scope: tuple[str, str]
-    learning_key: int | None
+    learning_key: int | None = None
+    unstored: AuditEvent | None = None
 
 
 def _publish_locked(
@@ -259,6 +261,15 @@ def _publish_locked(
     )
 
     conflict: Learning | None = None
+    fast = (
+        fresh is not None
+        and fresh.learning_key is not None
+        and fresh.locked_scope == (learning.scope_key, learning.kind)
+        and supersedes is None
+        and review is None
+    )
+    if fresh is not None and fresh.unstored is not None and not fast:  # not the one-statement path after all
+        store_keyed_candidate(locked, fresh.unstored)
     if (
         fresh is not None
         and fresh.learning_key is not None
@@ -267,10 +278,14 @@ def _publish_locked(
         and review is None
     ):  # the scope is locked and the key drawn: read, store and mark published in one statement
         learning.derive_embedding()  # what Learning.save does, before the hand-written INSERT
-        found = _store_fresh_unless_found(locked, learning, fresh.learning_key, actor=actor, reason=reason)
+        found = _store_fresh_unless_found(
+            locked, learning, fresh.learning_key, actor=actor, reason=reason, created=fresh.unstored
+        )
         if not found:
             return learning
         equivalent, conflict = split_equivalent_or_conflict(found, content_key)
+        if fresh.unstored is not None and conflict is None:  # the candidate is stored, then moves to it
+            store_keyed_candidate(locked, fresh.unstored)
     elif supersedes is None:  # nothing to exclude from the conflict: both reads in one statement
         if fresh is None or fresh.locked_scope != (learning.scope_key, learning.kind):
             serialize_scope(learning.scope_key, learning.kind)
@@ -345,7 +360,13 @@ def _publish_locked(
 
 
 def _store_fresh_unless_found(
-    candidate: LearningCandidate, learning: Learning, key: int, *, actor: object, reason: str
+    candidate: LearningCandidate,
+    learning: Learning,
+    key: int,
+    *,
+    actor: object,
+    reason: str,
+    created: AuditEvent | None = None,
 ) -> list[Learning]:
     """For a candidate this transaction created (``fresh``), under its (scope, kind) lock: the equivalence and
     conflict reads, and - only when they find nothing - the new learning stored under the key drawn for it, the
@@ -353,7 +374,12 @@ def _store_fresh_unless_found(
     is rolled back, so nothing stays half-written) and the same two publish audit rows, all in one statement
     (its snapshot is taken after the lock was granted, as the reads' own would be). Returns what the reads found
     (the caller reuses the equivalent or refuses the conflict); nothing was written then. The candidate's new
-    state is set on it rather than re-read."""
+    state is set on it rather than re-read.
+
+    ``created``: the candidate is not stored yet (its key drawn) and this is its ``create`` audit row. Then the
+    same statement inserts it, with that row, directly in the state the compare-and-swap would leave it in
+    (published, its learning set) - the rows and the audit trail are those of the two steps, without the
+    UPDATE of a row no other transaction can see yet."""
     at = now_ms()
     learning.pk = key
     who = actor_label(actor)
@@ -380,27 +406,37 @@ def _store_fresh_unless_found(
             data={"published_learning": learning.public_id},
         ),
     ]
-    found, _, moved, _, _, found_ids = memory_sql.run_together(
-        [
-            equivalent_or_conflict_ids(  # s0
-                scope_key=learning.scope_key,
-                kind=learning.kind,
-                subject_key=learning.subject_key,
-                content_key=learning.content_key,
-                at_ms=learning.published_at_ms,
-            ),
-            memory_sql.insert_with_key_statement(learning, unless="s0"),  # s1
-            memory_sql.update_statement(
-                LearningCandidate,
-                candidate.pk,
-                where={"state": CandidateState.PENDING},
-                only_if="s1",
-                state=CandidateState.PUBLISHED,
-                published_learning_id=key,
-                updated_at_ms=at,
-            ),
-            *(memory_sql.insert_select_statement(audit, "s1", {}) for audit in audits),
-        ],
+    reads = equivalent_or_conflict_ids(  # s0
+        scope_key=learning.scope_key,
+        kind=learning.kind,
+        subject_key=learning.subject_key,
+        content_key=learning.content_key,
+        at_ms=learning.published_at_ms,
+    )
+    if created is None:  # s2: the stored candidate's compare-and-swap from pending
+        move = memory_sql.update_statement(
+            LearningCandidate,
+            candidate.pk,
+            where={"state": CandidateState.PENDING},
+            only_if="s1",
+            state=CandidateState.PUBLISHED,
+            published_learning_id=key,
+            updated_at_ms=at,
+        )
+        statements = [reads, memory_sql.insert_with_key_statement(learning, unless="s0"), move]
+    else:  # s2: the candidate inserted in its published state, then (s5) its create audit row
+        pending = (candidate.state, candidate.published_learning_id, candidate.updated_at_ms)
+        candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, key
+        candidate.updated_at_ms = at
+        statements = [
+            reads,
+            memory_sql.insert_with_key_statement(learning, unless="s0"),
+            memory_sql.insert_with_key_statement(candidate, unless="s0"),
+        ]
+        candidate.state, candidate.published_learning_id, candidate.updated_at_ms = pending
+        audits.insert(0, created)  # the CTEs run in the order the outer SELECT reads them: create, then publish
+    found, _, moved, *_, found_ids = memory_sql.run_together(
+        [*statements, *(memory_sql.insert_select_statement(audit, "s1", {}) for audit in audits)],
         also=", ARRAY(SELECT id FROM s0)",
     )
     if found:
@@ -413,6 +449,8 @@ def _store_fresh_unless_found(
             code="candidate_changed",
         )
     memory_sql.mark_saved(learning, key)
+    if created is not None:
+        memory_sql.mark_saved(candidate, candidate.pk)
     candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, key
     candidate.updated_at_ms = at
     return []
@@ -434,7 +472,7 @@ def learning_create_published(
     (``candidate_publish``'s checks: equivalence, conflict, supersede; the learning's embedding and audit
     rows). The new candidate is this transaction's own, so it is neither locked nor queued for review.
     Returns the learning (a new one, or the equivalent one reused) and the candidate."""
-    from learnings.services.candidates import new_api_candidate, store_new_candidate
+    from learnings.services.candidates import create_audit, new_api_candidate, store_new_candidate
 
     if publish_tier not in PublishTier.values:
         raise ValidationFailed(
@@ -446,15 +484,14 @@ def learning_create_published(
     if supersedes is not None and publish_tier != PublishTier.ACTIVE:
         raise ValidationFailed(MSG_SUPERSEDE_TIER, field="publish_tier", domain=DOMAIN, code="invalid_learning")
     created = new_api_candidate(actor=actor, scope=scope, kind=kind, content=content, **candidate)
-    # One statement stores the candidate with its audit row, takes the (scope, kind) publication lock the
-    # equivalence and conflict checks need, and draws the learning's key (a supersede stores its own way).
     lock = (created.scope_key, created.kind)
-    drawn = store_new_candidate(
-        created,
-        actor=actor,
-        also=f", {SCOPE_LOCK_SQL}" + ("" if supersedes is not None else f", {memory_sql.next_key_sql(Learning)}"),
-        also_params=[scope_lock_key(*lock)],
-    )
-    fresh = Fresh(locked_scope=lock, learning_key=drawn[1] if supersedes is None else None)
+    if supersedes is None:
+        # One statement takes the (scope, kind) publication lock the equivalence and conflict checks need and
+        # draws both keys; the next reads and, where they find nothing, stores everything (_publish_locked).
+        created.pk, learning_key = lock_scope_drawing_keys(*lock)
+        fresh = Fresh(locked_scope=lock, learning_key=learning_key, unstored=create_audit(created, actor=actor))
+    else:  # a supersede: the candidate stored with its audit row and the lock, then published step by step
+        store_new_candidate(created, actor=actor, also=f", {SCOPE_LOCK_SQL}", also_params=[scope_lock_key(*lock)])
+        fresh = Fresh(locked_scope=lock)
     options = PublishOptions.manual(publish_tier=publish_tier, supersedes=supersedes)
     return _publish_locked(created, actor=actor, options=options, fresh=fresh), created

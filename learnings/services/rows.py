@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connection
 
 from learnings import validation
-from learnings.models import Learning, LearningStatus, Sensitivity
+from learnings.models import Learning, LearningCandidate, LearningStatus, Sensitivity
 from learnings.selectors import DOMAIN, learning_not_found, parse_learning_id
 from learnings.services.cleaning import invalid
 from learnings.validation import LearningValidationError
@@ -82,6 +82,20 @@ that takes it along with other work (``publish.learning_create_published``)."""
 
 def scope_lock_key(scope_key: str, kind: str) -> str:
     return f"learnings:{scope_key}:{kind}"
+
+
+def lock_scope_drawing_keys(scope_key: str, kind: str) -> tuple[int, int]:
+    """:func:`serialize_scope`, drawing in the same statement the keys of a new candidate and of its learning
+    (``publish.learning_create_published``; a key not used is a gap, as after any rollback)."""
+    from memory.sql import next_key_sql
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {SCOPE_LOCK_SQL}, {next_key_sql(LearningCandidate)}, {next_key_sql(Learning)}",
+            [scope_lock_key(scope_key, kind)],
+        )
+        _, candidate_key, learning_key = cursor.fetchone()
+    return candidate_key, learning_key
 
 
 def serialize_scope(scope_key: str, kind: str) -> None:

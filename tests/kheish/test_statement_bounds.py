@@ -3,9 +3,8 @@ the session read, then (no session lock first when it has no run in flight) the 
 events and its audit row in one statement (no savepoint), the live context in one, the standing rows, the pool
 (its vectors with it), the run-memory records, and the prompt with its counters in one statement; both policies
 come with the session's own statement, on both paths, and a memory-search reads its session's run-memory records
-once. ``POST /v1/learnings``: the candidate with its audit row, the scope lock and the learning's key; then the
-equivalence and conflict reads with - where they find nothing - the learning, the candidate's move and both
-publish audit rows."""
+once. ``POST /v1/learnings``: the scope lock with the candidate's and the learning's keys; then the equivalence
+and conflict reads with - where they find nothing - the candidate, the learning and their three audit rows."""
 
 from __future__ import annotations
 
@@ -24,8 +23,8 @@ pytestmark = pytest.mark.django_db
 
 OPEN_RUN_STATEMENTS = 9  # BEGIN and COMMIT included
 SEARCH_STATEMENTS = 5
-CREATE_LEARNING_STATEMENTS = 4  # the savepoint, two statements, its release (issue 23.3)
-REUSED_LEARNING_STATEMENTS = 8  # an equivalent found: it is read, the candidate moves to it (update, audit, re-read)
+CREATE_LEARNING_STATEMENTS = 4  # the savepoint, the lock with the keys, one write, its release (issue 23.3)
+REUSED_LEARNING_STATEMENTS = 9  # an equivalent found: it is read, the candidate stored, then moved to it
 
 
 @pytest.fixture

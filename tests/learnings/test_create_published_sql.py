@@ -277,3 +277,17 @@ def test_a_learning_inserted_under_a_drawn_key_is_the_row_insert_writes():
     rows = {row.pk: row for row in Learning.objects.filter(pk__in=[plain.pk, key])}
     assert _row(rows[plain.pk]) == _row(rows[key])
     assert rows[key].embedding == keyed.embedding
+
+
+def test_a_conflict_leaves_no_candidate_and_no_audit_row(operator_client):
+    first = operator_client.post(
+        URL, {"scope": ATLAS, "kind": "fact", "content": "The staging database is db-3."}, format="json"
+    )
+    assert first.status_code == 201
+    candidates, audits = LearningCandidate.objects.count(), AuditEvent.objects.count()
+    other = operator_client.post(
+        URL, {"scope": ATLAS, "kind": "fact", "content": "The staging database is db-9."}, format="json"
+    )
+    assert other.status_code == 409 and other.json()["code"] == "learning_conflict"
+    assert LearningCandidate.objects.count() == candidates and AuditEvent.objects.count() == audits
+    assert Learning.objects.count() == 1
