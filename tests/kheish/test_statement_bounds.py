@@ -1,7 +1,7 @@
 """Issue 23.2: opening a run and a memory-search are bounded in statements (a regression guard). Opening a run:
 the session read, then (no session lock first when it has no run in flight) the run insert with its two journal
-events and its audit row in one statement (no savepoint), the live context in one, both policies in one, the
-standing rows, the pool and its feedback, the run-memory records, and the prompt with its counters in one
+events and its audit row in one statement (no savepoint) that also reads the live context, both policies in one,
+the standing rows, the pool and its feedback, the run-memory records, and the prompt with its counters in one
 statement; a memory-search reads both policies in one statement too, and its session's run-memory records once."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.support.learnings import learning
 
 pytestmark = pytest.mark.django_db
 
-OPEN_RUN_STATEMENTS = 10  # BEGIN and COMMIT included
+OPEN_RUN_STATEMENTS = 9  # BEGIN and COMMIT included
 SEARCH_STATEMENTS = 5
 
 
