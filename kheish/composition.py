@@ -14,7 +14,7 @@ from learnings.sections import LEARNED_CONTEXT_FORMAT, render_learned_context
 from memory import compaction, metrics, run_memory
 from memory import sql as memory_sql
 from memory.models import Run, Session
-from memory.runs import RunInput, run_open
+from memory.runs import OpenedContext, RunInput, run_open
 from memory.sections import (
     RECOVERED_MEMORY_FORMAT,
     estimate_tokens,
@@ -36,11 +36,23 @@ def assemble_prompt(session: Session, content: str, model: dict | None, *, usage
     return prompt
 
 
-def _assemble_prompt(session: Session, content: str, model: dict | None, *, usage: str, counts: dict[str, int]) -> dict:
+def _assemble_prompt(
+    session: Session,
+    content: str,
+    model: dict | None,
+    *,
+    usage: str,
+    counts: dict[str, int],
+    context: OpenedContext | None = None,
+) -> dict:
     """The prompt; for ``usage="prompt"`` the injection counters it moves are added into ``counts`` (for the
-    caller to write in one statement)."""
+    caller to write in one statement). ``context``: the live context as the open's statement read it."""
     model = model or {}
-    base = compaction.context_tokens(session) + estimate_tokens(content)
+    if context is not None and context.read is not None:
+        live = compaction.context_tokens(session, read=context.read, newest=context.newest)
+    else:
+        live = compaction.context_tokens(session)
+    base = live + estimate_tokens(content)
     total_budget = memory_budget(
         base_tokens=base, context_window=model.get("context_window"), max_output_tokens=model.get("max_output_tokens")
     )
@@ -97,13 +109,20 @@ def _assemble_prompt(session: Session, content: str, model: dict | None, *, usag
 def open_run(
     *, session: Session, run_input: RunInput, kind: str, idempotency_key: str | None, model: dict | None, actor: object
 ) -> Run:
+    context = OpenedContext()  # the live context, read by the open's write statement
     run, created = run_open(
-        session=session, run_input=run_input, kind=kind, idempotency_key=idempotency_key, model=model, actor=actor
+        session=session,
+        run_input=run_input,
+        kind=kind,
+        idempotency_key=idempotency_key,
+        model=model,
+        actor=actor,
+        context=context,
     )
     if created:
         counts: dict[str, int] = {}
         with memory_sql.one_policy_read(getattr(session, "policies_read", None)):  # read with the session
-            prompt = _assemble_prompt(session, run_input.content, model, usage="prompt", counts=counts)
+            prompt = _assemble_prompt(session, run_input.content, model, usage="prompt", counts=counts, context=context)
         # the prompt and every counter the assembly moved: one statement
         metrics.increment_many_with(counts, *memory_sql.update_statement(Run, run.pk, prompt=prompt))
         run.prompt = prompt

@@ -130,35 +130,49 @@ _EVENT_FIELDS = ("offset", "timestamp_ms", "run", "event")
 
 _CHECKPOINTS = Checkpoint._meta.db_table
 _EVENTS = JournalEvent._meta.db_table
-_CONTEXT_TOKENS_SQL = (  # params: [session_id, session_id]; table names are model constants
-    f'WITH cp AS (SELECT "compacted_until_offset", "prompt_summary" FROM "{_CHECKPOINTS}" '  # noqa: S608
-    'WHERE "session_id" = %s ORDER BY "compacted_until_offset" DESC, "id" DESC LIMIT 1) '
-    'SELECT NULL::bigint, cp."compacted_until_offset", cp."prompt_summary" FROM cp UNION ALL '
+CONTEXT_CHECKPOINT_CTE = (  # params: [session_id]; table names are model constants
+    f'context_cp AS (SELECT "compacted_until_offset", "prompt_summary" FROM "{_CHECKPOINTS}" '  # noqa: S608
+    'WHERE "session_id" = %s ORDER BY "compacted_until_offset" DESC, "id" DESC LIMIT 1)'
+)
+CONTEXT_ROWS_SQL = (  # params: [session_id], after CONTEXT_CHECKPOINT_CTE's
+    'SELECT NULL::bigint, cp."compacted_until_offset", cp."prompt_summary" FROM context_cp cp UNION ALL '  # noqa: S608
     f'(SELECT e."offset", NULL, e."event" FROM "{_EVENTS}" e WHERE e."session_id" = %s '
-    'AND e."offset" > COALESCE((SELECT "compacted_until_offset" FROM cp), 0) '
+    'AND e."offset" > COALESCE((SELECT "compacted_until_offset" FROM context_cp), 0) '
     f'ORDER BY e."offset" DESC LIMIT {CONTEXT_PAGE})'
 )
+"""What :func:`context_tokens` reads - the session's latest checkpoint (offset NULL: its compacted-until offset and
+prompt summary) and the newest page of events after it (offset, NULL, event) - as rows a larger statement can
+return too (``WITH …, CONTEXT_CHECKPOINT_CTE SELECT … UNION ALL CONTEXT_ROWS_SQL``)."""
 
 
-def context_tokens(session: Session, *, budget_tokens: int | None = None) -> int:
+def context_tokens(
+    session: Session,
+    *,
+    budget_tokens: int | None = None,
+    read: list[tuple] | None = None,
+    newest: list[dict] | None = None,
+) -> int:
     """``live_context(session).estimated_tokens`` - what a prompt assembly reads of the live context - with the
     latest checkpoint and the first page of the events after it read in one statement (a prompt is assembled
-    for every new run; the entries themselves are not built)."""
+    for every new run; the entries themselves are not built). ``read``: those rows (``CONTEXT_ROWS_SQL``) as a
+    caller's statement already returned them; ``newest``: the events that statement appended after them (oldest
+    first; the newest of the journal), which the read could not see."""
     budget = DEFAULT_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
     conn = transaction.get_connection()
-    with conn.cursor() as cursor:
-        cursor.execute(_CONTEXT_TOKENS_SQL, [session.pk, session.pk])
-        rows = cursor.fetchall()
+    if read is None:
+        with conn.cursor() as cursor:
+            cursor.execute(f"WITH {CONTEXT_CHECKPOINT_CTE} {CONTEXT_ROWS_SQL}", [session.pk, session.pk])
+            read = cursor.fetchall()
     after, used = 0, 0
     events: list[tuple[int, object]] = []
-    for offset, compacted_until, payload in rows:
+    for offset, compacted_until, payload in read:
         if offset is None:  # the checkpoint's row
             summary = _SUMMARY_FIELD.from_db_value(payload, None, conn)  # type: ignore[arg-type]  # a whole column
             after, used = compacted_until, estimate_tokens(summary.get("content", ""))
         else:
             events.append((offset, _EVENT_JSON.from_db_value(payload, None, conn)))  # type: ignore[arg-type]
     events.sort(key=lambda pair: pair[0], reverse=True)
-    for _, event in events:
+    for event in [*reversed(newest or []), *(event for _, event in events)]:
         cost = entry_tokens({"event": event})
         if used + cost > budget:
             return used

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from memory import hooks, limits, public_ids, sql
+from memory import compaction, hooks, limits, public_ids, sql
 from memory.audit import actor_label, record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, NotFound, ValidationFailed
@@ -151,8 +151,10 @@ def run_open(
     idempotency_key: str | None = None,
     model: dict[str, Any] | None = None,
     actor: object = None,
+    context: OpenedContext | None = None,
 ) -> tuple[Run, bool]:
-    """Queue a run for the session. Returns (run, created); a repeated idempotency key returns the first run."""
+    """Queue a run for the session. Returns (run, created); a repeated idempotency key returns the first run.
+    ``context``: filled, for a created run, with the live context its write statement read (``OpenedContext``)."""
     if kind not in RunKind.values:
         raise ValidationFailed(f"kind must be one of: {', '.join(RunKind.values)}", field="kind")
     limits.check_metadata(run_input.metadata, field="input.metadata")
@@ -204,8 +206,10 @@ def run_open(
         request_fingerprint=fingerprint,
         model=model or None,
     )
-    if not _insert_opened(run, actor=actor):  # a unique constraint (one run in flight a session, one run an
-        if not locked:  # idempotency key) holds: a run opened concurrently, now committed; answered as above
+    # False: a unique constraint holds (one run in flight a session, one run an idempotency key) - a run opened
+    # concurrently, now committed; answered as above
+    if not _insert_opened(run, actor=actor, context=context):
+        if not locked:
             busy = sql.lock_session(session.pk)[1]
         if busy is not None:
             raise Conflict(
@@ -219,12 +223,22 @@ def run_open(
     return run, True
 
 
-def _insert_opened(run: Run, *, actor: object) -> bool:
+@dataclass
+class OpenedContext:
+    """What ``run_open(context=...)`` read of the live context in its write statement, for
+    ``memory.compaction.context_tokens(read=..., newest=...)``: the rows before its appends, and its events."""
+
+    read: list[tuple[Any, ...]] | None = None
+    newest: list[dict[str, Any]] | None = None
+
+
+def _insert_opened(run: Run, *, actor: object, context: OpenedContext | None = None) -> bool:
     """The writes of an open, in one statement (data-modifying CTEs): the run row (``INSERT … ON CONFLICT DO
     NOTHING``), then - only when it was inserted - its two journal events (``input_received``, the ``accepted``
     lifecycle event; ``memory.journal.appends_with``) and its ``open`` audit row (``record_audit``'s row). What
     ``sql.insert_unless_conflict``, two ``append_event`` and ``record_audit`` wrote, in one round trip. False when
-    a unique constraint already holds the run (nothing written); ``run`` comes back stored otherwise."""
+    a unique constraint already holds the run (nothing written); ``run`` comes back stored otherwise. With
+    ``context``, the statement also returns the session's live context as it was before (``OpenedContext``)."""
     run_sql, run_params = sql.insert_statement(run)
     head, _, returning = run_sql.rpartition(" RETURNING ")
     events = [
@@ -250,9 +264,23 @@ def _insert_opened(run: Run, *, actor: object) -> bool:
         f"WITH opened AS ({head} ON CONFLICT DO NOTHING RETURNING {returning}), {', '.join(journal_ctes)}, "  # noqa: S608
         f"audited AS ({audit_sql}) SELECT opened.id, (SELECT count(*) FROM journal_appended) FROM opened"
     )
+    params = [*run_params, *journal_params, *audit_params]
+    if context is not None:  # the live context as it was before these appends, returned by the same statement
+        statement = (
+            f"WITH opened AS ({head} ON CONFLICT DO NOTHING RETURNING {returning}), {', '.join(journal_ctes)}, "  # noqa: S608
+            f"audited AS ({audit_sql}), {compaction.CONTEXT_CHECKPOINT_CTE} "
+            "SELECT 0, opened.id, (SELECT count(*) FROM journal_appended), NULL::jsonb FROM opened UNION ALL "
+            f"SELECT 1, * FROM ({compaction.CONTEXT_ROWS_SQL}) context"
+        )
+        params += [run.session_id, run.session_id]
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(statement, [*run_params, *journal_params, *audit_params])
-        row = cursor.fetchone()
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    if context is not None:
+        context.read = [tuple(r[1:]) for r in rows if r[0] == 1]
+        context.newest = events
+        rows = [r[1:] for r in rows if r[0] == 0]
+    row = rows[0] if rows else None
     if row is None:
         return False
     if row[1] != len(events):  # the session row is gone (the caller holds its lock: never, in practice)

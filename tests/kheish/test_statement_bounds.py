@@ -1,10 +1,11 @@
 """Issue 23.2: opening a run and a memory-search are bounded in statements (a regression guard). Opening a run:
 the session read, then (no session lock first when it has no run in flight) the run insert with its two journal
-events and its audit row in one statement (no savepoint), the live context in one, the standing rows, the pool
-(its vectors with it), the run-memory records, and the prompt with its counters in one statement; both policies
-come with the session's own statement, on both paths, and a memory-search reads its session's run-memory records
-once. ``POST /v1/learnings``: the scope lock with the candidate's and the learning's keys; then the equivalence
-and conflict reads with - where they find nothing - the candidate, the learning and their three audit rows."""
+events and its audit row in one statement (no savepoint) that also reads the live context, the standing rows, the
+pool (its vectors with it), the run-memory records, and the prompt with its counters in one statement; both
+policies come with the session's own statement, on both paths, and a memory-search reads its session's run-memory
+records once. ``POST /v1/learnings``: the scope lock with the candidate's and the learning's keys; then the
+equivalence and conflict reads with - where they find nothing - the candidate, the learning and their three audit
+rows."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tests.support.learnings import learning
 
 pytestmark = pytest.mark.django_db
 
-OPEN_RUN_STATEMENTS = 9  # BEGIN and COMMIT included
+OPEN_RUN_STATEMENTS = 8  # BEGIN and COMMIT included
 SEARCH_STATEMENTS = 5
 CREATE_LEARNING_STATEMENTS = 4  # the savepoint, the lock with the keys, one write, its release (issue 23.3)
 REUSED_LEARNING_STATEMENTS = 9  # an equivalent found: it is read, the candidate stored, then moved to it

@@ -62,3 +62,33 @@ def test_context_tokens_after_a_checkpoint():
             context_tokens(session, budget_tokens=budget)
             == live_context(session, budget_tokens=budget).estimated_tokens
         )
+
+
+@pytest.mark.parametrize("earlier", [0, 5, CONTEXT_PAGE + 3])
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_the_context_an_open_reads_with_its_writes_is_the_live_context_after_it(earlier, checkpointed):
+    from memory.runs import OpenedContext, RunInput, run_open
+
+    session = SessionFactory()
+    _append(session, earlier)
+    if checkpointed and earlier:
+        with transaction.atomic():
+            compact(session=session, strategy="autocompact")
+    context = OpenedContext()
+    with transaction.atomic():
+        run, created = run_open(
+            session=session, run_input=RunInput(content="é new input", attachments=[], metadata={}), context=context
+        )
+        assert (
+            created
+            and context.read is not None
+            and [e["type"] for e in context.newest]
+            == [
+                "input_received",
+                "run_lifecycle",
+            ]
+        )
+        assert (
+            context_tokens(session, read=context.read, newest=context.newest) == live_context(session).estimated_tokens
+        )
+        assert context_tokens(session, read=context.read, newest=context.newest) == context_tokens(session)
