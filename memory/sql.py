@@ -543,3 +543,41 @@ def counters_add_statement(amounts: dict[str, int]) -> tuple[str, list]:
         f'UPDATE "{Counter._meta.db_table}" SET value = value + CASE name {cases} ELSE 0 END '  # noqa: S608
         f"WHERE name IN ({marks})"
     ), params
+
+
+def draw_keys(model: type[models.Model], count: int) -> list[int]:
+    """``count`` primary keys drawn from ``model``'s table sequence in one statement (what
+    :func:`copy_instances` does first), for rows that must know each other's keys before either is written
+    (two tables whose foreign keys point at each other: PostgreSQL checks them at commit, Django creating
+    them ``DEFERRABLE INITIALLY DEFERRED``)."""
+    if count <= 0:
+        return []
+    meta = model._meta
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [meta.db_table, meta.pk.column, count],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def copy_keyed_instances(model: type[M], instances: list[M]) -> list[M]:
+    """:func:`copy_instances` of instances whose primary keys are already set (from :func:`draw_keys`): the
+    rows streamed with ``COPY … FROM STDIN``, each with its own key; the instances come back in their stored
+    state. Inside the current transaction."""
+    if not instances:
+        return instances
+    conn = transaction.get_connection()
+    meta = model._meta
+    plan = _copy_plan(model)
+    keys = [instance.pk for instance in instances]
+    if any(key is None for key in keys):
+        raise ValueError("copy_keyed_instances: every instance needs its primary key")
+    columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
+    copy_sql = f'COPY "{meta.db_table}" ({columns}) FROM STDIN'
+    with conn.cursor() as cursor, conn.wrap_database_errors, cursor.cursor.copy(copy_sql) as copy:
+        for pk, instance in zip(keys, instances, strict=True):
+            copy.write_row([pk, *_copy_row(plan, instance, conn)])
+    for pk, instance in zip(keys, instances, strict=True):
+        mark_saved(instance, pk)
+    return instances

@@ -278,36 +278,27 @@ def write_batch(prepared: PreparedBatch, *, actor: object) -> ImportOutcome:
             subject_values.setdefault(subject, set()).add(c.content_key)
         to_publish.append((c, learning))
         publishing.add(key)
-    # 4. The candidates, then the learnings (validated and embedded when the batch was prepared).
+    # 4. The candidates, then the learnings (validated and embedded when the batch was prepared), each row
+    # written once in its final state: the keys are drawn first, so that a published candidate is stored
+    # with its learning (the two foreign keys are checked at commit) rather than stored pending and updated.
     candidates = [c for c, _ in fresh]
-    for c in candidates:
+    learnings = [learning for _, learning in to_publish]
+    for c, pk in zip(candidates, memory_sql.draw_keys(LearningCandidate, len(candidates)), strict=True):
+        c.pk = pk
         c.created_at_ms = c.updated_at_ms = at
-    memory_sql.copy_instances(LearningCandidate, candidates)
-    learnings = []
-    for c, learning in to_publish:
+    for (c, learning), pk in zip(to_publish, memory_sql.draw_keys(Learning, len(learnings)), strict=True):
+        learning.pk = pk
         learning.created_at_ms = learning.published_at_ms = learning.updated_at_ms = at
         learning.source_candidate = c
-        learnings.append(learning)
-    memory_sql.copy_instances(Learning, learnings)
-    for learning in learnings:
-        equivalent.setdefault((learning.scope_key, learning.kind, learning.content_key), learning.pk)
-    # 5. The candidates' move to published (one UPDATE), and every audit row of the single path.
-    published = [(c, learning.pk, REASON) for (c, _), learning in zip(to_publish, learnings, strict=True)]
+        equivalent.setdefault((learning.scope_key, learning.kind, learning.content_key), pk)
+    # 5. The candidates' move to published, and every audit row of the single path.
+    published = [(c, learning.pk, REASON) for c, learning in to_publish]
     published += [(c, equivalent[key], f"equivalent to {public_ids.learning_id(equivalent[key])}") for c, key in reuse]
-    if published:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                'UPDATE "learnings_learningcandidate" c SET state = %s, published_learning_id = v.learning, '
-                "updated_at_ms = %s FROM unnest(%s::bigint[], %s::bigint[]) AS v(candidate, learning) "
-                "WHERE c.id = v.candidate AND c.state = %s",
-                [
-                    CandidateState.PUBLISHED,
-                    at,
-                    [c.pk for c, _, _ in published],
-                    [pk for _, pk, _ in published],
-                    CandidateState.PENDING,
-                ],
-            )
+    for c, pk, _ in published:
+        c.state = CandidateState.PUBLISHED
+        c.published_learning_id = pk
+    memory_sql.copy_keyed_instances(LearningCandidate, candidates)
+    memory_sql.copy_keyed_instances(Learning, learnings)
     who = actor_label(actor)
     audit = [
         AuditEvent(
