@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -63,6 +64,19 @@ from memory.models import AuditEvent
 MAX_EXTERNAL_ID = 200
 REASON = "imported by an operator"
 SCREEN_FLAGGED_METRIC = "learning.screening.flagged_total"
+
+# The learnings' HNSW index (migration 0002, where the server has pgvector): its definition, the session lock
+# an import holds while it loads without it, and when ``auto`` loads without it (below).
+VECTOR_INDEX = "learning_embedding_hnsw_idx"
+VECTOR_INDEX_SQL = (
+    "CREATE INDEX {concurrently} IF NOT EXISTS learning_embedding_hnsw_idx ON learnings_learning "
+    "USING hnsw (embedding_vec vector_cosine_ops) WHERE status IN ('active', 'provisional')"
+)
+VECTOR_INDEX_LOCK = "learnings:vector-index"
+VECTOR_INDEX_BUILD_MEMORY = "256MB"  # maintenance_work_mem of the rebuild: the graph of ~100k rows in memory
+REBUILD_MIN_ITEMS = 1000
+REBUILD_TABLE_FACTOR = 2
+INDEX_MODES = ("auto", "keep", "rebuild")
 
 
 @dataclass(frozen=True)
@@ -198,14 +212,25 @@ def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = 
 
 
 def import_batches(
-    batches: Iterable[list[ImportItem]], *, actor: object, publish_tier: str = PublishTier.ACTIVE
+    batches: Iterable[list[ImportItem]],
+    *,
+    actor: object,
+    publish_tier: str = PublishTier.ACTIVE,
+    expected: int | None = None,
+    vector_index: str = "auto",
 ) -> Iterator[ImportOutcome]:
     """:func:`import_batch` of each batch in turn, one transaction each, with the next batch prepared
     (:func:`prepare_batch`: its gates and embeddings, which read no rows) in a worker thread while this one
-    is written: the database's share of a batch (index maintenance above all) overlaps with the Python share
-    of the next. Batches are still written one after the other, in order; the outcome of each is yielded as
-    soon as it is committed (an interrupted import keeps every batch yielded so far)."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-prepare") as pool:
+    is written: the database's share of a batch overlaps with the Python share of the next. Batches are
+    still written one after the other, in order; the outcome of each is yielded as soon as it is committed
+    (an interrupted import keeps every batch yielded so far). ``expected`` (how many items the batches hold,
+    when known) and ``vector_index`` (``auto``, ``keep``, ``rebuild``) say whether the rows are loaded with the
+    vector index dropped and the index built again at the end (:func:`rebuilds_vector_index`)."""
+    rebuild = rebuilds_vector_index(expected, vector_index)
+    with (
+        _without_vector_index(rebuild),
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-prepare") as pool,
+    ):
         pending = iter(batches)
 
         def ahead() -> Future[PreparedBatch] | None:
@@ -366,3 +391,134 @@ def _screen_audit(candidate: LearningCandidate) -> dict[str, Any]:
     if not candidate.screen_flagged:
         return {}
     return {"screening": {"flagged": True, "categories": (candidate.screening or {}).get("categories", [])}}
+
+
+# ---- the vector index during a big import ------------------------------------------------------------------
+#
+# Maintaining the HNSW index costs ~1.5 ms of the server's time per inserted row, ten times what building it
+# costs per row. A big import (``vector_index="rebuild"``, or ``"auto"`` when it is at least a third of what
+# the table will hold) therefore loads with the index dropped and builds it again at the end (``CREATE INDEX
+# CONCURRENTLY`` outside a transaction: readers and writers are never blocked). Meanwhile searches stay
+# correct - the semantic arm's ``ORDER BY embedding_vec <=> q`` is answered exactly by a scan - only slower
+# over big scopes. The index is built again when the import ends however it ends (an error, Ctrl-C); after a
+# crash (the process killed) the next import, and ``manage.py repair --apply`` (hourly, and when a worker
+# starts), build it: ``ensure_vector_index``. An import holds a session lock while it loads without the index
+# (the repair leaves the index alone meanwhile), and a build interrupted half-way (an invalid index) is
+# dropped and built again.
+
+
+def _vector_index_state(cursor: Any) -> str | None:
+    """``valid``, ``invalid`` (a concurrent build that was interrupted) or ``missing``; None when the server
+    has no pgvector column (no index to keep)."""
+    cursor.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = 'learnings_learning' AND column_name = 'embedding_vec'"
+    )
+    if cursor.fetchone() is None:
+        return None
+    cursor.execute(
+        "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+        "WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace",
+        [VECTOR_INDEX],
+    )
+    row = cursor.fetchone()
+    return "missing" if row is None else ("valid" if row[0] else "invalid")
+
+
+def _build_vector_index(cursor: Any) -> None:
+    """Build the index (concurrently unless inside a transaction), with enough ``maintenance_work_mem`` for the
+    graph to be built in memory; the setting is put back afterwards."""
+    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
+    cursor.execute("SELECT current_setting('maintenance_work_mem')")
+    before = cursor.fetchone()[0]
+    cursor.execute(
+        "SELECT set_config('maintenance_work_mem', %s, false) "
+        "WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%s)",
+        [VECTOR_INDEX_BUILD_MEMORY, VECTOR_INDEX_BUILD_MEMORY],
+    )
+    try:
+        cursor.execute(VECTOR_INDEX_SQL.format(concurrently=concurrently))
+    finally:
+        cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [before])
+
+
+def _lock_vector_index(cursor: Any, *, wait: bool) -> bool:
+    if wait:
+        cursor.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [VECTOR_INDEX_LOCK])
+        return True
+    cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [VECTOR_INDEX_LOCK])
+    return bool(cursor.fetchone()[0])
+
+
+def _unlock_vector_index(cursor: Any) -> None:
+    cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [VECTOR_INDEX_LOCK])
+
+
+def ensure_vector_index(*, apply: bool = True) -> str:
+    """Whether the learnings' vector index is there and valid, and (``apply``) build it when it is not: a big
+    import that was killed while it loaded without it, or a concurrent build that was interrupted (dropped
+    first). Returns ``ok``, ``created`` or ``rebuilt`` (``missing``/``invalid`` on a dry run), ``busy`` (an
+    import is loading without it and builds it when it ends) or ``none`` (no pgvector on this server)."""
+    with connection.cursor() as cursor:
+        if not _lock_vector_index(cursor, wait=False):
+            return "busy"
+        try:
+            state = _vector_index_state(cursor)
+            if state is None:
+                return "none"
+            if state == "valid":
+                return "ok"
+            if not apply:
+                return state
+            if state == "invalid":
+                concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
+                cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {VECTOR_INDEX}")
+            _build_vector_index(cursor)
+            return "created" if state == "missing" else "rebuilt"
+        finally:
+            _unlock_vector_index(cursor)
+
+
+def rebuilds_vector_index(expected: int | None, vector_index: str = "auto") -> bool:
+    """Whether an import of ``expected`` items loads without the vector index (see above): always for
+    ``rebuild``, never for ``keep``; for ``auto`` when it has at least ``REBUILD_MIN_ITEMS`` items and the
+    table holds at most ``REBUILD_TABLE_FACTOR`` times as many rows (counted up to that bound), outside a
+    transaction (inside one the rebuild could not be concurrent)."""
+    if vector_index not in INDEX_MODES:
+        raise ValueError(f"vector_index must be one of {', '.join(INDEX_MODES)}")
+    if vector_index != "auto":
+        return vector_index == "rebuild"
+    if expected is None or expected < REBUILD_MIN_ITEMS or connection.in_atomic_block:
+        return False
+    bound = REBUILD_TABLE_FACTOR * expected
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM (SELECT 1 FROM learnings_learning LIMIT %s) t", [bound + 1])
+        return cursor.fetchone()[0] <= bound
+
+
+@contextmanager
+def _without_vector_index(rebuild: bool) -> Iterator[None]:
+    """Inside: the vector index dropped (when ``rebuild`` and the server has one), under the session lock;
+    on the way out, however the block ends, the index built again and the lock released."""
+    if not rebuild:
+        yield
+        return
+    with connection.cursor() as cursor:
+        _lock_vector_index(cursor, wait=True)
+        try:
+            state = _vector_index_state(cursor)
+            if state is not None:
+                concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
+                cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {VECTOR_INDEX}")
+        except BaseException:
+            _unlock_vector_index(cursor)
+            raise
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            try:
+                if state is not None:
+                    _build_vector_index(cursor)
+            finally:
+                _unlock_vector_index(cursor)
