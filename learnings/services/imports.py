@@ -19,7 +19,7 @@ database's share of the work (the learnings' vector and text indexes above all) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -218,7 +218,7 @@ def import_batches(
     publish_tier: str = PublishTier.ACTIVE,
     expected: int | None = None,
     vector_index: str = "auto",
-) -> Iterator[ImportOutcome]:
+) -> Generator[ImportOutcome, None, None]:
     """:func:`import_batch` of each batch in turn, one transaction each, with the next batch prepared
     (:func:`prepare_batch`: its gates and embeddings, which read no rows) in a worker thread while this one
     is written: the database's share of a batch overlaps with the Python share of the next. Batches are
@@ -493,7 +493,7 @@ def rebuilds_vector_index(expected: int | None, vector_index: str = "auto") -> b
     bound = REBUILD_TABLE_FACTOR * expected
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM (SELECT 1 FROM learnings_learning LIMIT %s) t", [bound + 1])
-        return cursor.fetchone()[0] <= bound
+        return bool(cursor.fetchone()[0] <= bound)
 
 
 @contextmanager
