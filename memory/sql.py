@@ -561,10 +561,19 @@ def draw_keys(model: type[models.Model], count: int) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def copy_keyed_instances(model: type[M], instances: list[M]) -> list[M]:
+def float_array_literal(values: list[float]) -> str:
+    """The array literal :func:`copy_instances` writes for an array of floats (an embedding), computed ahead
+    of time (a bulk path computes it where the vectors are made, off the writer's process)."""
+    return "{" + ",".join(map(float.__repr__, values)) + "}"
+
+
+def copy_keyed_instances(
+    model: type[M], instances: list[M], *, literals: dict[str, list[str]] | None = None
+) -> list[M]:
     """:func:`copy_instances` of instances whose primary keys are already set (from :func:`draw_keys`): the
     rows streamed with ``COPY … FROM STDIN``, each with its own key; the instances come back in their stored
-    state. Inside the current transaction."""
+    state. ``literals``: for a field (by attribute name), each instance's value already in COPY's text form
+    (:func:`float_array_literal` of its floats), written as given. Inside the current transaction."""
     if not instances:
         return instances
     conn = transaction.get_connection()
@@ -573,11 +582,24 @@ def copy_keyed_instances(model: type[M], instances: list[M]) -> list[M]:
     keys = [instance.pk for instance in instances]
     if any(key is None for key in keys):
         raise ValueError("copy_keyed_instances: every instance needs its primary key")
+    given = literals or {}
+    positions = [i for i, (field, _) in enumerate(plan) if field.attname in given]
+    if len(positions) != len(given) or any(len(texts) != len(instances) for texts in given.values()):
+        raise ValueError("copy_keyed_instances: a literal for each instance of a field of the model")
     columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
     copy_sql = f'COPY "{meta.db_table}" ({columns}) FROM STDIN'
     with conn.cursor() as cursor, conn.wrap_database_errors, cursor.cursor.copy(copy_sql) as copy:
-        for pk, instance in zip(keys, instances, strict=True):
-            copy.write_row([pk, *_copy_row(plan, instance, conn)])
+        if not positions:
+            for pk, instance in zip(keys, instances, strict=True):
+                copy.write_row([pk, *_copy_row(plan, instance, conn)])
+        else:
+            rest = [entry for i, entry in enumerate(plan) if i not in positions]
+            texts = [given[plan[i][0].attname] for i in positions]  # positions ascend: each insert in place
+            for n, (pk, instance) in enumerate(zip(keys, instances, strict=True)):
+                row = _copy_row(rest, instance, conn)
+                for position, column in zip(positions, texts, strict=True):
+                    row.insert(position, column[n])
+                copy.write_row([pk, *row])
     for pk, instance in zip(keys, instances, strict=True):
         mark_saved(instance, pk)
     return instances

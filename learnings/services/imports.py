@@ -19,8 +19,11 @@ database's share of the work (the learnings' vector and text indexes above all) 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 from collections.abc import Generator, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -77,6 +80,7 @@ VECTOR_INDEX_BUILD_MEMORY = "256MB"  # maintenance_work_mem of the rebuild: the 
 REBUILD_MIN_ITEMS = 1000
 REBUILD_TABLE_FACTOR = 2
 INDEX_MODES = ("auto", "keep", "rebuild")
+PREPARE_MODES = ("auto", "process", "thread")
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,9 @@ class PreparedBatch:
 
     outcome: ImportOutcome
     built: list[tuple[LearningCandidate, Learning]]
+    # each learning's embedding as the array literal COPY writes (memory.sql.float_array_literal), made here,
+    # beside the vectors, rather than by the writer
+    embedding_literals: list[str] = field(default_factory=list)
 
 
 def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.ACTIVE) -> PreparedBatch:
@@ -175,11 +182,20 @@ def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.AC
             continue
         seen.add((candidate.scope_key, external_id))
         candidates.append(candidate)
-    # What Learning.save embeds (the text without its speaker label), rounded as a stored embedding is.
-    vectors = np.round(embed_many([without_label(c.content) for c in candidates]).astype(np.float64), 6)
+    # What Learning.save embeds (the text without its speaker label), rounded as a stored embedding is. The
+    # texts are embedded shortest first (then put back in order): the model's chunks then pad each text to
+    # lengths like its own, and a text's vector does not depend on its chunk (padding is masked out).
+    texts = [without_label(c.content) for c in candidates]
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    vectors = np.empty((len(texts), 0))
+    if texts:
+        by_length = np.round(embed_many([texts[i] for i in order]).astype(np.float64), 6)
+        vectors = np.empty_like(by_length)
+        vectors[order] = by_length
     label = policy_actor_for(PolicyDecision.MANUAL)
     status = status_for_tier(publish_tier)
     built = []
+    literals: list[str] = []
     for c, vector in zip(candidates, vectors, strict=True):
         learning = Learning(
             scope_kind=c.scope_kind,
@@ -203,12 +219,40 @@ def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.AC
             embedding=vector.tolist(),
         )
         built.append((c, validated_learning(learning, secret_guarded=(c.kind, c.content))))
-    return PreparedBatch(outcome, built)
+        literals.append(memory_sql.float_array_literal(cast("list[float]", learning.embedding)))
+    return PreparedBatch(outcome, built, literals)
 
 
 def import_batch(items: list[ImportItem], *, actor: object, publish_tier: str = PublishTier.ACTIVE) -> ImportOutcome:
     """Import one batch in one transaction (see the module's description); returns what happened to each."""
     return write_batch(prepare_batch(items, publish_tier=publish_tier), actor=actor)
+
+
+def _quiet_worker() -> None:
+    """A preparing process leaves Ctrl-C to the command (which stops, keeps what was committed, and builds the
+    vector index again) and tokenises on its one core (the tokenizer's threads do not survive a fork)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+def _prepare(batch: list[ImportItem], publish_tier: str) -> PreparedBatch:
+    """:func:`prepare_batch` as a worker process runs it (found by name there, so picklable)."""
+    return prepare_batch(batch, publish_tier=publish_tier)
+
+
+def _preparing_pool(prepare_in: str) -> Executor:
+    """Where the next batch is prepared while one is written: a forked process (``process``; ``auto`` on a
+    machine with more than one core, where fork exists) - the gates and the embeddings are pure Python and
+    read no rows, so they run beside the writer rather than under its GIL; the prepared batch comes back
+    pickled - or a thread (``thread``, and ``auto`` elsewhere)."""
+    if prepare_in not in PREPARE_MODES:
+        raise ValueError(f"prepare_in must be one of {', '.join(PREPARE_MODES)}")
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    if prepare_in == "process" or (prepare_in == "auto" and forks and (os.cpu_count() or 1) > 1):
+        return ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("fork"), initializer=_quiet_worker
+        )
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-prepare")
 
 
 def import_batches(
@@ -218,24 +262,23 @@ def import_batches(
     publish_tier: str = PublishTier.ACTIVE,
     expected: int | None = None,
     vector_index: str = "auto",
+    prepare_in: str = "auto",
 ) -> Generator[ImportOutcome, None, None]:
     """:func:`import_batch` of each batch in turn, one transaction each, with the next batch prepared
-    (:func:`prepare_batch`: its gates and embeddings, which read no rows) in a worker thread while this one
-    is written: the database's share of a batch overlaps with the Python share of the next. Batches are
-    still written one after the other, in order; the outcome of each is yielded as soon as it is committed
-    (an interrupted import keeps every batch yielded so far). ``expected`` (how many items the batches hold,
-    when known) and ``vector_index`` (``auto``, ``keep``, ``rebuild``) say whether the rows are loaded with the
-    vector index dropped and the index built again at the end (:func:`rebuilds_vector_index`)."""
+    (:func:`prepare_batch`: its gates and embeddings, which read no rows) in a worker process (or thread:
+    ``prepare_in``, :func:`_preparing_pool`) while this one is written: the database's share of a batch and
+    the writer's overlap with the preparation of the next. Batches are still written one after the other, in
+    order; the outcome of each is yielded as soon as it is committed (an interrupted import keeps every batch
+    yielded so far). ``expected`` (how many items the batches hold, when known) and ``vector_index``
+    (``auto``, ``keep``, ``rebuild``) say whether the rows are loaded with the vector index dropped and the
+    index built again at the end (:func:`rebuilds_vector_index`)."""
     rebuild = rebuilds_vector_index(expected, vector_index)
-    with (
-        _without_vector_index(rebuild),
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-prepare") as pool,
-    ):
+    with _without_vector_index(rebuild), _preparing_pool(prepare_in) as pool:
         pending = iter(batches)
 
         def ahead() -> Future[PreparedBatch] | None:
             batch = next(pending, None)
-            return None if batch is None else pool.submit(prepare_batch, batch, publish_tier=publish_tier)
+            return None if batch is None else pool.submit(_prepare, batch, publish_tier)
 
         following = ahead()
         while following is not None:
@@ -323,7 +366,13 @@ def write_batch(prepared: PreparedBatch, *, actor: object) -> ImportOutcome:
         c.state = CandidateState.PUBLISHED
         c.published_learning_id = pk
     memory_sql.copy_keyed_instances(LearningCandidate, candidates)
-    memory_sql.copy_keyed_instances(Learning, learnings)
+    literals = None
+    if len(prepared.embedding_literals) == len(built):
+        literal_of = {
+            id(learning): text for (_, learning), text in zip(built, prepared.embedding_literals, strict=True)
+        }
+        literals = {"embedding": [literal_of[id(learning)] for learning in learnings]}
+    memory_sql.copy_keyed_instances(Learning, learnings, literals=literals)
     who = actor_label(actor)
     audit = [
         AuditEvent(

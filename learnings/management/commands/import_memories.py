@@ -30,6 +30,7 @@ from learnings import importers
 from learnings.models import PublishTier
 from learnings.services.imports import (
     INDEX_MODES,
+    PREPARE_MODES,
     ImportItem,
     ImportOutcome,
     ensure_vector_index,
@@ -50,6 +51,12 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=1000, help="memories per transaction (default 1000)")
         parser.add_argument("--actor", default="import", help="who the audit rows name (default import)")
         parser.add_argument(
+            "--prepare-in",
+            choices=PREPARE_MODES,
+            default="auto",
+            help="where the next batch is checked and embedded while one is written: auto, process, thread",
+        )
+        parser.add_argument(
             "--vector-index",
             choices=INDEX_MODES,
             default="auto",
@@ -67,6 +74,7 @@ class Command(BaseCommand):
         batch: int,
         actor: str,
         vector_index: str,
+        prepare_in: str,
         **options,
     ):
         path = Path(file)
@@ -116,6 +124,7 @@ class Command(BaseCommand):
             publish_tier=publish_tier,
             expected=expected,
             vector_index="rebuild" if rebuild else "keep",
+            prepare_in=prepare_in,
         )
         # closing: the index is built again when the loop ends, also when it is interrupted (Ctrl-C)
         with closing(outcomes):
