@@ -140,6 +140,21 @@ class PreparedBatch:
     # beside the vectors, rather than by the writer
     embedding_literals: list[str] = field(default_factory=list)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a worker process hands the batch back): the embeddings travel as one float64 array rather
+        than as lists of Python floats, each the exact values of its list. The pickled batch is the worker's
+        last use of it: its learnings lose their lists meanwhile, and get them back when it is unpickled."""
+        vectors = np.array([learning.embedding for _, learning in self.built], dtype=np.float64)
+        for _, learning in self.built:
+            learning.embedding = None
+        return {**self.__dict__, "_vectors": vectors}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vectors = state.pop("_vectors")
+        self.__dict__.update(state)
+        for (_, learning), vector in zip(self.built, vectors, strict=True):
+            learning.embedding = vector.tolist()
+
 
 def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.ACTIVE) -> PreparedBatch:
     """Steps 1 and 4 of the module's description, which read no rows (safe in a worker thread): each item as
