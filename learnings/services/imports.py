@@ -7,15 +7,17 @@ and the learning's (§1.6). Per batch: items already imported (their ``external_
 skipped; duplicates inside the batch and items equivalent to a live prompt-visible learning reuse it (as a
 publication does); an item about the same subject as a live learning, or as an earlier item of the batch,
 with another value is a conflict: its candidate is kept pending and queued for review, never published over
-the other. Rows are written with one multi-row statement per table - candidates, learnings (with their
-embeddings, computed in one batch), the candidates' move to ``published``, and the audit rows each
-transition writes on the single path (candidate create, with the screen's flag; learning publish; candidate
-publish) - inside one transaction per batch, under the same per-(scope, kind) advisory locks as a publication.
+the other. Rows are written with one ``COPY`` per table - candidates (a published one already in its final
+state, pointing at its learning: the keys of both tables are drawn first), learnings (with their embeddings,
+computed in one batch), and the audit rows each transition writes on the single path (candidate create, with
+the screen's flag; learning publish; candidate publish) - inside one transaction per batch, under the same
+per-(scope, kind) advisory locks as a publication.
 
 A batch is imported in two stages: :func:`prepare_batch` (every per-item gate, each run once per item, and
 the embeddings: pure Python, no database) and :func:`write_batch` (the reads and writes, one transaction).
-:func:`import_batches` prepares the next batch in a worker thread while the current one is written, so the
-database's share of the work (the learnings' vector and text indexes above all) overlaps with Python's."""
+:func:`import_batches` prepares the next batch in a worker thread (or process) while the current one is
+written, so the database's share of the work overlaps with Python's; a big import loads with the vector
+index dropped and builds it again at the end (the section at the end of this module)."""
 
 from __future__ import annotations
 
