@@ -234,3 +234,16 @@ def test_a_batch_writes_each_row_once_in_its_final_state_in_bounded_statements()
         expected = [("create", "pending")] + ([("publish", "published")] if c.state == "published" else [])
         assert actions == expected
     assert AuditEvent.objects.filter(subject_type="learning", action="publish").count() == 22
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_import_leaves_the_text_index_without_a_pending_list(tmp_path):
+    def pending_pages() -> int:
+        with connection.cursor() as cursor:  # what is left to merge (merging it, the second call finds none)
+            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [imports.TEXT_INDEX])
+            return cursor.fetchone()[0]
+
+    pending_pages()
+    write(tmp_path / "m.jsonl", 30)
+    assert "30 published" in run(tmp_path / "m.jsonl", "--vector-index", "keep")
+    assert pending_pages() == 0  # lexical searches do not scan the rows just loaded one by one
