@@ -569,12 +569,18 @@ def rebuilds_vector_index(expected: int | None, vector_index: str = "auto") -> b
 @contextmanager
 def _without_vector_index(rebuild: bool) -> Iterator[None]:
     """Inside: the vector index dropped (when ``rebuild`` and the server has one), under the session lock;
-    on the way out, however the block ends, the index built again and the lock released."""
+    on the way out, however the block ends, the index built again and the lock released. When another
+    session holds the lock (another big import, or a repair building the index) the index is left as it is:
+    this import loads beside it, the other one builds the index when it ends."""
     if not rebuild:
         yield
         return
     with connection.cursor() as cursor:
-        _lock_vector_index(cursor, wait=True)
+        locked = _lock_vector_index(cursor, wait=False)
+    if not locked:
+        yield
+        return
+    with connection.cursor() as cursor:
         try:
             state = _vector_index_state(cursor)
             if state is not None:

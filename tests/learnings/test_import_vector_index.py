@@ -247,3 +247,25 @@ def test_an_import_leaves_the_text_index_without_a_pending_list(tmp_path):
     write(tmp_path / "m.jsonl", 30)
     assert "30 published" in run(tmp_path / "m.jsonl", "--vector-index", "keep")
     assert pending_pages() == 0  # lexical searches do not scan the rows just loaded one by one
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_big_import_beside_another_one_leaves_the_index_to_it(tmp_path, monkeypatch, vectors):
+    other = connection.get_new_connection(connection.get_connection_params())
+    try:
+        other.autocommit = True  # another big import holds the lock: it dropped the index and builds it
+        other.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [imports.VECTOR_INDEX_LOCK])
+        during = []
+        original = imports.write_batch
+
+        def spy(prepared, *, actor):
+            during.append(state())
+            return original(prepared, actor=actor)
+
+        monkeypatch.setattr(imports, "write_batch", spy)
+        write(tmp_path / "m.jsonl", 20)
+        assert "20 published" in run(tmp_path / "m.jsonl", "--vector-index", "rebuild", "--batch", "10")
+        assert during == ["valid", "valid"]  # not dropped: loaded beside it
+    finally:
+        other.close()
+    assert state() == "valid"
