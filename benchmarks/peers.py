@@ -278,7 +278,7 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
         ]
         for start in range(0, size, 1000)
     )
-    for _ in import_batches(batches, actor="operator:bench"):  # as import_memories runs them
+    for _ in import_batches(batches, actor="operator:bench", expected=size):  # as import_memories runs them
         pass
     results.add(
         f"peers.{size}.kheish.bulk_import",

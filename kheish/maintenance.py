@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from learnings.services.imports import ensure_vector_index
 from memory import run_memory
 from skills.repair import repair_skills
 
@@ -26,4 +27,8 @@ def repair_all(*, apply: bool, source: str, log: Callable[[str], object] = lambd
     }
     log("skills: checking…")
     summary["skills"] = repair_skills(apply=apply)
+    # A big import loads without the learnings' vector index and builds it at its end: one that was killed
+    # left it missing (or half built).
+    log("learnings: checking the vector index…")
+    summary["learnings"] = {"vector_index": ensure_vector_index(apply=apply)}
     return summary

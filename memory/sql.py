@@ -695,3 +695,63 @@ def run_together(statements: list[tuple[str, list[Any]]], *, also: str = "") -> 
         cursor.execute(f"WITH {ctes} SELECT {counts}{also}", params)
         row = cursor.fetchone()
     return [int(count) for count in row[: len(statements)]] + list(row[len(statements) :])
+
+
+def draw_keys(model: type[models.Model], count: int) -> list[int]:
+    """``count`` primary keys drawn from ``model``'s table sequence in one statement (what
+    :func:`copy_instances` does first), for rows that must know each other's keys before either is written
+    (two tables whose foreign keys point at each other: PostgreSQL checks them at commit, Django creating
+    them ``DEFERRABLE INITIALLY DEFERRED``)."""
+    if count <= 0:
+        return []
+    meta = model._meta
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [meta.db_table, meta.pk.column, count],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def float_array_literal(values: list[float]) -> str:
+    """The array literal :func:`copy_instances` writes for an array of floats (an embedding), computed ahead
+    of time (a bulk path computes it where the vectors are made, off the writer's process)."""
+    return "{" + ",".join(map(float.__repr__, values)) + "}"
+
+
+def copy_keyed_instances(
+    model: type[M], instances: list[M], *, literals: dict[str, list[str]] | None = None
+) -> list[M]:
+    """:func:`copy_instances` of instances whose primary keys are already set (from :func:`draw_keys`): the
+    rows streamed with ``COPY … FROM STDIN``, each with its own key; the instances come back in their stored
+    state. ``literals``: for a field (by attribute name), each instance's value already in COPY's text form
+    (:func:`float_array_literal` of its floats), written as given. Inside the current transaction."""
+    if not instances:
+        return instances
+    conn = transaction.get_connection()
+    meta = model._meta
+    plan = _copy_plan(model)
+    keys = [instance.pk for instance in instances]
+    if any(key is None for key in keys):
+        raise ValueError("copy_keyed_instances: every instance needs its primary key")
+    given = literals or {}
+    positions = [i for i, (field, _) in enumerate(plan) if field.attname in given]
+    if len(positions) != len(given) or any(len(texts) != len(instances) for texts in given.values()):
+        raise ValueError("copy_keyed_instances: a literal for each instance of a field of the model")
+    columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
+    copy_sql = f'COPY "{meta.db_table}" ({columns}) FROM STDIN'
+    with conn.cursor() as cursor, conn.wrap_database_errors, cursor.cursor.copy(copy_sql) as copy:
+        if not positions:
+            for pk, instance in zip(keys, instances, strict=True):
+                copy.write_row([pk, *_copy_row(plan, instance, conn)])
+        else:
+            rest = [entry for i, entry in enumerate(plan) if i not in positions]
+            texts = [given[plan[i][0].attname] for i in positions]  # positions ascend: each insert in place
+            for n, (pk, instance) in enumerate(zip(keys, instances, strict=True)):
+                row = _copy_row(rest, instance, conn)
+                for position, column in zip(positions, texts, strict=True):
+                    row.insert(position, column[n])
+                copy.write_row([pk, *row])
+    for pk, instance in zip(keys, instances, strict=True):
+        mark_saved(instance, pk)
+    return instances
