@@ -36,6 +36,11 @@ from memory.embedding import DIMENSIONS
 
 POOL = 120
 """Candidates per arm. The fused ranking reorders the pool; 2 × 120 covers budgets of a few thousand tokens."""
+SEARCH_POOL = 60
+"""Candidates per arm for memory-search: a page holds at most 50 hits (and one more says it was truncated), and
+reranking 2 × 60 candidates, not 2 × 120, halves the nearest-neighbour arm's index reads, the costliest part of a
+search. One size for every page, so that a page of ten is the head of a page of fifty, score for score."""
+SIZES = {"prompt": POOL, "search": SEARCH_POOL}
 EXACT_LIMIT = 2000
 """Scopes with at most this many live learnings get the exact nearest neighbours as their semantic arm (every
 visible row's distance, read through the scope index: ~1 ms per thousand rows here); larger ones ask the HNSW
@@ -180,7 +185,7 @@ def pool_statement(
     at_ms: int,
     words: Sequence[str],
     query_vector: np.ndarray | None,
-    size: int = POOL,
+    size: int | None = None,
 ) -> tuple[str, dict, bool]:
     """The pool's SQL and parameters, and whether it reads the rows' vectors (pgvector present and a vector
     given)."""
@@ -189,7 +194,7 @@ def pool_statement(
     # is prepared once per connection (memory.sql.prepared_cursor). The sizes are written into the text: they
     # are this module's constants, and with them a generic plan knows the pool is small (index joins).
     params: dict = {"keys": list(scope_keys), "at": at_ms}
-    k = int(size)
+    k = int(size if size is not None else SIZES[shape])
     arms = []
     text = tsquery_text(words, common_terms()) if words else ""
     if text:
@@ -250,9 +255,10 @@ def pool(
     at_ms: int,
     words: Sequence[str],
     query_vector: np.ndarray | None,
-    size: int = POOL,
+    size: int | None = None,
 ) -> Pool:
-    """The candidates of a query (lexical ∪ semantic-or-recent), each once, with their cosines."""
+    """The candidates of a query (lexical ∪ semantic-or-recent, ``size`` per arm: the shape's ``SIZES`` by
+    default), each once, with their cosines."""
     sql, params, vectors = pool_statement(
         shape, scope_keys=scope_keys, at_ms=at_ms, words=words, query_vector=query_vector, size=size
     )

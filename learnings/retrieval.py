@@ -232,9 +232,10 @@ def _time_priors(query: str, ids: list[int], reference_ms: int, texts: list[str]
 def hybrid_pool_order(
     shape: str, scope_keys: list[str], query: str, at: int, reference_ms: int | None = None
 ) -> tuple[list[tuple], np.ndarray]:
-    """The pool of a query (``recall_sql.pool``) in hybrid order, irrelevant candidates dropped, with the fused
-    score of each row returned. A question that names a time (``learnings.when``, relative to
-    ``reference_ms``, now by default) prefers the candidates stated then."""
+    """The pool of a query (``recall_sql.pool``: ``recall_sql.SIZES[shape]`` candidates per arm) in hybrid
+    order, irrelevant candidates dropped, with the fused score of each row returned. A question that names a
+    time (``learnings.when``, relative to ``reference_ms``, now by default) prefers the candidates stated
+    then."""
     query_vector = embedding.embed_query(query)
     words = [word for word in lexical_ranking.query_terms(query.lower())][:64]
     found = recall_sql.pool(shape, scope_keys=scope_keys, at_ms=at, words=words, query_vector=query_vector)

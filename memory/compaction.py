@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -145,6 +147,37 @@ prompt summary) and the newest page of events after it (offset, NULL, event) - a
 return too (``WITH …, CONTEXT_CHECKPOINT_CTE SELECT … UNION ALL CONTEXT_ROWS_SQL``)."""
 
 
+class _EventTokens:
+    """``entry_tokens`` of stored events by their stored text (``jsonb`` as PostgreSQL returns it), bounded,
+    least recently used dropped. A journal event is never updated (a trigger forbids it), and the key is the text
+    itself (its length and hash), so an entry can never be stale: every prompt assembly re-reads the same newest
+    events of a session, and each is decoded and re-encoded once per process instead of once per run."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._tokens: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, payload: object, conn: object) -> int:
+        if not isinstance(payload, str):  # a driver that decodes jsonb itself: nothing to key on
+            return entry_tokens({"event": _EVENT_JSON.from_db_value(payload, None, conn)})  # type: ignore[arg-type]
+        key = (len(payload), hash(payload))
+        with self._lock:
+            found = self._tokens.get(key)
+            if found is not None:
+                self._tokens.move_to_end(key)
+                return found
+        tokens = entry_tokens({"event": _EVENT_JSON.from_db_value(payload, None, conn)})  # type: ignore[arg-type]
+        with self._lock:
+            self._tokens[key] = tokens
+            while len(self._tokens) > self.size:
+                self._tokens.popitem(last=False)
+        return tokens
+
+
+_EVENT_TOKENS = _EventTokens(50_000)
+
+
 def context_tokens(
     session: Session,
     *,
@@ -164,26 +197,44 @@ def context_tokens(
             cursor.execute(f"WITH {CONTEXT_CHECKPOINT_CTE} {CONTEXT_ROWS_SQL}", [session.pk, session.pk])
             read = cursor.fetchall()
     after, used = 0, 0
-    events: list[tuple[int, object]] = []
+    events: list[tuple[int, int]] = []  # (offset, tokens)
     for offset, compacted_until, payload in read:
         if offset is None:  # the checkpoint's row
             summary = _SUMMARY_FIELD.from_db_value(payload, None, conn)  # type: ignore[arg-type]  # a whole column
             after, used = compacted_until, estimate_tokens(summary.get("content", ""))
         else:
-            events.append((offset, _EVENT_JSON.from_db_value(payload, None, conn)))  # type: ignore[arg-type]
+            events.append((offset, _EVENT_TOKENS.of(payload, conn)))
     events.sort(key=lambda pair: pair[0], reverse=True)
-    for event in [*reversed(newest or []), *(event for _, event in events)]:
-        cost = entry_tokens({"event": event})
+    costs = [entry_tokens({"event": event}) for event in reversed(newest or [])] + [cost for _, cost in events]
+    for cost in costs:
         if used + cost > budget:
             return used
         used += cost
     if len(events) == CONTEXT_PAGE:  # more pages (newest first), as live_context reads them
-        for _, _, _, event in _newest_first(session.pk, after, upper=events[-1][0]):
-            cost = entry_tokens({"event": event})
+        for payload in _older_payloads(conn, session.pk, after, upper=events[-1][0]):
+            cost = _EVENT_TOKENS.of(payload, conn)
             if used + cost > budget:
                 return used
             used += cost
     return used
+
+
+def _older_payloads(conn, session_pk: int, after: int, upper: int):
+    """The stored text of the session's events in (``after``, ``upper``), newest first, in keyset pages (what
+    :func:`_newest_first` reads, without decoding: ``context_tokens`` knows most of them by their text)."""
+    while True:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f'SELECT "offset", "event" FROM "{_EVENTS}" WHERE "session_id" = %s AND "offset" > %s '  # noqa: S608
+                f'AND "offset" < %s ORDER BY "offset" DESC LIMIT {CONTEXT_PAGE}',
+                [session_pk, after, upper],
+            )
+            rows = cursor.fetchall()
+        for _, payload in rows:
+            yield payload
+        if len(rows) < CONTEXT_PAGE:
+            return
+        upper = rows[-1][0]
 
 
 _EVENT_JSON = JournalEvent._meta.get_field("event")

@@ -92,3 +92,49 @@ def test_the_context_an_open_reads_with_its_writes_is_the_live_context_after_it(
             context_tokens(session, read=context.read, newest=context.newest) == live_context(session).estimated_tokens
         )
         assert context_tokens(session, read=context.read, newest=context.newest) == context_tokens(session)
+
+
+def test_each_stored_event_is_decoded_once_and_the_estimate_stays_exact(monkeypatch):
+    from memory import compaction
+
+    monkeypatch.setattr(compaction, "_EVENT_TOKENS", compaction._EventTokens(1000))
+    session = SessionFactory()
+    _append(session, 30)
+    decoded = []
+    real = compaction.entry_tokens
+    monkeypatch.setattr(compaction, "entry_tokens", lambda entry: decoded.append(1) or real(entry))
+    first = context_tokens(session)
+    assert len(decoded) == 30
+    decoded.clear()
+    again = context_tokens(session)
+    assert decoded == []  # the second read decodes nothing
+    assert again == first == live_context(session).estimated_tokens
+    _append(session, 3, start=30)
+    decoded.clear()
+    after = context_tokens(session)
+    assert len(decoded) == 3  # only the three new events
+    assert after == live_context(session).estimated_tokens > first
+
+
+def test_the_event_cache_is_bounded():
+    from memory import compaction
+
+    cache = compaction._EventTokens(3)
+    for n in range(10):
+        cache.of(f'{{"type": "message_appended", "n": {n}}}', connection)
+    assert len(cache._tokens) == 3
+
+
+def test_older_pages_are_decoded_once_too(monkeypatch):
+    from memory import compaction
+
+    monkeypatch.setattr(compaction, "_EVENT_TOKENS", compaction._EventTokens(10_000))
+    session = SessionFactory()
+    _append(session, CONTEXT_PAGE * 2 + 13)
+    first = context_tokens(session)
+    decoded = []
+    real = compaction.entry_tokens
+    monkeypatch.setattr(compaction, "entry_tokens", lambda entry: decoded.append(1) or real(entry))
+    assert context_tokens(session) == first
+    assert decoded == []
+    assert first == live_context(session).estimated_tokens
