@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from learnings.services.imports import ImportItem
 from learnings.validation import LearningScope
@@ -120,49 +120,64 @@ def count(path: Path) -> int:
     return sum(1 for line in text.splitlines() if line.strip())
 
 
+class _Fields(NamedTuple):
+    """What a format says of one memory, before the checks every format shares."""
+
+    content: object
+    external: object
+    stated_at_ms: int | None
+    kind: object
+
+
+def _jsonl_fields(record: dict, kind: object, default_kind: str) -> _Fields:
+    stated = epoch_ms(record.get("stated_at_ms", record.get("stated_at", record.get("created_at"))))
+    return _Fields(record.get("content"), record.get("external_id", record.get("id")), stated, kind)
+
+
+def _mem0_fields(record: dict, kind: object, default_kind: str) -> _Fields:
+    metadata = record.get("metadata")
+    if record.get("kind") is None:
+        kind = (metadata.get("kind") if isinstance(metadata, dict) else None) or default_kind
+    return _Fields(record.get("memory"), record.get("id"), epoch_ms(record.get("created_at")), kind)
+
+
+def _langgraph_fields(record: dict, kind: object, default_kind: str) -> _Fields:
+    value = record.get("value")
+    if not isinstance(value, dict):
+        value = {}
+    content = next((value[key] for key in TEXT_KEYS if isinstance(value.get(key), str)), None)
+    namespace = record.get("namespace") or []
+    key = record.get("key")
+    external = "/".join([*map(str, namespace), str(key)]) if key is not None else None
+    return _Fields(content, external, epoch_ms(record.get("created_at")), value.get("kind") or kind)
+
+
+_FIELDS = {"jsonl": _jsonl_fields, "mem0": _mem0_fields, "langgraph": _langgraph_fields}
+
+
 def _item(record: dict, *, fmt: str, default_scope: LearningScope | None, default_kind: str) -> ImportItem:
     if not isinstance(record, dict):
         raise ReadError("each memory must be a JSON object")
     scope = parse_scope(record["scope"]) if record.get("scope") is not None else default_scope
     if scope is None:
         raise ReadError("no scope: give each memory a scope, or pass --scope kind:id")
-    kind = record.get("kind") or default_kind
-    metadata = record.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = {}
-    if fmt == "mem0":
-        content, external = record.get("memory"), record.get("id")
-        stated = epoch_ms(record.get("created_at"))
-        kind = metadata.get("kind") or default_kind if record.get("kind") is None else kind
-    elif fmt == "langgraph":
-        value = record.get("value")
-        if not isinstance(value, dict):
-            value = {}
-        content = next((value[key] for key in TEXT_KEYS if isinstance(value.get(key), str)), None)
-        namespace = record.get("namespace") or []
-        key = record.get("key")
-        external = "/".join([*map(str, namespace), str(key)]) if key is not None else None
-        stated = epoch_ms(record.get("created_at"))
-        kind = value.get("kind") or kind
-    else:
-        content, external = record.get("content"), record.get("external_id", record.get("id"))
-        stated = epoch_ms(record.get("stated_at_ms", record.get("stated_at", record.get("created_at"))))
+    content, external, stated, kind = _FIELDS[fmt](record, record.get("kind") or default_kind, default_kind)
     if not isinstance(content, str) or not content.strip():
         raise ReadError("no text: a memory needs its content")
     if not isinstance(kind, str):
         raise ReadError("kind must be a string")
     external = str(external) if external not in (None, "") else derived_id(scope, kind, content.strip())
-    confidence = record.get("confidence", 80)
+    own = fmt == "jsonl"  # Kheish's own format carries provenance, evidence and expiry; the others do not
     return ImportItem(
         external_id=external,
         content=content,
         kind=kind,
         scope=scope,
         stated_at_ms=stated,
-        source=record.get("source") if fmt == "jsonl" else None,
-        evidence_refs=record.get("evidence_refs") if fmt == "jsonl" else None,
-        confidence=confidence,
-        expires_at_ms=record.get("expires_at_ms") if fmt == "jsonl" else None,
+        source=record.get("source") if own else None,
+        evidence_refs=record.get("evidence_refs") if own else None,
+        confidence=record.get("confidence", 80),
+        expires_at_ms=record.get("expires_at_ms") if own else None,
     )
 
 

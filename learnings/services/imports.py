@@ -54,7 +54,7 @@ from learnings.services.cleaning import (
     normalise_scope,
 )
 from learnings.services.queue import enqueue_review_on_commit
-from learnings.services.rows import publish_audit_data, validated_learning
+from learnings.services.rows import candidate_publish_row, learning_publish_row, validated_learning
 from learnings.speakers import without_label
 from learnings.validation import LearningScope
 from learnings.vocabulary import SEMANTIC_KINDS
@@ -414,33 +414,17 @@ def write_batch(prepared: PreparedBatch, *, actor: object) -> ImportOutcome:
         for c in candidates
     ]
     audit += [
-        AuditEvent(
-            subject_type="learning",
-            subject_id=learning.public_id,
-            action="publish",
-            actor=who,
-            to_state=learning.status,
+        learning_publish_row(
+            learning,
+            cast("LearningCandidate", learning.source_candidate).public_id,  # set when built
+            who=who,
             reason=REASON,
             at_ms=at,
-            data=publish_audit_data(
-                learning,
-                cast("LearningCandidate", learning.source_candidate).public_id,  # set when built
-            ),
         )
         for learning in learnings
     ]
     audit += [
-        AuditEvent(
-            subject_type="learning_candidate",
-            subject_id=c.public_id,
-            action="publish",
-            actor=who,
-            from_state=CandidateState.PENDING,
-            to_state=CandidateState.PUBLISHED,
-            at_ms=at,
-            reason=reason,
-            data={"published_learning": public_ids.learning_id(pk)},
-        )
+        candidate_publish_row(c.public_id, public_ids.learning_id(pk), who=who, reason=reason, at_ms=at)
         for c, pk, reason in published
     ]
     memory_sql.copy_instances(AuditEvent, audit)

@@ -38,7 +38,9 @@ from learnings.services.cleaning import (
 from learnings.services.rows import (
     SCOPE_LOCK_SQL,
     LearningConflict,
+    candidate_publish_row,
     fire_revoking,
+    learning_publish_row,
     lock_scope_drawing_keys,
     publish_audit_data,
     record_supersede,
@@ -384,27 +386,8 @@ def _store_fresh_unless_found(
     learning.pk = key
     who = actor_label(actor)
     audits = [
-        AuditEvent(
-            subject_type="learning",
-            subject_id=learning.public_id,
-            action="publish",
-            actor=who,
-            to_state=learning.status,
-            reason=reason,
-            at_ms=at,
-            data=publish_audit_data(learning, candidate.public_id),
-        ),
-        AuditEvent(
-            subject_type="learning_candidate",
-            subject_id=candidate.public_id,
-            action="publish",
-            actor=who,
-            from_state=CandidateState.PENDING,
-            to_state=CandidateState.PUBLISHED,
-            reason=reason,
-            at_ms=at,
-            data={"published_learning": learning.public_id},
-        ),
+        learning_publish_row(learning, candidate.public_id, who=who, reason=reason, at_ms=at),
+        candidate_publish_row(candidate.public_id, learning.public_id, who=who, reason=reason, at_ms=at),
     ]
     reads = equivalent_or_conflict_ids(  # s0
         scope_key=learning.scope_key,

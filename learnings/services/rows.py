@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connection
 
 from learnings import validation
-from learnings.models import Learning, LearningCandidate, LearningStatus, Sensitivity
+from learnings.models import CandidateState, Learning, LearningCandidate, LearningStatus, Sensitivity
 from learnings.selectors import DOMAIN, learning_not_found, parse_learning_id
 from learnings.services.cleaning import invalid
 from learnings.validation import LearningValidationError
@@ -18,6 +18,7 @@ from memory import hooks, public_ids
 from memory.audit import record_audit
 from memory.clock import now_ms
 from memory.errors import Conflict, ValidationFailed
+from memory.models import AuditEvent
 
 REVOKING_HOOK = "learning_revoking"
 MSG_SUPERSEDE_SCOPE = "superseding learning scope must match the source learning scope"
@@ -55,6 +56,37 @@ def publish_audit_data(learning: Learning, candidate_id: str) -> dict[str, Any]:
         "policy_decision": learning.policy_decision,
         "verification_status": learning.verification_status,
     }
+
+
+def learning_publish_row(learning: Learning, candidate_id: str, *, who: str, reason: str, at_ms: int) -> AuditEvent:
+    """A learning's ``publish`` audit row, unsaved, for the paths that write their rows in one statement (a fresh
+    create-and-publish, the bulk import); ``who`` is ``memory.audit.actor_label``'s."""
+    return AuditEvent(
+        subject_type="learning",
+        subject_id=learning.public_id,
+        action="publish",
+        actor=who,
+        to_state=learning.status,
+        reason=reason,
+        at_ms=at_ms,
+        data=publish_audit_data(learning, candidate_id),
+    )
+
+
+def candidate_publish_row(candidate_id: str, learning_id: str, *, who: str, reason: str, at_ms: int) -> AuditEvent:
+    """A candidate's ``publish`` audit row (pending → published, the learning it became or was found equivalent
+    to), unsaved, as ``learning_publish_row``."""
+    return AuditEvent(
+        subject_type="learning_candidate",
+        subject_id=candidate_id,
+        action="publish",
+        actor=who,
+        from_state=CandidateState.PENDING,
+        to_state=CandidateState.PUBLISHED,
+        reason=reason,
+        at_ms=at_ms,
+        data={"published_learning": learning_id},
+    )
 
 
 def validated_learning(learning: Learning, *, secret_guarded: tuple[str, str] | None = None) -> Learning:

@@ -43,16 +43,6 @@ def content_of(learning_id: str) -> str:
     return Learning.objects.get(pk=int(learning_id.rsplit("-", 1)[1])).content
 
 
-@pytest.fixture(params=["pgvector", "fallback"])
-def vectors(request, monkeypatch):
-    """Both candidate paths: pgvector's HNSW arm where the server has it, the recent-rows arm otherwise."""
-    if request.param == "pgvector" and not recall_sql.has_vectors():
-        pytest.skip("this PostgreSQL server has no pgvector")
-    if request.param == "fallback":
-        monkeypatch.setattr(recall_sql, "has_vectors", lambda: False)
-    return request.param
-
-
 def test_published_learnings_carry_their_embedding(session):
     stored = Learning.objects.values_list("embedding", flat=True)
     assert all(vector is not None and len(vector) == 256 for vector in stored)

@@ -78,14 +78,14 @@ def nearest_exactly(vector: list[float], k: int) -> list[int]:
 
 
 @pytest.fixture
-def vectors():
+def pgvector_only():
     if state() is None:
         pytest.skip("no pgvector on this server")
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_rebuilding_import_loads_without_the_index_answers_searches_exactly_and_ends_with_it(
-    tmp_path, monkeypatch, vectors
+    tmp_path, monkeypatch, pgvector_only
 ):
     write(tmp_path / "m.jsonl", 30)
     during = []
@@ -107,7 +107,7 @@ def test_a_rebuilding_import_loads_without_the_index_answers_searches_exactly_an
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_interrupted_import_still_ends_with_the_index_and_keeps_its_batches(tmp_path, monkeypatch, vectors):
+def test_an_interrupted_import_still_ends_with_the_index_and_keeps_its_batches(tmp_path, monkeypatch, pgvector_only):
     write(tmp_path / "m.jsonl", 30)
     original = imports.write_batch
     calls = []
@@ -129,7 +129,7 @@ def test_an_interrupted_import_still_ends_with_the_index_and_keeps_its_batches(t
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_missing_or_half_built_index_is_built_again_by_repair_and_by_the_next_import(tmp_path, vectors):
+def test_a_missing_or_half_built_index_is_built_again_by_repair_and_by_the_next_import(tmp_path, pgvector_only):
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX {VECTOR_INDEX}")  # what a killed import leaves
     assert ensure_vector_index(apply=False) == "missing"
@@ -153,7 +153,7 @@ def test_a_missing_or_half_built_index_is_built_again_by_repair_and_by_the_next_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_repair_leaves_the_index_to_an_import_that_is_loading_without_it(vectors):
+def test_the_repair_leaves_the_index_to_an_import_that_is_loading_without_it(pgvector_only):
     other = connection.get_new_connection(connection.get_connection_params())
     try:
         other.autocommit = True
@@ -250,7 +250,7 @@ def test_an_import_leaves_the_text_index_without_a_pending_list(tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_big_import_beside_another_one_leaves_the_index_to_it(tmp_path, monkeypatch, vectors):
+def test_a_big_import_beside_another_one_leaves_the_index_to_it(tmp_path, monkeypatch, pgvector_only):
     other = connection.get_new_connection(connection.get_connection_params())
     try:
         other.autocommit = True  # another big import holds the lock: it dropped the index and builds it

@@ -6,21 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from learnings import recall_sql, retrieval
+from learnings import retrieval
 from memory.sessions import learning_scope_keys
 from tests.factories import ProjectFactory, SessionFactory
 from tests.support.learnings import learning
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(params=["pgvector", "fallback"])
-def vectors(request, monkeypatch):
-    if request.param == "pgvector" and not recall_sql.has_vectors():
-        pytest.skip("this PostgreSQL server has no pgvector")
-    if request.param == "fallback":
-        monkeypatch.setattr(recall_sql, "has_vectors", lambda: False)
-    return request.param
 
 
 def _order(hit: dict) -> tuple:
