@@ -334,7 +334,7 @@ def select_instances(
     attnames, _, _ = _select_plan(model, None, alias)
     rows = select(model, tail, params, float_arrays=float_arrays, alias=alias)
     if float_arrays:
-        at = [attnames.index(model._meta.get_field(name).attname) for name in float_arrays]
+        at = [attnames.index(name) for name in float_arrays]  # plain columns: a field's attname is its name
         rows = [_listed(row, at) for row in rows]
     return [model.from_db(alias, attnames, values) for values in rows]
 
