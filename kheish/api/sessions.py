@@ -139,6 +139,10 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 # ---- sessions --------------------------------------------------------------------------------------------
 
 
+def _int_or_none(value: int | None) -> int | None:
+    return None if value is None else int(value)
+
+
 class SessionSerializer(serializers.Serializer[Session]):
     session_id = StrictCharField(source="public_id")
     agent_id = StrictCharField(source="owner.username")
@@ -151,6 +155,25 @@ class SessionSerializer(serializers.Serializer[Session]):
     created_at_ms = serializers.IntegerField()
     updated_at_ms = serializers.IntegerField()
     active_run_id = serializers.SerializerMethodField()
+
+    def to_representation(self, instance: Session) -> dict[str, Any]:
+        """The declared fields' values, computed directly: every session-scoped response renders one, and DRF's
+        generic path deep-copies and binds the eleven fields for each serializer made. The declared fields still
+        describe the response in the schema; ``tests/kheish/test_session_representation.py`` holds the two
+        equal."""
+        return {
+            "session_id": str(instance.public_id),
+            "agent_id": str(instance.owner.username),
+            "persona_id": self.get_persona_id(instance),
+            "project_ids": self.get_project_ids(instance),
+            "capability_scope": instance.capability_scope,
+            "effective_capability_scope": self.get_effective_capability_scope(instance),
+            "learning_scopes": self.get_learning_scopes(instance),
+            "metadata": instance.metadata,
+            "created_at_ms": _int_or_none(instance.created_at_ms),
+            "updated_at_ms": _int_or_none(instance.updated_at_ms),
+            "active_run_id": self.get_active_run_id(instance),
+        }
 
     def get_persona_id(self, obj: Session) -> str | None:
         return obj.persona.persona_id if obj.persona is not None else None

@@ -1,0 +1,2 @@
+"""Django's PostgreSQL backend with a health check that costs no round trip (``base.DatabaseWrapper``); the
+``ENGINE`` of ``DATABASES["default"]`` (kheish/settings.py)."""
