@@ -188,26 +188,33 @@ def pool_statement(
     size: int | None = None,
 ) -> tuple[str, dict, bool]:
     """The pool's SQL and parameters, and whether it reads the rows' vectors (pgvector present and a vector
-    given)."""
+    given). Each arm returns its rows whole (the shape's columns, then the vector where read, then the scope
+    count where counted), and the arms are concatenated (``UNION ALL``): a row two arms found comes back twice,
+    and :func:`pool` keeps it once - cheaper than the server joining the arms' ids back to their rows, the
+    rows having been read already to apply the gates."""
     gates = GATES[shape]
     # Values are parameters and the text depends only on the shape, the arms and the sizes, so the statement
     # is prepared once per connection (memory.sql.prepared_cursor). The sizes are written into the text: they
-    # are this module's constants, and with them a generic plan knows the pool is small (index joins).
+    # are this module's constants, and with them a generic plan knows the pool is small.
     params: dict = {"keys": list(scope_keys), "at": at_ms}
     k = int(size if size is not None else SIZES[shape])
+    vectors = query_vector is not None and has_vectors()
+    extra = ", l.embedding_vec" if vectors else ""
+    columns = _select(shape, extra)
+    names = [*COLUMNS[shape], *(["embedding_vec"] if vectors else [])]
     arms = []
     text = tsquery_text(words, common_terms()) if words else ""
     if text:
         params["tsq"] = text
         arms.append(
-            "(SELECT m.id FROM (SELECT l.id, l.search_tsv FROM learnings_learning l "
-            f"WHERE {gates} AND l.search_tsv @@ to_tsquery('english', %(tsq)s) LIMIT {int(LEXICAL_SCAN_LIMIT)}) m "
+            f"(SELECT {', '.join(f'm.{name}' for name in names)} FROM (SELECT {columns}, l.search_tsv "
+            f"FROM learnings_learning l WHERE {gates} AND l.search_tsv @@ to_tsquery('english', %(tsq)s) "
+            f"LIMIT {int(LEXICAL_SCAN_LIMIT)}) m "
             f"ORDER BY ts_rank_cd(m.search_tsv, to_tsquery('english', %(tsq)s)) DESC, m.id DESC LIMIT {k})"
         )
-    vectors = False
     head = ""
-    if query_vector is not None and has_vectors():
-        vectors = True
+    if vectors:
+        assert query_vector is not None
         params["vec"] = vector_literal(query_vector)
         exact = int(EXACT_LIMIT)
         # Which semantic arm answers is decided by the statement from a bounded count of the scopes' live rows
@@ -224,27 +231,25 @@ def pool_statement(
         # A small scope: every visible row's distance, exactly (the inner order is the scope index's, so the
         # rows come from that index whatever the plan estimates; the count bounds them by ``EXACT_LIMIT``).
         arms.append(
-            "(SELECT e.id FROM (SELECT l.id, l.embedding_vec <=> %(vec)s::vector AS d FROM learnings_learning l "
+            f"(SELECT {', '.join(f'e.{name}' for name in names)} FROM (SELECT {columns}, "
+            "l.embedding_vec <=> %(vec)s::vector AS d FROM learnings_learning l "
             f"WHERE (SELECT n FROM scope_size) <= {exact} AND {gates} AND l.embedding_vec IS NOT NULL "
             f"ORDER BY l.scope_key, l.published_at_ms DESC LIMIT {exact}) e ORDER BY e.d, e.id LIMIT {k})"
         )
         # A large one: the HNSW index (approximate; iterative scan until the gates are met).
         arms.append(
-            f"(SELECT l.id FROM learnings_learning l WHERE (SELECT n FROM scope_size) > {exact} AND {gates} "
+            f"(SELECT {columns} FROM learnings_learning l WHERE (SELECT n FROM scope_size) > {exact} AND {gates} "
             f"AND l.embedding_vec IS NOT NULL ORDER BY l.embedding_vec <=> %(vec)s::vector LIMIT {k})"
         )
     else:
         arms.append(
-            f"(SELECT l.id FROM learnings_learning l WHERE {gates} "
+            f"(SELECT {columns} FROM learnings_learning l WHERE {gates} "
             f"ORDER BY {_SCOPE_PRIORITY}, l.published_at_ms DESC, l.id LIMIT {k})"
         )
     # The rows' vectors come back with them (binary, see ``pool``): cosines and the feedback centroid are then
     # computed here, in one statement, rather than by the server and a second statement over the pool.
-    vector_column = ", l.embedding_vec, (SELECT n FROM scope_size)" if vectors else ""
-    sql = (
-        f"{head}SELECT {_select(shape, vector_column)} FROM ({' UNION '.join(arms)}) pool "
-        f"JOIN learnings_learning l ON l.id = pool.id ORDER BY l.id"
-    )
+    count = ", (SELECT n FROM scope_size)" if vectors else ""
+    sql = f"{head}SELECT pool.*{count} FROM ({' UNION ALL '.join(arms)}) pool"
     return sql, params, vectors
 
 
@@ -258,7 +263,7 @@ def pool(
     size: int | None = None,
 ) -> Pool:
     """The candidates of a query (lexical ∪ semantic-or-recent, ``size`` per arm: the shape's ``SIZES`` by
-    default), each once, with their cosines."""
+    default), each once and in id order, with their cosines."""
     sql, params, vectors = pool_statement(
         shape, scope_keys=scope_keys, at_ms=at_ms, words=words, query_vector=query_vector, size=size
     )
@@ -266,11 +271,15 @@ def pool(
         if vectors:
             binary_results(cursor)
         cursor.execute(sql, params)
-        fetched = cursor.fetchall()
+        found = cursor.fetchall()
+    once: dict[int, tuple] = {}
+    for row in found:  # a row two arms found, once
+        once.setdefault(row[0], row)
+    fetched = [once[pk] for pk in sorted(once)]
     if query_vector is None:
         return Pool(fetched, None)
     if vectors:
-        if fetched and fetched[0][-1] > EXACT_LIMIT and not params["large"]:
+        if found and found[0][-1] > EXACT_LIMIT and not params["large"]:
             _seen_large(scope_keys)
         embeddings = np.array([_ZERO32 if row[-2] is None else row[-2] for row in fetched], dtype=np.float64).reshape(
             len(fetched), DIMENSIONS
