@@ -49,7 +49,7 @@ def _assemble_prompt(
     caller to write in one statement). ``context``: the live context as the open's statement read it."""
     model = model or {}
     if context is not None and context.read is not None:
-        live = compaction.context_tokens(session, read=context.read, newest=context.newest)
+        live = compaction.context_tokens(session, read=context.read, newest=context.newest, known=context.known)
     else:
         live = compaction.context_tokens(session)
     base = live + estimate_tokens(content)

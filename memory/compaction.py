@@ -136,15 +136,74 @@ CONTEXT_CHECKPOINT_CTE = (  # params: [session_id]; table names are model consta
     f'context_cp AS (SELECT "compacted_until_offset", "prompt_summary" FROM "{_CHECKPOINTS}" '  # noqa: S608
     'WHERE "session_id" = %s ORDER BY "compacted_until_offset" DESC, "id" DESC LIMIT 1)'
 )
-CONTEXT_ROWS_SQL = (  # params: [session_id], after CONTEXT_CHECKPOINT_CTE's
+CONTEXT_ROWS_SQL = (  # params: [session_id, known after, known up to], after CONTEXT_CHECKPOINT_CTE's
     'SELECT NULL::bigint, cp."compacted_until_offset", cp."prompt_summary" FROM context_cp cp UNION ALL '  # noqa: S608
     f'(SELECT e."offset", NULL, e."event" FROM "{_EVENTS}" e WHERE e."session_id" = %s '
-    'AND e."offset" > COALESCE((SELECT "compacted_until_offset" FROM context_cp), 0) '
+    'AND e."offset" > (SELECT CASE WHEN a.after = %s THEN GREATEST(a.after, %s) ELSE a.after END '
+    'FROM (SELECT COALESCE((SELECT "compacted_until_offset" FROM context_cp), 0) AS after) a) '
     f'ORDER BY e."offset" DESC LIMIT {CONTEXT_PAGE})'
 )
 """What :func:`context_tokens` reads - the session's latest checkpoint (offset NULL: its compacted-until offset and
 prompt summary) and the newest page of events after it (offset, NULL, event) - as rows a larger statement can
-return too (``WITH …, CONTEXT_CHECKPOINT_CTE SELECT … UNION ALL CONTEXT_ROWS_SQL``)."""
+return too (``WITH …, CONTEXT_CHECKPOINT_CTE SELECT … UNION ALL CONTEXT_ROWS_SQL``). When the checkpoint is the
+one a :class:`KnownPrefix` was counted after, only the events after the prefix are read
+(:func:`known_prefix` gives the two parameters)."""
+
+
+@dataclass(frozen=True)
+class KnownPrefix:
+    """The events of a session's live context this process has already counted: those after the checkpoint at
+    ``after`` up to ``upto`` (offsets), ``tokens`` in all. A journal is append-only (a trigger forbids UPDATE and
+    DELETE) and its offsets are drawn in order under the session's row lock, so once an event at ``upto`` was
+    visible, every event at or below it was too, and their sum never changes: the next estimate reads only
+    the events after ``upto``. A new checkpoint (another ``after``) makes the prefix unused."""
+
+    after: int
+    upto: int
+    tokens: int
+
+
+class _KnownPrefixes:
+    """:class:`KnownPrefix` by session (the database's name, the session's key and its creation time, so that
+    a key reused in another database or after a reset is never taken for the same session), bounded, least
+    recently used dropped."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._prefixes: OrderedDict[tuple, KnownPrefix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(session: Session) -> tuple:
+        return (transaction.get_connection().settings_dict.get("NAME"), session.pk, session.created_at_ms)
+
+    def get(self, session: Session) -> KnownPrefix | None:
+        key = self.key(session)
+        with self._lock:
+            found = self._prefixes.get(key)
+            if found is not None:
+                self._prefixes.move_to_end(key)
+            return found
+
+    def put(self, session: Session, prefix: KnownPrefix) -> None:
+        key = self.key(session)
+        with self._lock:
+            current = self._prefixes.get(key)
+            if current is None or current.after != prefix.after or current.upto <= prefix.upto:
+                self._prefixes[key] = prefix
+                self._prefixes.move_to_end(key)
+            while len(self._prefixes) > self.size:
+                self._prefixes.popitem(last=False)
+
+
+_KNOWN = _KnownPrefixes(20_000)
+_UNKNOWN = KnownPrefix(after=-1, upto=0, tokens=0)  # matches no checkpoint: the whole live context is read
+
+
+def known_prefix(session: Session) -> KnownPrefix:
+    """What this process already counted of the session's live context (:data:`CONTEXT_ROWS_SQL`'s last two
+    parameters are its ``after`` and ``upto``); a prefix that matches no checkpoint when it knows nothing."""
+    return _KNOWN.get(session) or _UNKNOWN
 
 
 class _EventTokens:
@@ -184,17 +243,29 @@ def context_tokens(
     budget_tokens: int | None = None,
     read: list[tuple] | None = None,
     newest: list[dict] | None = None,
+    known: KnownPrefix | None = None,
 ) -> int:
     """``live_context(session).estimated_tokens`` - what a prompt assembly reads of the live context - with the
     latest checkpoint and the first page of the events after it read in one statement (a prompt is assembled
     for every new run; the entries themselves are not built). ``read``: those rows (``CONTEXT_ROWS_SQL``) as a
-    caller's statement already returned them; ``newest``: the events that statement appended after them (oldest
-    first; the newest of the journal), which the read could not see."""
+    caller's statement already returned them, read with ``known`` (:func:`known_prefix`); ``newest``: the events
+    that statement appended after them (oldest first; the newest of the journal), which the read could not see.
+
+    Events this process already counted (a :class:`KnownPrefix`) are not read again: when everything fits the
+    budget the estimate is their sum plus the new events', which is what reading them one by one gives; when
+    it does not, they are read and counted one by one, newest first, as ``live_context`` does."""
     budget = DEFAULT_CONTEXT_BUDGET_TOKENS if budget_tokens is None else budget_tokens
     conn = transaction.get_connection()
+    # Only committed events are remembered: those a caller's statement read before its own appends, or those
+    # read outside a transaction (inside one, the read could see this transaction's own, uncommitted appends).
+    remember = read is not None or not conn.in_atomic_block
     if read is None:
+        known = known_prefix(session)
         with conn.cursor() as cursor:
-            cursor.execute(f"WITH {CONTEXT_CHECKPOINT_CTE} {CONTEXT_ROWS_SQL}", [session.pk, session.pk])
+            cursor.execute(
+                f"WITH {CONTEXT_CHECKPOINT_CTE} {CONTEXT_ROWS_SQL}",
+                [session.pk, session.pk, known.after, known.upto],
+            )
             read = cursor.fetchall()
     after, used = 0, 0
     events: list[tuple[int, int]] = []  # (offset, tokens)
@@ -204,18 +275,35 @@ def context_tokens(
             after, used = compacted_until, estimate_tokens(summary.get("content", ""))
         else:
             events.append((offset, _EVENT_TOKENS.of(payload, conn)))
+    prefix = known if known is not None and known.after == after else None
+    floor = max(after, prefix.upto) if prefix is not None else after  # the read's events are all above it
     events.sort(key=lambda pair: pair[0], reverse=True)
     costs = [entry_tokens({"event": event}) for event in reversed(newest or [])] + [cost for _, cost in events]
     for cost in costs:
         if used + cost > budget:
             return used
         used += cost
-    if len(events) == CONTEXT_PAGE:  # more pages (newest first), as live_context reads them
-        for payload in _older_payloads(conn, session.pk, after, upper=events[-1][0]):
+    counted = sum(cost for _, cost in events)  # the read events' tokens (committed ones: ``newest`` is not)
+    if len(events) == CONTEXT_PAGE:  # more pages (newest first), as live_context reads them, down to the floor
+        for payload in _older_payloads(conn, session.pk, floor, upper=events[-1][0]):
             cost = _EVENT_TOKENS.of(payload, conn)
             if used + cost > budget:
                 return used
             used += cost
+            counted += cost
+    if prefix is not None and floor > after:
+        if used + prefix.tokens > budget:  # the budget cuts into the counted events: count them one by one
+            for payload in _older_payloads(conn, session.pk, after, upper=floor + 1):
+                cost = _EVENT_TOKENS.of(payload, conn)
+                if used + cost > budget:
+                    return used
+                used += cost
+            return used
+        used += prefix.tokens
+        counted += prefix.tokens
+    upto = events[0][0] if events else floor
+    if remember and upto > after:  # every event in (after, upto] was counted: the next estimate starts above it
+        _KNOWN.put(session, KnownPrefix(after=after, upto=upto, tokens=counted))
     return used
 
 

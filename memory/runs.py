@@ -226,10 +226,13 @@ def run_open(
 @dataclass
 class OpenedContext:
     """What ``run_open(context=...)`` read of the live context in its write statement, for
-    ``memory.compaction.context_tokens(read=..., newest=...)``: the rows before its appends, and its events."""
+    ``memory.compaction.context_tokens(read=..., newest=..., known=...)``: the rows before its appends (committed
+    events only: the open's statement is its transaction's first append), its events, and the prefix the read
+    skipped."""
 
     read: list[tuple[Any, ...]] | None = None
     newest: list[dict[str, Any]] | None = None
+    known: compaction.KnownPrefix | None = None  # what the read skipped (``compaction.known_prefix``)
 
 
 def _insert_opened(run: Run, *, actor: object, context: OpenedContext | None = None) -> bool:
@@ -272,7 +275,8 @@ def _insert_opened(run: Run, *, actor: object, context: OpenedContext | None = N
             "SELECT 0, opened.id, (SELECT count(*) FROM journal_appended), NULL::jsonb FROM opened UNION ALL "
             f"SELECT 1, * FROM ({compaction.CONTEXT_ROWS_SQL}) context"
         )
-        params += [run.session_id, run.session_id]
+        context.known = compaction.known_prefix(run.session)
+        params += [run.session_id, run.session_id, context.known.after, context.known.upto]
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(statement, params)
         rows = cursor.fetchall()
