@@ -281,26 +281,39 @@ def pool(
     if vectors:
         if found and found[0][-1] > EXACT_LIMIT and not params["large"]:
             _seen_large(scope_keys)
-        embeddings = np.array([_ZERO32 if row[-2] is None else row[-2] for row in fetched], dtype=np.float64).reshape(
-            len(fetched), DIMENSIONS
-        )
+        embeddings = vectors_of([row[-2] for row in fetched])
         return Pool([row[:-2] for row in fetched], embeddings @ query_vector, embeddings)
     embeddings = stored_embeddings([row[0] for row in fetched])
     return Pool(fetched, embeddings @ query_vector if len(fetched) else np.zeros(0), embeddings)
 
 
 class _VectorBinaryLoader(Loader):
-    """pgvector's binary ``vector`` (int16 dimensions, int16 unused, then big-endian float4s) as a numpy array."""
+    """pgvector's binary ``vector`` as it comes (int16 dimensions, int16 unused, then big-endian float4s): the
+    rows' vectors are decoded together, by :func:`vectors_of`."""
 
     format = pq.Format.BINARY
 
-    def load(self, data: Buffer) -> np.ndarray:
-        return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float32)
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+_VECTOR_BYTES = 4 + 4 * DIMENSIONS
+_ZERO_VECTOR = bytes(_VECTOR_BYTES)  # a header slot and zeros: a row without a vector
+
+
+def vectors_of(values: Sequence[bytes | None]) -> np.ndarray:
+    """Binary ``vector`` values (``_VectorBinaryLoader``; None where a row has none: zeros) as one float64 matrix,
+    a row each, decoded in one pass: the 4-byte header is one float4 slot, dropped."""
+    if not values:
+        return np.zeros((0, DIMENSIONS), dtype=np.float64)
+    raw = b"".join(_ZERO_VECTOR if value is None else value for value in values)
+    return np.frombuffer(raw, dtype=">f4").reshape(len(values), DIMENSIONS + 1)[:, 1:].astype(np.float64)
 
 
 def binary_results(cursor: Any) -> None:
     """Make a Django cursor return its next results in PostgreSQL's binary format, with ``vector`` columns as
-    numpy arrays: a pool's 240 vectors arrive as 1 KB each, not as 3 KB of decimal text to parse."""
+    their binary values (:func:`vectors_of` decodes them): a pool's 240 vectors arrive as 1 KB each, not as 3 KB
+    of decimal text to parse."""
     raw = cursor.cursor
     oid = _vector_oid()
     raw.adapters.register_loader(oid, _VectorBinaryLoader)
@@ -358,7 +371,6 @@ class _EmbeddingCache:
 
 _EMBEDDINGS = _EmbeddingCache(20_000)
 _ZERO = np.zeros(DIMENSIONS, dtype=np.float64)
-_ZERO32 = np.zeros(DIMENSIONS, dtype=np.float32)
 
 
 def stored_embeddings(ids: Sequence[int]) -> np.ndarray:
