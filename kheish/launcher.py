@@ -159,6 +159,47 @@ def _ensure_database(host: str, port: int, name: str) -> None:
             pass  # a concurrent launcher created it first
 
 
+SHARED_BUFFERS_ENV = "KHEISH_PG_SHARED_BUFFERS_MB"
+
+
+def shared_buffers_mb() -> int:
+    """The embedded server's ``shared_buffers`` in MB: ``KHEISH_PG_SHARED_BUFFERS_MB``, else a quarter of the
+    machine's memory between PostgreSQL's default (128 MB) and 1 GB. The default 128 MB holds the recall
+    indexes of a few tens of thousands of learnings; at 100,000 the vector index alone is ~130 MB, and every
+    query then reads pages back from the operating system's cache."""
+    configured = (os.environ.get(SHARED_BUFFERS_ENV) or "").strip()
+    if configured:
+        return max(16, int(configured))
+    try:
+        total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError, AttributeError):
+        return 128
+    return max(128, min(1024, total_mb // 4))
+
+
+def _size_embedded_server(embedded_postgres, server, host: str, port: int) -> bool:
+    """Give the embedded server its ``shared_buffers`` (:func:`shared_buffers_mb`) when it has another:
+    ``ALTER SYSTEM``, then a restart with the options it was started with (``postmaster.opts``). Only by a
+    launcher holding the server alone, under the wheel's lock: in practice once, on a new data directory.
+    Whether it restarted."""
+    import psycopg
+
+    want = shared_buffers_mb()
+    with psycopg.connect(host=host, port=port, user=DB_USER, dbname="postgres", autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()
+        if row is not None and int(row[0]) == want:
+            return False
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(want)}MB'")
+    embedded_postgres._commands.pg_ctl(
+        ["-w", "-m", "fast", "-l", str(server.log), "restart"], pgdata=PGDATA, user=server.system_user, timeout=60
+    )
+    server._postmaster_info = embedded_postgres.utils.PostmasterInfo.read_from_pgdata(PGDATA)
+    log(f"embedded PostgreSQL restarted with shared_buffers {want} MB ({SHARED_BUFFERS_ENV} to change it)")
+    return True
+
+
 def _drop_orphan_test_databases(host: str, port: int) -> None:
     """Drop test databases that runs under a per-process name (see ``embedded_postgres_url``) left behind
     when they were killed. Only called by a launcher holding the server alone, under the wheel's lock."""
@@ -260,6 +301,11 @@ def embedded_postgres_url(*, for_tests: bool = False, quiet: bool = False) -> It
         info = server.get_postmaster_info()
         host = str(info.socket_dir)
         port = int(info.port or 5432)
+        with embedded_postgres.PostgresServer._lock:
+            alone = not [p for p in disk_list_cls(PGDATA / ".handle_pids.json").get() if p != os.getpid()]
+            if alone and _size_embedded_server(embedded_postgres, server, host, port):
+                info = server.get_postmaster_info()
+                host, port = str(info.socket_dir), int(info.port or 5432)
         _ensure_database(host, port, DB_NAME)
         name = DB_NAME
         with embedded_postgres.PostgresServer._lock:
