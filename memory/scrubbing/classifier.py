@@ -96,8 +96,16 @@ def _marker_gives_value(text: str, marker: str, *, boundary: bool) -> bool:
     return False
 
 
+# Every marker above, and every key a line's ``key: value`` is judged by (``_SECRET_KEY_PHRASES``, by its last
+# word), holds one of these words: a text holding none of them (most prose) skips those checks. A word of letters
+# is in the whitespace-collapsed and the squashed text exactly when it is in the lowered text.
+_NAMING_WORDS = ("token", "key", "secret", "password", "passphrase", "pat", "bearer")
+
+
 def _has_secret_assignment(text: str) -> bool:
     lowered = text.lower()
+    if not any(map(lowered.__contains__, _NAMING_WORDS)):
+        return _has_secret_shaped_value(text)
     words = " ".join(lowered.split())
     if any(marker in words and _marker_gives_value(words, marker, boundary=False) for marker in _WORD_MARKERS):
         return True
