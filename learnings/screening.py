@@ -45,6 +45,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+import re2
+
 VERSION = 1
 MAX_SCREENED_CHARS = 2000  # candidate content is at most 1,600 characters (validated first); the rest is cut
 MAX_FINDINGS = 10
@@ -611,6 +613,50 @@ class Screening:
         }
 
 
+class _NeedleIndex:
+    """Which rules a text may match (``_Rule.may_match``), with every literal of the rules' first needle groups
+    looked up in one pass: an RE2 set (a DFA, linear in the text) of them all, read over the text's UTF-8
+    bytes (an ASCII literal is in the text exactly when its bytes are in the encoding). The set also matches
+    the end of the text; a set that gave up before it reports nothing, and then every rule is asked."""
+
+    def __init__(self, rules: tuple[_Rule, ...]) -> None:
+        self.rules = rules
+        positions: dict[str, set[int]] = {}
+        for position, rule in enumerate(rules):
+            for needle in rule.needles[0] if rule.needles else ():
+                positions.setdefault(needle, set()).add(position)
+        self.needles = tuple(positions)
+        self.positions = tuple(frozenset(positions[needle]) for needle in self.needles)
+        self.always = frozenset(position for position, rule in enumerate(rules) if not rule.needles)
+        self.set = re2.Set.SearchSet(re2.Options())
+        for needle in self.needles:
+            self.set.Add(re2.escape(needle.encode()))
+        self.set.Add(rb"\z")  # index len(needles): the end of the text, always reached
+        self.set.Compile()
+
+    def rules_to_run(self, text: str) -> list[_Rule]:
+        found = self.set.Match(text.encode())
+        end = len(self.needles)
+        if not found or end not in found:  # the set gave up: every rule is asked
+            return [rule for rule in self.rules if rule.may_match(text)]
+        positions = set(self.always)
+        for index in found:
+            if index != end:
+                positions |= self.positions[index]
+        rules = self.rules
+        return [rules[position] for position in sorted(positions) if rules[position].may_match(text)]
+
+
+_NEEDLES = _NeedleIndex(_RULES)
+
+
+def _rules_to_run(text: str) -> list[_Rule]:
+    """The rules whose needles are all in ``text``, in ``_RULES`` order."""
+    if _RULES is not _NEEDLES.rules:  # another list of rules (a test's): each one's needles looked up
+        return [rule for rule in _RULES if rule.may_match(text)]
+    return _NEEDLES.rules_to_run(text)
+
+
 def _excerpt(text: str, start: int, end: int) -> str:
     if end - start > EXCERPT_CHARS:
         end = start + EXCERPT_CHARS
@@ -627,9 +673,7 @@ def screen(text: object) -> Screening:
     if exfiltration is not None:
         name, start, end = exfiltration
         findings.append(Finding(EXFILTRATION, name, _excerpt(normalised, start, end)))
-    for rule in _RULES:
-        if not rule.may_match(normalised):
-            continue
+    for rule in _rules_to_run(normalised):
         match = rule.pattern.search(normalised)
         if match is not None:
             findings.append(Finding(rule.category, rule.name, _excerpt(normalised, match.start(), match.end())))

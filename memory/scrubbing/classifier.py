@@ -128,10 +128,19 @@ _URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]{0,31}://|\bwww\.)[^\s<>\"'`]+", re.IGN
 in its query (``?token=…``) is found by the redactor's URL-parameter rule, which the classifier runs first."""
 
 
+# A token (between the separators below) that ``is_secret_shaped`` could accept: a secret-shaped value has 8+
+# characters and an ASCII digit, ``+`` or ``/`` (``=`` separates tokens), or 16+ characters (values.py); a text
+# with no such token skips the per-token loop (most prose).
+_SHAPED_TOKEN = re.compile(r"(?<![^\s:=,;&?])(?:[^\s:=,;&?]{16}|(?=[^\s:=,;&?]{8})[^\s:=,;&?0-9+/]*[0-9+/])")
+
+
 def _has_secret_shaped_value(text: str) -> bool:
     """Extension: a secret-shaped value after a secret noun, or a strongly secret-shaped value anywhere
     outside a URL."""
-    tokens = re.split(r"[\s:=,;&?]+", _URL.sub(" ", text))
+    outside = _URL.sub(" ", text)
+    if _SHAPED_TOKEN.search(outside) is None:
+        return False
+    tokens = re.split(r"[\s:=,;&?]+", outside)
     for index, token in enumerate(tokens):
         value = token.strip(_VALUE_TRIM)
         if len(value) < 8 or not is_secret_shaped(value):

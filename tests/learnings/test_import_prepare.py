@@ -122,7 +122,30 @@ def test_embedding_shortest_first_gives_each_text_its_own_vector():
     got = np.array([learning.embedding for _, learning in prepared.built])
     assert np.array_equal(got, in_order)
     assert np.allclose(got, one_by_one, atol=1e-6)
-    assert prepared.embedding_literals == [memory_sql.float_array_literal(row) for row in got.tolist()]
+    assert [[float(v) for v in text[1:-1].split(",")] for text in prepared.embedding_literals] == got.tolist()
+
+
+@pytest.mark.django_db  # the module's autouse fixtures reach the database
+def test_the_embedding_literals_hold_the_values_repr_writes():
+    """``%.6f`` of a value rounded to 6 decimals parses back to that very double: over random normalised
+    vectors and the edges (signed zeros, +-1, the smallest steps, halves), each literal reads as the
+    literal ``memory.sql.float_array_literal`` (a ``repr`` per value) writes; beyond the bound, ``repr``."""
+    rng = np.random.default_rng(7)
+    raw = rng.standard_normal((300, 256))
+    raw /= np.linalg.norm(raw, axis=1, keepdims=True)
+    edges = [0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 5e-7, -5e-7, 1.5e-6, 0.1, 0.7, 0.9999995, 123456.789012]
+    raw[0, : len(edges)] = edges
+    vectors = np.round(raw, 6)
+    rows = vectors.tolist()
+    literals = imports.embedding_literals(vectors, rows)
+    for text, row in zip(literals, rows, strict=True):
+        parsed = [float(v) for v in text[1:-1].split(",")]
+        assert parsed == row
+        assert [np.signbit(v) for v in parsed] == [np.signbit(v) for v in row]
+        assert parsed == [float(v) for v in memory_sql.float_array_literal(row)[1:-1].split(",")]
+    assert ",0.100000," in literals[0] and "e-" not in literals[0]
+    big = np.array([[1e7, 0.5]])
+    assert imports.embedding_literals(big, big.tolist()) == [memory_sql.float_array_literal([1e7, 0.5])]
 
 
 @pytest.mark.django_db
