@@ -21,10 +21,11 @@ index dropped and builds it again at the end (the section at the end of this mod
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
 import signal
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from typing import Any, cast
 
 import numpy as np
 from django.db import DatabaseError, connection, transaction
+from django.db.models import signals
+from django.db.models.base import ModelState
 
 from learnings.learning_policy import policy_actor_for, status_for_tier
 from learnings.models import (
@@ -217,8 +220,15 @@ def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.AC
     built = []
     rows = vectors.tolist()
     literals = embedding_literals(vectors, rows)
+    make_learning = learning_maker(
+        status=status,
+        publish_tier=publish_tier,
+        policy_decision=PolicyDecision.MANUAL,
+        policy_actor=label,
+        verification_status=VerificationStatus.UNVERIFIED,
+    )
     for c, vector in zip(candidates, rows, strict=True):
-        learning = Learning(
+        learning = make_learning(
             scope_kind=c.scope_kind,
             scope_id=c.scope_id,
             scope_key=c.scope_key,
@@ -229,11 +239,6 @@ def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.AC
             source=c.source,
             evidence_refs=c.evidence_refs,
             expires_at_ms=c.expires_at_ms,
-            status=status,
-            publish_tier=publish_tier,
-            policy_decision=PolicyDecision.MANUAL,
-            policy_actor=label,
-            verification_status=VerificationStatus.UNVERIFIED,
             content_key=c.content_key,
             subject_key=c.subject_key,
             stated_at_ms=c.stated_at_ms,
@@ -241,6 +246,41 @@ def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.AC
         )
         built.append((c, validated_learning(learning, secret_guarded=(c.kind, c.content))))
     return PreparedBatch(outcome, built, literals)
+
+
+_TIMESTAMPS = ("created_at_ms", "updated_at_ms", "published_at_ms")
+
+
+def learning_maker(**common: Any) -> Callable[..., Learning]:
+    """A function that makes ``Learning(**common, **fields)`` - the same instance - by copying the attributes of
+    one such learning built once for the batch and setting ``fields`` over them, rather than running the
+    model's ``__init__`` (its loop over ~30 fields costs ~20 us a learning, a tenth of what preparing a fact
+    costs). ``fields`` are plain concrete fields (attribute name = field name, no descriptor on write); the
+    timestamps get the instance's own ``now_ms()`` as their defaults would (the writer sets them anyway); a
+    mutable default (``source``'s dict, ``evidence_refs``' list) not given is copied. With an init signal
+    listening, the model's ``__init__`` itself is used. ``tests/learnings/test_import_prepare.py`` compares
+    the two."""
+    if signals.pre_init.has_listeners(Learning) or signals.post_init.has_listeners(Learning):
+        return lambda **fields: Learning(**common, **fields)
+    template = dict(Learning(**common).__dict__)
+    del template["_state"]
+    mutable = [name for name, value in template.items() if isinstance(value, list | dict | set)]
+
+    def make(**fields: Any) -> Learning:
+        learning = Learning.__new__(Learning)
+        stored = learning.__dict__
+        stored.update(template)
+        stored["_state"] = ModelState()
+        for name in mutable:
+            if name not in fields:
+                stored[name] = copy.deepcopy(template[name])
+        at = now_ms()
+        for name in _TIMESTAMPS:
+            stored[name] = at
+        stored.update(fields)
+        return learning
+
+    return make
 
 
 LITERAL_BOUND = 1e6

@@ -157,3 +157,52 @@ def test_the_embedding_literals_store_the_vectors_exactly():
         "content", "embedding"
     ):
         assert embedding == vectors[content]
+
+
+@pytest.mark.django_db
+def test_the_learning_maker_makes_what_the_model_s_init_makes():
+    """``learning_maker``'s copies equal ``Learning(**common, **fields)`` attribute for attribute (timestamps
+    aside: each its own ``now_ms()``), with a fresh state and unshared mutable defaults; and every field the
+    import passes is a plain one (set in ``__dict__`` by ``__init__`` too)."""
+    common = {
+        "status": "active",
+        "publish_tier": "active",
+        "policy_decision": "manual",
+        "policy_actor": "operator",
+        "verification_status": "unverified",
+    }
+    fields = {
+        "scope_kind": "project",
+        "scope_id": "p",
+        "scope_key": "project:p",
+        "kind": "fact",
+        "sensitivity": "scoped",
+        "content": "The deploy window is Tuesday.",
+        "confidence": 80,
+        "source": {"system": "mem0"},
+        "evidence_refs": [{"type": "url", "ref": "https://example.com"}],
+        "expires_at_ms": None,
+        "content_key": "k",
+        "subject_key": "s",
+        "stated_at_ms": 5,
+        "embedding": [0.5, -0.25],
+    }
+    make = imports.learning_maker(**common)
+    made, other = make(**fields), make(**{**fields, "content": "Another."})
+    expected = Learning(**common, **fields)
+    timestamps = set(imports._TIMESTAMPS)
+
+    def attributes(learning):
+        return {k: v for k, v in learning.__dict__.items() if k != "_state" and k not in timestamps}
+
+    assert attributes(made) == attributes(expected)
+    assert all(isinstance(made.__dict__[name], int) for name in timestamps)
+    assert made._state is not other._state and made._state.adding and made._state.db is None
+    assert other.content == "Another." and made.content == fields["content"]
+    bare = make(**{k: v for k, v in fields.items() if k not in ("source", "evidence_refs")})
+    again = make(**{k: v for k, v in fields.items() if k not in ("source", "evidence_refs")})
+    assert bare.source == {} and bare.evidence_refs == [] and bare.source is not again.source
+    for name in fields:
+        field = Learning._meta.get_field(name)
+        assert field.attname == name and not hasattr(type(Learning.__dict__.get(name)), "__set__"), name
+    assert attributes(made) != attributes(Learning(**common, **{**fields, "content": "x"}))

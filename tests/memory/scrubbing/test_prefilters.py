@@ -170,3 +170,30 @@ def test_the_shaped_token_prefilter_can_refuse_and_accept() -> None:
     assert classifier._SHAPED_TOKEN.search("plain prose with words (note 12) and longwords") is None
     assert classifier._SHAPED_TOKEN.search("the value aB3xY9zQ here")
     assert classifier._SHAPED_TOKEN.search("AbCdEfGhIjKlMnOpQrSt")
+
+
+SPOKEN_PIECES = (
+    "password", "passphrase", "passcode", "passwd", "pwd", "pin", "pin code", "secret", "api key", "api_key",
+    "access-key", "token", "tokens", "PIN", "Pass", " is ", " was ", " to ", " now ", " set ", "set ", "changed ",
+    " for the lab", " of ", "my ", "wifi ", "Hunter2", "\t", " ", "x", "\u212a", "é",
+)  # fmt: skip
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(SPOKEN_PIECES), max_size=10).map("".join))
+def test_every_spoken_secret_has_a_noun_trigger_present(text: str) -> None:
+    """``_redact_spoken`` returns at once when none of ``_SPOKEN_NOUNS`` is present: wherever its pattern
+    matches, one of them is."""
+    low = _lowered(text)
+    if credentials._SPOKEN.search(low):
+        assert not _TRIGGERS.present(low).isdisjoint(credentials._SPOKEN_NOUNS), text
+
+
+def test_a_spoken_secret_is_still_redacted_and_prose_skips_the_search() -> None:
+    from memory.scrubbing import redact_secrets
+
+    assert "Hunter2xyz" not in redact_secrets("the wifi password is Hunter2xyz").text
+    prose = "the deploy window is on Tuesday and the build was moved to Thursday"
+    present = _TRIGGERS.present(_lowered(prose))
+    assert present.isdisjoint(credentials._SPOKEN_NOUNS)
+    assert credentials._redact_spoken(prose, _lowered(prose), {}, present) is prose
