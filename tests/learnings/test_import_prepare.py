@@ -160,10 +160,11 @@ def test_the_embedding_literals_store_the_vectors_exactly():
 
 
 @pytest.mark.django_db
-def test_the_learning_maker_makes_what_the_model_s_init_makes():
-    """``learning_maker``'s copies equal ``Learning(**common, **fields)`` attribute for attribute (timestamps
-    aside: each its own ``now_ms()``), with a fresh state and unshared mutable defaults; and every field the
-    import passes is a plain one (set in ``__dict__`` by ``__init__`` too)."""
+def test_the_instance_maker_makes_what_the_model_s_init_makes():
+    """``instance_maker``'s copies equal ``Learning(**common, **fields)`` attribute for attribute (callable
+    defaults aside: each copy gets its own, as from ``__init__``), with a fresh state and unshared mutable
+    defaults; every field the import passes is a plain one (set in ``__dict__`` by ``__init__`` too); and
+    the audit rows made the same way equal the constructor's."""
     common = {
         "status": "active",
         "publish_tier": "active",
@@ -187,13 +188,13 @@ def test_the_learning_maker_makes_what_the_model_s_init_makes():
         "stated_at_ms": 5,
         "embedding": [0.5, -0.25],
     }
-    make = imports.learning_maker(**common)
+    make = imports.instance_maker(Learning, **common)
     made, other = make(**fields), make(**{**fields, "content": "Another."})
     expected = Learning(**common, **fields)
-    timestamps = set(imports._TIMESTAMPS)
+    timestamps = {"created_at_ms", "updated_at_ms", "published_at_ms"}
 
-    def attributes(learning):
-        return {k: v for k, v in learning.__dict__.items() if k != "_state" and k not in timestamps}
+    def attributes(instance):
+        return {k: v for k, v in instance.__dict__.items() if k != "_state" and k not in timestamps}
 
     assert attributes(made) == attributes(expected)
     assert all(isinstance(made.__dict__[name], int) for name in timestamps)
@@ -206,3 +207,12 @@ def test_the_learning_maker_makes_what_the_model_s_init_makes():
         field = Learning._meta.get_field(name)
         assert field.attname == name and not hasattr(type(Learning.__dict__.get(name)), "__set__"), name
     assert attributes(made) != attributes(Learning(**common, **{**fields, "content": "x"}))
+    row = imports.instance_maker(AuditEvent, subject_type="learning_candidate", action="create", actor="op")
+    audit = {"subject_id": "learning-candidate-1", "at_ms": 7, "data": {"kind": "fact"}}
+    assert attributes(row(**audit)) == attributes(
+        AuditEvent(subject_type="learning_candidate", action="create", actor="op", **audit)
+    )
+    assert (
+        row(subject_id="x", at_ms=1).data == {}
+        and row(subject_id="x", at_ms=1).data is not row(subject_id="y", at_ms=1).data
+    )
