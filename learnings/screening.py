@@ -45,6 +45,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+import re2
+
 VERSION = 1
 MAX_SCREENED_CHARS = 2000  # candidate content is at most 1,600 characters (validated first); the rest is cut
 MAX_FINDINGS = 10
@@ -290,13 +292,24 @@ _MODE = _any(
 
 @dataclass(frozen=True)
 class _Rule:
+    """One pattern, and the literals any match of it holds: ``needles`` is a list of groups, and a text in which
+    some group has none of its literals cannot match, so the pattern is not run over it (most text holds none
+    of a rule's rare words; a substring test is ~50 times cheaper than a scan of the pattern). The groups are
+    written from the pattern (each a part every alternative of it must match literally, in the normalised,
+    case-folded text) and checked against the corpus by ``tests/learnings/test_screening.py``."""
+
     name: str
     category: str
     pattern: re.Pattern[str]
+    needles: tuple[tuple[str, ...], ...] = ()
+
+    def may_match(self, text: str) -> bool:
+        contains = text.__contains__
+        return all(any(map(contains, group)) for group in self.needles)
 
 
-def _rule(name: str, category: str, pattern: str) -> _Rule:
-    return _Rule(name, category, re.compile(pattern))
+def _rule(name: str, category: str, pattern: str, *needles: tuple[str, ...]) -> _Rule:
+    return _Rule(name, category, re.compile(pattern), needles)
 
 
 _RULES: tuple[_Rule, ...] = (
@@ -306,45 +319,63 @@ _RULES: tuple[_Rule, ...] = (
         INSTRUCTION_OVERRIDE,
         rf"\b(?:ignore|disregard|forget|override|overrule|bypass|abandon|discard)\b{_gap(3)}{_PRIOR}\b"
         rf"(?:{_gap(3)}|\W{{1,4}}){_MODEL_RULES}\b",
+        ("ignore", "disregard", "forget", "override", "overrule", "bypass", "abandon", "discard"),
     ),
     _rule(
         "ignore_above",
         INSTRUCTION_OVERRIDE,
         r"\b(?:ignore|disregard|forget)\b\W{1,4}(?:everything|anything|all|what(?:ever)? (?:was|you were|i) "
         r"(?:said|told|given))\b(?:\W{1,4}(?:above|before|previously|prior|so far|until now|else))?",
+        ("ignore", "disregard", "forget"),
     ),
     _rule(
         "do_not_follow",
         INSTRUCTION_OVERRIDE,
         rf"\b(?:do not|don't|never|stop|no longer|cease to)\W{{1,4}}(?:follow|obey|listen to|comply with|adhere to|"
         rf"respect|honou?r)(?:ing)?\b{_gap(3)}{_MODEL_RULES}\b",
+        ("do not", "don't", "never", "stop", "no longer", "cease to"),
+        ("follow", "obey", "listen to", "comply with", "adhere to", "respect", "honor", "honour"),
     ),
     _rule(
         "new_instructions",
         INSTRUCTION_OVERRIDE,
         r"\b(?:new|updated|real|true|actual|revised) (?:system )?(?:instructions|directives|orders|system prompt|"
         r"rules for you)\b\W{0,3}(?::|are\b|follow\b|-)",
+        ("instructions", "directives", "orders", "system prompt", "rules for you"),
     ),
     _rule(
         "instructions_supersede",
         INSTRUCTION_OVERRIDE,
         rf"\b(?:these|this|the following|my) (?:instructions?|messages?|rules?|orders?) (?:override|supersede|"
         rf"replace|take precedence over|overrule)s?\b{_gap(3)}{_MODEL_RULES}?",
+        ("override", "supersede", "replace", "take precedence over", "overrule"),
     ),
     _rule(
         "obey_me",
         INSTRUCTION_OVERRIDE,
         r"\b(?:you must|you will|you shall|always) (?:obey|follow) (?:me|this (?:note|memory|message|learning)|"
         r"these (?:notes|memories))\b",
+        ("obey", "follow"),
     ),
     # ---- role_switch -----------------------------------------------------------------------------------------
-    _rule("you_are_now", ROLE_SWITCH, r"\byou(?: are|'re) (?:now|no longer|actually|henceforth)\b"),
+    _rule(
+        "you_are_now",
+        ROLE_SWITCH,
+        r"\byou(?: are|'re) (?:now|no longer|actually|henceforth)\b",
+        ("you are ", "you're "),
+    ),
     _rule(
         "from_now_on_you_are",
         ROLE_SWITCH,
         r"\b(?:from now on|henceforth|starting now),? you (?:are|will be|shall be|become)\b",
+        ("from now on", "henceforth", "starting now"),
     ),
-    _rule("pretend", ROLE_SWITCH, r"\b(?:pretend|imagine) (?:that )?(?:you are|you're|to be|you have no)\b"),
+    _rule(
+        "pretend",
+        ROLE_SWITCH,
+        r"\b(?:pretend|imagine) (?:that )?(?:you are|you're|to be|you have no)\b",
+        ("pretend", "imagine"),
+    ),
     _rule(
         "act_as_unrestricted",
         ROLE_SWITCH,
@@ -352,6 +383,20 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:as|like)\W{1,4}(?:an?\W{1,4}|the\W{1,4})?(?:\w{1,20}\W{1,4})?(?:unrestricted|unfiltered|uncensored|"
         r"jailbroken|evil|malicious|amoral|unethical|dan|different (?:ai|assistant|model)|ai without|"
         r"assistant without|model without)\b",
+        ("act", "behave", "respond", "answer", "reply", "operate", "roleplay", "role-play"),
+        (
+            "unrestricted",
+            "unfiltered",
+            "uncensored",
+            "jailbroken",
+            "evil",
+            "malicious",
+            "amoral",
+            "unethical",
+            "dan",
+            "different ",
+            "without",
+        ),
     ),
     _rule(
         "special_mode",
@@ -361,12 +406,14 @@ _RULES: tuple[_Rule, ...] = (
         rf"(?:\W{{1,4}}\w{{1,20}}){{0,2}}\W{{1,4}}{_MODE} mode\b|"
         rf"\b{_MODE} mode\b(?:\W{{1,4}}\w{{1,20}}){{0,6}}\W{{1,4}}(?:ignore|bypass|no (?:restrictions|limits|"
         rf"rules|filters)|without (?:restrictions|limits|filters|censorship|rules))",
+        ("mode",),
     ),
     _rule(
         "jailbreak",
         ROLE_SWITCH,
         r"\bjailbr(?:eak|oken)\w{0,4}\b(?!\W{1,4}(?:detection|detector|checks?|protection|devices?|phones?|ios))|"
         r"\bdo anything now\b|\bstay in character\b|\bbreak character\b",
+        ("jailbr", "do anything now", "stay in character", "break character"),
     ),
     _rule(
         "without_restrictions",
@@ -374,12 +421,14 @@ _RULES: tuple[_Rule, ...] = (
         r"\b(?:respond|answer|reply|act|operate|behave|speak|write|comply)\b(?:\W{1,4}\w{1,20}){0,3}\W{1,4}"
         r"without (?:any )?(?:restrictions|filters|filtering|censorship|limitations|limits|safety|guidelines|"
         r"ethic\w{0,4}|moral\w{0,4}|rules|refus\w{1,4})",
+        ("without ",),
     ),
     _rule(
         "no_ethics",
         ROLE_SWITCH,
         r"\b(?:no|without|free of|free from|freed from) (?:ethical|moral|safety|content) (?:guidelines|"
         r"constraints|restrictions|filters?|limits|boundaries|rules|policies)\b",
+        ("ethical", "moral", "safety", "content"),
     ),
     _rule(
         "disable_safety",
@@ -387,6 +436,7 @@ _RULES: tuple[_Rule, ...] = (
         r"\b(?:bypass|disable|turn off|switch off|ignore|remove|deactivate|circumvent|evade)\b(?:\W{1,4}(?:your|the|"
         r"all|any|its|every))?\W{1,4}(?:safety|content|moderation|ethical|alignment)\W{1,4}(?:filters?|"
         r"guidelines|guardrails|restrictions|policies|polic|training|layers?|systems?|protocols?)\b",
+        ("safety", "content", "moderation", "ethical", "alignment"),
     ),
     # ---- prompt_leak -----------------------------------------------------------------------------------------
     _rule(
@@ -396,12 +446,14 @@ _RULES: tuple[_Rule, ...] = (
         r"write out|tell (?:me|us|them))\b(?:\W{1,4}[\w'-]{1,20}){0,4}\W{1,4}(?:system prompt|system message|"
         r"initial prompt|hidden prompt|original prompt|developer (?:prompt|message)|instructions you (?:were|have "
         r"been) given|your (?:instructions|prompt|rules|guidelines|configuration|directives))\b",
+        ("prompt", "message", "instructions you", "your "),
     ),
     _rule(
         "override_prompt",
         PROMPT_LEAK,
         r"\b(?:ignore|override|replace|overwrite|rewrite|update|change|modify|edit|new|append to|add to)\b"
         r"(?:\W{1,4}[\w'-]{1,20}){0,2}\W{1,4}(?:system prompt|system message|developer message)\b",
+        ("system prompt", "system message", "developer message"),
     ),
     _rule(
         "template_marker",
@@ -409,6 +461,7 @@ _RULES: tuple[_Rule, ...] = (
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id)\|>|\[/?inst\]|<</?sys>>|"
         r"(?:^|\s)#{2,4} ?(?:system|instruction|instructions|new instructions)\s?:|</?(?:system|instructions?|"
         r"sys_prompt)>|\b(?:begin|end|start) (?:of )?(?:the )?system prompt\b|(?:^|[\n.!] ?)system ?: ?you\b",
+        ("<", "[", "#", "system"),
     ),
     # ---- exfiltration ----------------------------------------------------------------------------------------
     _rule(
@@ -416,6 +469,7 @@ _RULES: tuple[_Rule, ...] = (
         EXFILTRATION,
         r"(?:https?|ftp)://[^\s]{0,200}?[?&][\w-]{1,30}=(?:\{\{?|\$\{?|\$\(|<|%7b|\[)[^\s]{0,60}|"
         r"!\[[^\]]{0,100}\]\((?:https?|ftp)://[^\s)]{0,200}(?:\{|\$|<|%7b)",
+        ("://",),
     ),
     _rule(
         "append_to_url",
@@ -423,49 +477,76 @@ _RULES: tuple[_Rule, ...] = (
         r"\b(?:append|add|include|encode|embed|put|attach|insert)\b(?:\W{1,4}[\w'-]{1,30}){0,6}\W{1,4}(?:in|into|"
         r"to|as)\W{1,4}(?:the\W{1,4}|a\W{1,4}|an\W{1,4})?(?:url|link|query string|query parameter|image (?:url|"
         r"link|src)|markdown image|request (?:url|parameters?))\b",
+        ("url", "link", "query", "image", "request"),
     ),
-    _rule("collector_service", EXFILTRATION, rf"{_COLLECTOR}"),
+    _rule(
+        "collector_service",
+        EXFILTRATION,
+        rf"{_COLLECTOR}",
+        (
+            "webhook.site",
+            "ngrok",
+            "requestbin",
+            "pipedream",
+            "pastebin",
+            "burpcollaborator",
+            "interact.sh",
+            "oast.",
+            "discord",
+            "hooks.slack.com",
+        ),
+    ),
     # ---- tool_directive --------------------------------------------------------------------------------------
     _rule(
         "call_tool",
         TOOL_DIRECTIVE,
         r"\b(?:call|invoke|execute|trigger|fire)\b\W{1,4}(?:the\W{1,4}|your\W{1,4})?(?:[`'\"]?[\w.:-]{1,40}[`'\"]?\W{1,4})?"
         r"(?:tool|function|plugin|action|mcp tool)\b(?!\s(?:of|in|is|was|that|which))",
+        ("call", "invoke", "execute", "trigger", "fire"),
+        ("tool", "function", "plugin", "action"),
     ),
     _rule(
         "download_and_run",
         TOOL_DIRECTIVE,
         r"\b(?:curl|wget|iwr|invoke-webrequest|fetch)\b[^\n|;]{0,200}\|\s?(?:sudo\s)?(?:ba|z|da|k)?sh\b|"
         r"\b(?:curl|wget)\b[^\n|;]{0,200}\|\s?(?:sudo\s)?(?:python3?|perl|ruby|node|iex)\b",
+        ("curl", "wget", "iwr", "invoke-webrequest", "fetch"),
+        ("|",),
     ),
     _rule(
         "curl_upload",
         TOOL_DIRECTIVE,
         r"\bcurl\b[^\n;]{0,200}\s(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form|-t|--upload-file)\s?[\"']?"
         r"(?:@|[\w-]{1,30}=@|\$\()",
+        ("curl",),
     ),
     _rule(
         "reverse_shell",
         TOOL_DIRECTIVE,
         r"/dev/tcp/|\b(?:nc|ncat|netcat)\b[^\n;]{0,60}\s-e\s|\bbash -i\b|\bmkfifo\b|\bsocat\b[^\n;]{0,60}exec:",
+        ("/dev/tcp/", "-e ", "bash -i", "mkfifo", "socat"),
     ),
     _rule(
         "encoded_exec",
         TOOL_DIRECTIVE,
         r"\bbase64 (?:-d|--decode)\b[^\n;]{0,40}\|\s?(?:ba|z)?sh\b|\bpowershell(?:\.exe)? [^\n;]{0,20}-e(?:nc|"
         r"ncodedcommand)?\s|\beval\(\s?(?:base64|atob|decode)",
+        ("base64", "powershell", "eval("),
     ),
     _rule(
         "destructive_command",
         TOOL_DIRECTIVE,
         r"\brm -(?:rf|fr|r -f) (?:/|~|\*|\$home)(?:\s|$)|\bchmod -r 777 /|:\(\)\s?\{\s?:\|:&\s?\};:"
         r"|\bmkfs\.\w{1,8} /dev/|\bdd if=/dev/(?:zero|random|urandom) of=/dev/",
+        ("rm -", "chmod -r 777 /", ":()", "mkfs.", "dd if=/dev/"),
     ),
     _rule(
         "execute_payload",
         TOOL_DIRECTIVE,
         r"\b(?:execute|run|eval(?:uate)?)\b\W{1,4}(?:the following|this|these)\W{1,4}(?:payload|(?:hidden |"
         r"encoded |obfuscated )?(?:shell )?(?:code|commands?|script) (?:silently|secretly|without))",
+        ("execute", "run", "eval"),
+        ("payload", "code", "command", "script"),
     ),
 )
 
@@ -532,6 +613,50 @@ class Screening:
         }
 
 
+class _NeedleIndex:
+    """Which rules a text may match (``_Rule.may_match``), with every literal of the rules' first needle groups
+    looked up in one pass: an RE2 set (a DFA, linear in the text) of them all, read over the text's UTF-8
+    bytes (an ASCII literal is in the text exactly when its bytes are in the encoding). The set also matches
+    the end of the text; a set that gave up before it reports nothing, and then every rule is asked."""
+
+    def __init__(self, rules: tuple[_Rule, ...]) -> None:
+        self.rules = rules
+        positions: dict[str, set[int]] = {}
+        for position, rule in enumerate(rules):
+            for needle in rule.needles[0] if rule.needles else ():
+                positions.setdefault(needle, set()).add(position)
+        self.needles = tuple(positions)
+        self.positions = tuple(frozenset(positions[needle]) for needle in self.needles)
+        self.always = frozenset(position for position, rule in enumerate(rules) if not rule.needles)
+        self.set = re2.Set.SearchSet(re2.Options())
+        for needle in self.needles:
+            self.set.Add(re2.escape(needle.encode()))
+        self.set.Add(rb"\z")  # index len(needles): the end of the text, always reached
+        self.set.Compile()
+
+    def rules_to_run(self, text: str) -> list[_Rule]:
+        found = self.set.Match(text.encode())
+        end = len(self.needles)
+        if not found or end not in found:  # the set gave up: every rule is asked
+            return [rule for rule in self.rules if rule.may_match(text)]
+        positions = set(self.always)
+        for index in found:
+            if index != end:
+                positions |= self.positions[index]
+        rules = self.rules
+        return [rules[position] for position in sorted(positions) if rules[position].may_match(text)]
+
+
+_NEEDLES = _NeedleIndex(_RULES)
+
+
+def _rules_to_run(text: str) -> list[_Rule]:
+    """The rules whose needles are all in ``text``, in ``_RULES`` order."""
+    if _RULES is not _NEEDLES.rules:  # another list of rules (a test's): each one's needles looked up
+        return [rule for rule in _RULES if rule.may_match(text)]
+    return _NEEDLES.rules_to_run(text)
+
+
 def _excerpt(text: str, start: int, end: int) -> str:
     if end - start > EXCERPT_CHARS:
         end = start + EXCERPT_CHARS
@@ -548,7 +673,7 @@ def screen(text: object) -> Screening:
     if exfiltration is not None:
         name, start, end = exfiltration
         findings.append(Finding(EXFILTRATION, name, _excerpt(normalised, start, end)))
-    for rule in _RULES:
+    for rule in _rules_to_run(normalised):
         match = rule.pattern.search(normalised)
         if match is not None:
             findings.append(Finding(rule.category, rule.name, _excerpt(normalised, match.start(), match.end())))

@@ -96,8 +96,16 @@ def _marker_gives_value(text: str, marker: str, *, boundary: bool) -> bool:
     return False
 
 
+# Every marker above, and every key a line's ``key: value`` is judged by (``_SECRET_KEY_PHRASES``, by its last
+# word), holds one of these words: a text holding none of them (most prose) skips those checks. A word of letters
+# is in the whitespace-collapsed and the squashed text exactly when it is in the lowered text.
+_NAMING_WORDS = ("token", "key", "secret", "password", "passphrase", "pat", "bearer")
+
+
 def _has_secret_assignment(text: str) -> bool:
     lowered = text.lower()
+    if not any(map(lowered.__contains__, _NAMING_WORDS)):
+        return _has_secret_shaped_value(text)
     words = " ".join(lowered.split())
     if any(marker in words and _marker_gives_value(words, marker, boundary=False) for marker in _WORD_MARKERS):
         return True
@@ -120,10 +128,19 @@ _URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]{0,31}://|\bwww\.)[^\s<>\"'`]+", re.IGN
 in its query (``?token=…``) is found by the redactor's URL-parameter rule, which the classifier runs first."""
 
 
+# A token (between the separators below) that ``is_secret_shaped`` could accept: a secret-shaped value has 8+
+# characters and an ASCII digit, ``+`` or ``/`` (``=`` separates tokens), or 16+ characters (values.py); a text
+# with no such token skips the per-token loop (most prose).
+_SHAPED_TOKEN = re.compile(r"(?<![^\s:=,;&?])(?:[^\s:=,;&?]{16}|(?=[^\s:=,;&?]{8})[^\s:=,;&?0-9+/]*[0-9+/])")
+
+
 def _has_secret_shaped_value(text: str) -> bool:
     """Extension: a secret-shaped value after a secret noun, or a strongly secret-shaped value anywhere
     outside a URL."""
-    tokens = re.split(r"[\s:=,;&?]+", _URL.sub(" ", text))
+    outside = _URL.sub(" ", text)
+    if _SHAPED_TOKEN.search(outside) is None:
+        return False
+    tokens = re.split(r"[\s:=,;&?]+", outside)
     for index, token in enumerate(tokens):
         value = token.strip(_VALUE_TRIM)
         if len(value) < 8 or not is_secret_shaped(value):

@@ -777,6 +777,10 @@ _SPOKEN_QUOTED = {q: re.compile(rf"{q}([^{q}\n]{{1,200}}){q}") for q in "\"'`"}
 _SPOKEN_TRAILING = ".,;:!?)]}"
 _CONNECTORS = (b" is ", b" was ", b" to ")
 _TRIGGERS.add(*_CONNECTORS)
+# Every match of ``_SPOKEN`` holds one of ``_SECRET_NOUN``'s words, so one of these: a text with none of them
+# (most prose, where " is " and " to " are everywhere) is not searched at its connectors.
+_SPOKEN_NOUNS = (b"pass", b"pwd", b"pin", b"secret", b"key", b"token")
+_TRIGGERS.add(*_SPOKEN_NOUNS)
 _SPOKEN_REACH = 112  # how far before a connector its noun may stand ("the wifi passphrase for the lab is")
 
 
@@ -784,6 +788,8 @@ def _redact_spoken(text: str, low: bytes, counts: dict[str, int], present: froze
     """Anchored on the connectors (literal counts and splits of the lower-cased copy ``low``, in C): each is
     checked with ``_SPOKEN`` in a window that ends just after it, so that pattern never runs over the whole text.
     Runs before the assignment rules, on the same copy (the text itself is returned when nothing is said)."""
+    if present.isdisjoint(_SPOKEN_NOUNS):
+        return text
     hits = sorted(pos for connector in _CONNECTORS if connector in present for pos in _find_all(low, connector))
     if not hits:
         return text

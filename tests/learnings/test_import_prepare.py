@@ -122,7 +122,30 @@ def test_embedding_shortest_first_gives_each_text_its_own_vector():
     got = np.array([learning.embedding for _, learning in prepared.built])
     assert np.array_equal(got, in_order)
     assert np.allclose(got, one_by_one, atol=1e-6)
-    assert prepared.embedding_literals == [memory_sql.float_array_literal(row) for row in got.tolist()]
+    assert [[float(v) for v in text[1:-1].split(",")] for text in prepared.embedding_literals] == got.tolist()
+
+
+@pytest.mark.django_db  # the module's autouse fixtures reach the database
+def test_the_embedding_literals_hold_the_values_repr_writes():
+    """``%.6f`` of a value rounded to 6 decimals parses back to that very double: over random normalised
+    vectors and the edges (signed zeros, +-1, the smallest steps, halves), each literal reads as the
+    literal ``memory.sql.float_array_literal`` (a ``repr`` per value) writes; beyond the bound, ``repr``."""
+    rng = np.random.default_rng(7)
+    raw = rng.standard_normal((300, 256))
+    raw /= np.linalg.norm(raw, axis=1, keepdims=True)
+    edges = [0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 5e-7, -5e-7, 1.5e-6, 0.1, 0.7, 0.9999995, 123456.789012]
+    raw[0, : len(edges)] = edges
+    vectors = np.round(raw, 6)
+    rows = vectors.tolist()
+    literals = imports.embedding_literals(vectors, rows)
+    for text, row in zip(literals, rows, strict=True):
+        parsed = [float(v) for v in text[1:-1].split(",")]
+        assert parsed == row
+        assert [np.signbit(v) for v in parsed] == [np.signbit(v) for v in row]
+        assert parsed == [float(v) for v in memory_sql.float_array_literal(row)[1:-1].split(",")]
+    assert ",0.100000," in literals[0] and "e-" not in literals[0]
+    big = np.array([[1e7, 0.5]])
+    assert imports.embedding_literals(big, big.tolist()) == [memory_sql.float_array_literal([1e7, 0.5])]
 
 
 @pytest.mark.django_db
@@ -134,3 +157,62 @@ def test_the_embedding_literals_store_the_vectors_exactly():
         "content", "embedding"
     ):
         assert embedding == vectors[content]
+
+
+@pytest.mark.django_db
+def test_the_instance_maker_makes_what_the_model_s_init_makes():
+    """``instance_maker``'s copies equal ``Learning(**common, **fields)`` attribute for attribute (callable
+    defaults aside: each copy gets its own, as from ``__init__``), with a fresh state and unshared mutable
+    defaults; every field the import passes is a plain one (set in ``__dict__`` by ``__init__`` too); and
+    the audit rows made the same way equal the constructor's."""
+    common = {
+        "status": "active",
+        "publish_tier": "active",
+        "policy_decision": "manual",
+        "policy_actor": "operator",
+        "verification_status": "unverified",
+    }
+    fields = {
+        "scope_kind": "project",
+        "scope_id": "p",
+        "scope_key": "project:p",
+        "kind": "fact",
+        "sensitivity": "scoped",
+        "content": "The deploy window is Tuesday.",
+        "confidence": 80,
+        "source": {"system": "mem0"},
+        "evidence_refs": [{"type": "url", "ref": "https://example.com"}],
+        "expires_at_ms": None,
+        "content_key": "k",
+        "subject_key": "s",
+        "stated_at_ms": 5,
+        "embedding": [0.5, -0.25],
+    }
+    make = imports.instance_maker(Learning, **common)
+    made, other = make(**fields), make(**{**fields, "content": "Another."})
+    expected = Learning(**common, **fields)
+    timestamps = {"created_at_ms", "updated_at_ms", "published_at_ms"}
+
+    def attributes(instance):
+        return {k: v for k, v in instance.__dict__.items() if k != "_state" and k not in timestamps}
+
+    assert attributes(made) == attributes(expected)
+    assert all(isinstance(made.__dict__[name], int) for name in timestamps)
+    assert made._state is not other._state and made._state.adding and made._state.db is None
+    assert other.content == "Another." and made.content == fields["content"]
+    bare = make(**{k: v for k, v in fields.items() if k not in ("source", "evidence_refs")})
+    again = make(**{k: v for k, v in fields.items() if k not in ("source", "evidence_refs")})
+    assert bare.source == {} and bare.evidence_refs == [] and bare.source is not again.source
+    for name in fields:
+        field = Learning._meta.get_field(name)
+        assert field.attname == name and not hasattr(type(Learning.__dict__.get(name)), "__set__"), name
+    assert attributes(made) != attributes(Learning(**common, **{**fields, "content": "x"}))
+    row = imports.instance_maker(AuditEvent, subject_type="learning_candidate", action="create", actor="op")
+    audit = {"subject_id": "learning-candidate-1", "at_ms": 7, "data": {"kind": "fact"}}
+    assert attributes(row(**audit)) == attributes(
+        AuditEvent(subject_type="learning_candidate", action="create", actor="op", **audit)
+    )
+    assert (
+        row(subject_id="x", at_ms=1).data == {}
+        and row(subject_id="x", at_ms=1).data is not row(subject_id="y", at_ms=1).data
+    )

@@ -8,11 +8,14 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.scrubbing import credentials, pii
+from memory.scrubbing import classifier, credentials, pii
 from memory.scrubbing.scan import _TRIGGERS, _classify, _find_all, _literal_matches, _lowered, _Triggers
+from tests.memory.scrubbing.corpus import CLASSIFIER_BENIGN, CLASSIFIER_SECRETS
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -111,3 +114,86 @@ DIGITS = st.lists(GROUPS, max_size=8).map(lambda groups: "".join(digits + sep fo
 @given(DIGITS)
 def test_the_three_anchor_scans_find_the_clusters_of_one_search_per_anchor(text: str) -> None:
     assert pii._digit_clusters(text) == _clusters_one_search_per_anchor(text)
+
+
+# ---- the learning-content classifier's two prefilters (issue 23.3: the bulk import's secret guard) ----------
+#
+# ``_has_secret_assignment`` skips its marker and ``key: value`` checks when no secret-naming word is in the text,
+# and ``_has_secret_shaped_value`` its per-token loop when no token could be secret-shaped. Each is checked
+# against the same function with the shortcut taken out, on texts generated from the markers' words, values of
+# every shape and the separators, and on the classifier corpus.
+
+CLASSIFIER_PIECES = (
+    "token", "key", "secret", "password", "passphrase", "pat", "bearer", "api", "access", "client", "private",
+    "refresh", "personal", "x-", "Token", "KEY", " is ", ": ", "=", ":", " = ", "_", "-", " ", "\n", ",", ";", "&",
+    "?", "(", ")", "'", "`", ".", "/", "+", "0", "7", "42", "aB3xY9zQ", "kP2mQ9rT4vX7zB1cD5fG",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AbCdEfGhIjKlMnOpQrSt", "abcdefghijklmnopqrstu", "https://x.io/a?b=",
+    "sha256", "commit", "\u00e9", "\u0661\u0662\u0663", "\u2003", "$TOKEN", "changeme",
+)  # fmt: skip
+CLASSIFIER_TEXTS = st.lists(st.sampled_from(CLASSIFIER_PIECES), max_size=14).map("".join)
+
+
+def _shaped_value_unfiltered(text: str) -> bool:
+    saved = classifier._SHAPED_TOKEN
+    classifier._SHAPED_TOKEN = re.compile("")  # matches everywhere: the loop always runs
+    try:
+        return classifier._has_secret_shaped_value(text)
+    finally:
+        classifier._SHAPED_TOKEN = saved
+
+
+def _assignment_unfiltered(text: str) -> bool:
+    saved = classifier._NAMING_WORDS
+    classifier._NAMING_WORDS = ("",)  # in every text: the marker checks always run
+    try:
+        return classifier._has_secret_assignment(text)
+    finally:
+        classifier._NAMING_WORDS = saved
+
+
+@SETTINGS
+@given(CLASSIFIER_TEXTS)
+def test_the_classifier_prefilters_change_no_answer(text: str) -> None:
+    assert classifier._has_secret_shaped_value(text) == _shaped_value_unfiltered(text), text
+    assert classifier._has_secret_assignment(text) == _assignment_unfiltered(text), text
+
+
+def test_the_classifier_prefilters_change_no_answer_on_the_corpus() -> None:
+    texts = [*CLASSIFIER_SECRETS, *CLASSIFIER_BENIGN]
+    assert any(classifier._has_secret_shaped_value(text) for text in texts)
+    for text in texts:
+        assert classifier._has_secret_shaped_value(text) == _shaped_value_unfiltered(text), text
+        assert classifier._has_secret_assignment(text) == _assignment_unfiltered(text), text
+
+
+def test_the_shaped_token_prefilter_can_refuse_and_accept() -> None:
+    assert classifier._SHAPED_TOKEN.search("plain prose with words (note 12) and longwords") is None
+    assert classifier._SHAPED_TOKEN.search("the value aB3xY9zQ here")
+    assert classifier._SHAPED_TOKEN.search("AbCdEfGhIjKlMnOpQrSt")
+
+
+SPOKEN_PIECES = (
+    "password", "passphrase", "passcode", "passwd", "pwd", "pin", "pin code", "secret", "api key", "api_key",
+    "access-key", "token", "tokens", "PIN", "Pass", " is ", " was ", " to ", " now ", " set ", "set ", "changed ",
+    " for the lab", " of ", "my ", "wifi ", "Hunter2", "\t", " ", "x", "\u212a", "é",
+)  # fmt: skip
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(SPOKEN_PIECES), max_size=10).map("".join))
+def test_every_spoken_secret_has_a_noun_trigger_present(text: str) -> None:
+    """``_redact_spoken`` returns at once when none of ``_SPOKEN_NOUNS`` is present: wherever its pattern
+    matches, one of them is."""
+    low = _lowered(text)
+    if credentials._SPOKEN.search(low):
+        assert not _TRIGGERS.present(low).isdisjoint(credentials._SPOKEN_NOUNS), text
+
+
+def test_a_spoken_secret_is_still_redacted_and_prose_skips_the_search() -> None:
+    from memory.scrubbing import redact_secrets
+
+    assert "Hunter2xyz" not in redact_secrets("the wifi password is Hunter2xyz").text
+    prose = "the deploy window is on Tuesday and the build was moved to Thursday"
+    present = _TRIGGERS.present(_lowered(prose))
+    assert present.isdisjoint(credentials._SPOKEN_NOUNS)
+    assert credentials._redact_spoken(prose, _lowered(prose), {}, present) is prose
