@@ -418,7 +418,7 @@ def _store_fresh_unless_found(
         ]
         candidate.state, candidate.published_learning_id, candidate.updated_at_ms = pending
         audits.insert(0, created)  # the CTEs run in the order the outer SELECT reads them: create, then publish
-    found, _, moved, *_, found_ids = memory_sql.run_together(
+    found, _, moved, *_, found_ids = _run_prepared(
         [*statements, *(memory_sql.insert_select_statement(audit, "s1", {}) for audit in audits)],
         also=", ARRAY(SELECT id FROM s0)",
     )
@@ -437,6 +437,22 @@ def _store_fresh_unless_found(
     candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, key
     candidate.updated_at_ms = at
     return []
+
+
+def _run_prepared(statements: list[tuple[str, list[Any]]], *, also: str = "") -> list[Any]:
+    """``memory.sql.run_together`` through ``memory.sql.prepared_cursor``: the parameters bound on the server. The
+    fresh create-and-publish statement has one text per shape (kind with or without a subject, candidate stored
+    or not), so psycopg prepares it on a connection's second use and PostgreSQL parses and plans it once per
+    connection, not on every fact; and its ~90 parameters are not merged into the text client-side (psycopg
+    caches no conversion of a statement with over 50 parameters: it would split the text on every call). The
+    values reach the same columns through the same casts: the rows are those of the client-side statement."""
+    ctes = ", ".join(f"s{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
+    counts = ", ".join(f"(SELECT count(*) FROM s{i})" for i in range(len(statements)))  # noqa: S608
+    params = [param for _, statement_params in statements for param in statement_params]
+    with memory_sql.prepared_cursor(transaction.get_connection().alias) as cursor:
+        cursor.execute(f"WITH {ctes} SELECT {counts}{also}", params)
+        row = cursor.fetchone()
+    return [int(count) for count in row[: len(statements)]] + list(row[len(statements) :])
 
 
 @transaction.atomic
