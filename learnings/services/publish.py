@@ -230,7 +230,11 @@ def _publish_locked(
     else:
         override = clean_expiry(edits.expires_at_ms)
         expiry = override if override is not None else locked.expires_at_ms
-    content_key, subject_key = semantic_key_digests(body)
+    content_key, subject_key = (  # a fresh candidate's keys were derived from this very content a moment ago
+        (locked.content_key, locked.subject_key)
+        if fresh is not None and body == locked.content
+        else semantic_key_digests(body)
+    )
     learning = Learning(
         scope_kind=scope.kind,
         scope_id=scope.id,
@@ -518,9 +522,16 @@ def _packed_values(instance: Model, *, keyed: bool) -> str:
     by psycopg's list dumper, which runs a regular expression over every element (the embedding's 5 kB too)."""
     conn = transaction.get_connection()
     row = memory_sql._copy_row(memory_sql._copy_plan(type(instance)), instance, conn)
-    elements = [_element(value) for value in row]
     if keyed:
-        elements.insert(0, _element(instance.pk))
+        row.insert(0, instance.pk)
+    elements = [  # the common values at once, without a call: NULL, a plain string, a number
+        "NULL"
+        if value is None
+        else f'"{value}"'
+        if (type(value) is str and '"' not in value and "\\" not in value) or type(value) is int
+        else _element(value)
+        for value in row
+    ]
     return "{" + ",".join(elements) + "}"
 
 
