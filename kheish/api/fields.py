@@ -2,18 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, ClassVar
 
+from django.utils.functional import cached_property
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import BindingDict
+
+_reused = threading.local()
+"""Per thread: the bound fields of each ``StrictSerializer`` class that sets ``reuse_fields``."""
 
 
 class StrictSerializer(serializers.Serializer[Any]):
     """Rejects unknown fields, so a typo never silently does nothing.
 
     ``field_help``: a field name → description table, for the fields declared without ``help_text``; the served
-    schema shows them as the request fields' descriptions (issue 25.4)."""
+    schema shows them as the request fields' descriptions (issue 25.4).
+
+    ``reuse_fields``: a request body's serializer on a hot path (``POST /v1/learnings``) builds its fields once per
+    thread instead of once per request - DRF deep-copies every declared field (nested serializers included) for
+    each new serializer, which costs more than validating the body. The fields are rebound to the newest root
+    serializer of their class in the thread, so only for a class whose fields and ``get_fields`` use no
+    per-instance state (no context, no ``partial``, no instance): plain input fields and defaults."""
 
     field_help: dict[str, str] = {}
+    reuse_fields: ClassVar[bool] = False
+
+    @cached_property
+    def fields(self) -> BindingDict:
+        if not self.reuse_fields or self.parent is not None or self.partial:
+            return self._bound_fields()
+        built: dict[type, dict[str, Any]] = _reused.__dict__.setdefault("fields", {})
+        reused = built.get(type(self))
+        if reused is None:
+            fields = self._bound_fields()
+            built[type(self)] = dict(fields.fields)
+            return fields
+        fields = BindingDict(self)
+        fields.fields = dict(reused)
+        for field in reused.values():  # what BindingDict's bind sets, on fields already bound once
+            field.parent = self
+        return fields
+
+    def _bound_fields(self) -> BindingDict:
+        fields = BindingDict(self)
+        for key, value in self.get_fields().items():
+            fields[key] = value
+        return fields
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()

@@ -300,6 +300,7 @@ def _expiry_field() -> serializers.IntegerField:
 
 
 class CreateLearningCandidateSerializer(StrictSerializer):
+    reuse_fields = True  # plain input fields: built once per thread (POST /v1/learnings, /v1/learning-candidates)
     field_help = {
         "scope": "where the learning would apply: one of your sessions' scopes",
         "kind": listing(PROPOSABLE_KINDS, KIND_NOTES),

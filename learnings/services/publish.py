@@ -5,10 +5,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, TypedDict, Unpack, cast
 
 from django.db import transaction
+from django.db.models import Model
+from psycopg.types.json import Jsonb
 
 from learnings.learning_policy import policy_actor_for, status_for_tier
 from learnings.models import (
@@ -226,7 +230,11 @@ def _publish_locked(
     else:
         override = clean_expiry(edits.expires_at_ms)
         expiry = override if override is not None else locked.expires_at_ms
-    content_key, subject_key = semantic_key_digests(body)
+    content_key, subject_key = (  # a fresh candidate's keys were derived from this very content a moment ago
+        (locked.content_key, locked.subject_key)
+        if fresh is not None and body == locked.content
+        else semantic_key_digests(body)
+    )
     learning = Learning(
         scope_kind=scope.kind,
         scope_id=scope.id,
@@ -407,21 +415,22 @@ def _store_fresh_unless_found(
             updated_at_ms=at,
         )
         statements = [reads, memory_sql.insert_with_key_statement(learning, unless="s0"), move]
+        found, _, moved, *_, found_ids = _run_prepared(
+            [*statements, *(memory_sql.insert_select_statement(audit, "s1", {}) for audit in audits)],
+            also=", ARRAY(SELECT id FROM s0)",
+        )
     else:  # s2: the candidate inserted in its published state, then (s5) its create audit row
         pending = (candidate.state, candidate.published_learning_id, candidate.updated_at_ms)
         candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, key
         candidate.updated_at_ms = at
-        statements = [
-            reads,
-            memory_sql.insert_with_key_statement(learning, unless="s0"),
-            memory_sql.insert_with_key_statement(candidate, unless="s0"),
-        ]
+        rows = [_packed_values(learning, keyed=True), _packed_values(candidate, keyed=True)]
         candidate.state, candidate.published_learning_id, candidate.updated_at_ms = pending
         audits.insert(0, created)  # the CTEs run in the order the outer SELECT reads them: create, then publish
-    found, _, moved, *_, found_ids = memory_sql.run_together(
-        [*statements, *(memory_sql.insert_select_statement(audit, "s1", {}) for audit in audits)],
-        also=", ARRAY(SELECT id FROM s0)",
-    )
+        sql, params = reads
+        found, _, moved, *_, found_ids = _run_prepared_text(
+            _fresh_statement(sql),
+            [*params, *rows, *(_packed_values(audit, keyed=False) for audit in audits)],
+        )
     if found:
         learning.pk = None
         return memory_sql.select_instances(Learning, 'WHERE "id" = ANY(%s) ORDER BY "id"', [found_ids])
@@ -437,6 +446,117 @@ def _store_fresh_unless_found(
     candidate.state, candidate.published_learning_id = CandidateState.PUBLISHED, key
     candidate.updated_at_ms = at
     return []
+
+
+def _run_prepared(statements: list[tuple[str, list[Any]]], *, also: str = "") -> list[Any]:
+    """``memory.sql.run_together`` through ``memory.sql.prepared_cursor`` (the parameters bound on the server), for
+    the fresh publication of a candidate already stored; a new one takes ``_fresh_statement``."""
+    ctes = ", ".join(f"s{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
+    counts = ", ".join(f"(SELECT count(*) FROM s{i})" for i in range(len(statements)))  # noqa: S608
+    params = [param for _, statement_params in statements for param in statement_params]
+    return _run_prepared_text(f"WITH {ctes} SELECT {counts}{also}", params)
+
+
+def _run_prepared_text(sql: str, params: list[Any]) -> list[Any]:
+    """One row of a statement run through ``memory.sql.prepared_cursor``: its parameters bound on the server, so
+    psycopg prepares a text it has run twice on the connection and PostgreSQL parses and plans it once per
+    connection (the values reach the columns through the same casts as client-side)."""
+    with memory_sql.prepared_cursor(transaction.get_connection().alias) as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return list(row)
+
+
+_FRESH_ROWS = ((Learning, True, "s0"), (LearningCandidate, True, "s0"), *[(AuditEvent, False, "s1")] * 3)
+"""The rows of a fresh create-and-publish after its reads (s0): the learning (s1) and the candidate (s2) unless
+the reads found a row, then the candidate's ``create`` audit row and the two ``publish`` ones (s3-s5), each only
+where the learning was inserted."""
+
+
+@cache
+def _fresh_statement(reads: str) -> str:
+    """The text of the fresh create-and-publish statement (``_store_fresh_unless_found``), built once per shape of
+    its reads (``selectors.equivalent_or_conflict_ids``: with or without the conflict): what
+    ``memory.sql.run_together`` builds from ``insert_with_key_statement`` and ``insert_select_statement``, each row's
+    values passed as one ``text[]`` parameter (``_packed_values``). With 16 parameters at most, psycopg converts the
+    text once per process and caches it (it caches no statement with over 50); the server plans it once per
+    connection (``_run_prepared``)."""
+    ctes = [f"s0 AS ({reads})"]
+    for i, (model, keyed, after) in enumerate(_FRESH_ROWS, start=1):
+        ctes.append(f"s{i} AS ({_packed_insert_sql(model, keyed=keyed, after=after)})")
+    counts = ", ".join(f"(SELECT count(*) FROM s{i})" for i in range(len(ctes)))  # noqa: S608
+    return f"WITH {', '.join(ctes)} SELECT {counts}, ARRAY(SELECT id FROM s0)"  # noqa: S608
+
+
+def _packed_insert_sql(model: type[Model], *, keyed: bool, after: str) -> str:
+    """``INSERT … SELECT`` of one row whose values come as one ``text[]`` parameter, in the order of
+    ``_packed_values``: a text column takes its element as it is (the INSERT's assignment cast checks its length,
+    as for a parameter), any other column its element cast to the column's type (what the server does with a
+    parameter sent as text). ``keyed``: the key is the first element, and the row is inserted only when the CTE
+    ``after`` has no row; otherwise the key comes from the sequence and the row is inserted once per row of
+    ``after``."""
+    conn = transaction.get_connection()
+    meta = model._meta
+    fields = [field for field, _ in memory_sql._copy_plan(model)]
+    if keyed:
+        fields.insert(0, meta.pk)
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    values = ", ".join(
+        f"v[{i}]" if field.get_internal_type() in _TEXT_TYPES else f"v[{i}]::{field.db_type(conn)}"
+        for i, field in enumerate(fields, start=1)
+    )
+    source = "(SELECT %s::text[] AS v) r"
+    where = f"{source} WHERE NOT EXISTS (SELECT 1 FROM {after})" if keyed else f"{after}, {source}"  # noqa: S608
+    return f'INSERT INTO "{meta.db_table}" ({columns}) SELECT {values} FROM {where} RETURNING "{meta.pk.column}"'  # noqa: S608
+
+
+_TEXT_TYPES = frozenset({"CharField", "TextField"})
+
+
+def _packed_values(instance: Model, *, keyed: bool) -> str:
+    """The row of ``instance`` for ``_packed_insert_sql``, as the literal of a ``text[]``: each column's value
+    prepared as ``memory.sql`` prepares it for an INSERT (``insert_with_key_statement``: ``_copy_row``), in the
+    text the server would have received for it as a parameter (psycopg sends every parameter as text): a number
+    in decimal, a boolean as true/false, JSON as the text its field's dumps gives, an embedding as its array
+    literal; each element quoted (a backslash before ``\\`` and ``"``), NULL unquoted. Written here rather than
+    by psycopg's list dumper, which runs a regular expression over every element (the embedding's 5 kB too)."""
+    conn = transaction.get_connection()
+    row = memory_sql._copy_row(memory_sql._copy_plan(type(instance)), instance, conn)
+    if keyed:
+        row.insert(0, instance.pk)
+    elements = [  # the common values at once, without a call: NULL, a plain string, a number
+        "NULL"
+        if value is None
+        else f'"{value}"'
+        if (type(value) is str and '"' not in value and "\\" not in value) or type(value) is int
+        else _element(value)
+        for value in row
+    ]
+    return "{" + ",".join(elements) + "}"
+
+
+def _element(value: object) -> str:
+    text = value if type(value) is str else _as_text(value)
+    if text is None:
+        return "NULL"
+    if '"' in text or "\\" in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _as_text(value: object) -> str | None:
+    if value is None or type(value) is str:
+        return value
+    if isinstance(value, str):  # a TextChoices member: its string, as psycopg dumps it (str before Enum)
+        return str.__str__(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, Jsonb):  # a JSON field's value, as psycopg would dump it
+        dumped = (value.dumps or json.dumps)(value.obj)
+        return dumped.decode() if isinstance(dumped, bytes) else dumped
+    raise TypeError(f"no text form for a {type(value).__name__} parameter")
 
 
 @transaction.atomic

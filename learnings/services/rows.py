@@ -118,10 +118,11 @@ def scope_lock_key(scope_key: str, kind: str) -> str:
 
 def lock_scope_drawing_keys(scope_key: str, kind: str) -> tuple[int, int]:
     """:func:`serialize_scope`, drawing in the same statement the keys of a new candidate and of its learning
-    (``publish.learning_create_published``; a key not used is a gap, as after any rollback)."""
-    from memory.sql import next_key_sql
+    (``publish.learning_create_published``; a key not used is a gap, as after any rollback). Its text never
+    changes: prepared once per connection (``memory.sql.prepared_cursor``)."""
+    from memory.sql import next_key_sql, prepared_cursor
 
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection.alias) as cursor:
         cursor.execute(
             f"SELECT {SCOPE_LOCK_SQL}, {next_key_sql(LearningCandidate)}, {next_key_sql(Learning)}",
             [scope_lock_key(scope_key, kind)],

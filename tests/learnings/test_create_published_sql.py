@@ -291,3 +291,72 @@ def test_a_conflict_leaves_no_candidate_and_no_audit_row(operator_client):
     assert other.status_code == 409 and other.json()["code"] == "learning_conflict"
     assert LearningCandidate.objects.count() == candidates and AuditEvent.objects.count() == audits
     assert Learning.objects.count() == 1
+
+
+_AWKWARD = [
+    {"kind": "fact", "content": "NULL"},
+    {
+        "kind": "preference",
+        "content": 'I prefer "tabs", {not} spaces; a\\b, c\nd — naïve café 😀',
+        "sensitivity": "sensitive",
+        "confidence": 55,
+        "source": {"agent_id": "ops", "derivation_id": 'd "1", {x}'},
+        "evidence_refs": [{"note": 'see "the wiki", {page} \\ 2'}, {"artifact_id": "NULL"}],
+        "expires_at_ms": 4_000_000_000_000,
+        "stated_at_ms": 1_600_000_000_123,
+    },
+    {"kind": "procedure", "content": '  To deploy: run make release, then ,,{}"" check.  ', "confidence": 0},
+]
+
+
+@pytest.mark.parametrize("body", _AWKWARD, ids=["null-text", "semantic-with-everything", "procedure-trimmed"])
+def test_the_packed_rows_are_the_rows_of_the_step_by_step_service(operator_client, operator, body):
+    """``POST /v1/learnings`` passes each row's values as one text array (``publish._packed_values``): quotes,
+    braces, commas, backslashes, a literal NULL, JSON, enums, booleans, numbers and the embedding reach the same
+    columns as the service's step-by-step path writes them."""
+    response = operator_client.post(URL, {"scope": ATLAS, **body}, format="json")
+    assert response.status_code == 201, response.content
+    fast = Learning.objects.get(pk=int(response.json()["learning_id"].rsplit("-", 1)[1]))
+    fast_candidate = LearningCandidate.objects.get(pk=fast.source_candidate_id)
+    Learning.objects.filter(pk=fast.pk).update(status="revoked", revoked_at_ms=now_ms())  # not an equivalent
+    fields = {k: v for k, v in body.items() if k not in ("kind", "content")}
+    slow_candidate = services.candidate_create(
+        actor=operator,
+        scope=LearningScope("project", "atlas"),
+        kind=body["kind"],
+        content=body["content"],
+        operator=True,
+        **fields,
+    )
+    slow = services.candidate_publish(candidate=slow_candidate, actor=operator)
+    fast.refresh_from_db()
+    slow_candidate.refresh_from_db()
+    assert _row(fast, "status", "revoked_at_ms") == _row(slow, "status", "revoked_at_ms")
+    assert fast.embedding == slow.embedding and fast.embedding is not None
+    assert _row(fast_candidate, "published_learning_id") == _row(slow_candidate, "published_learning_id")
+    assert fast_candidate.content == body["content"].strip() and fast_candidate.screen_flagged is False
+    ids = {fast.public_id: "L", fast_candidate.public_id: "C", slow.public_id: "L", slow_candidate.public_id: "C"}
+
+    def shape(rows):  # the public ids of each pair in place
+        return [(*row[:6], {k: ids.get(v, v) for k, v in row[6].items()}) for row in rows]
+
+    for fast_id, slow_id in ((fast.public_id, slow.public_id), (fast_candidate.public_id, slow_candidate.public_id)):
+        assert shape(_audit(fast_id)) == shape(_audit(slow_id))
+
+
+def test_the_fresh_statement_text_is_cached_by_psycopg():
+    """Both shapes of the fresh statement (with and without the conflict read) stay within what psycopg caches
+    the conversion of (text length and parameter count): past either, it would split the text on every fact."""
+    from psycopg import _queries
+
+    from learnings.selectors import equivalent_or_conflict_ids
+    from learnings.services.publish import _FRESH_ROWS, _fresh_statement
+
+    for kind, subject in (("fact", ""), ("preference", "subject")):
+        sql, params = equivalent_or_conflict_ids(
+            scope_key="k", kind=kind, subject_key=subject, content_key="c", at_ms=1
+        )
+        text = _fresh_statement(sql)
+        assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, len(text)
+        assert len(params) + len(_FRESH_ROWS) <= _queries.MAX_CACHED_STATEMENT_PARAMS
+        assert text.count("%s") == len(params) + len(_FRESH_ROWS)

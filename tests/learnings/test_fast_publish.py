@@ -115,6 +115,48 @@ def test_one_fact_costs_a_bounded_number_of_statements(operator_client):
     assert len(opened) == 1, opened  # one transaction (here a savepoint inside the test's), none nested in it
 
 
+def test_the_fresh_statement_is_prepared_once_per_connection(operator_client):
+    """The lock with its keys and the one write bind their values on the server: psycopg prepares each (its text
+    is the same for every fact of one shape) and PostgreSQL plans it once per connection."""
+    from django.db import connection
+
+    for n in range(3):
+        response = operator_client.post(
+            URL, {"scope": ATLAS, "kind": "fact", "content": f"Server {n} runs the nightly build."}, format="json"
+        )
+        assert response.status_code == 201, response.content
+    prepared = [query for query, _types in connection.connection._prepared._names]
+    assert any(query.startswith(b"WITH s0 AS") and b"learnings_learning" in query for query in prepared), prepared
+    assert any(b"pg_advisory_xact_lock" in query and b"nextval" in query for query in prepared), prepared
+    stored = Learning.objects.order_by("id").last()
+    assert stored.content == "Server 2 runs the nightly build." and stored.embedding is not None
+    assert LearningCandidate.objects.get(pk=stored.source_candidate_id).published_learning_id == stored.pk
+    assert AuditEvent.objects.filter(subject_id=stored.public_id, action="publish").count() == 1
+
+
+def test_the_request_fields_are_built_once_and_bound_to_each_request():
+    """``reuse_fields``: the second body's serializer reuses the first's field objects, bound to itself, and
+    validates (and refuses) exactly as a fresh one does."""
+    from kheish.api.learnings import CreateLearningSerializer
+
+    first = CreateLearningSerializer(data={"scope": ATLAS, "kind": "fact", "content": "A first fact."})
+    assert first.is_valid(), first.errors
+    second = CreateLearningSerializer(data={"scope": {"kind": "planet"}, "kind": "fact", "content": 7, "extra": 1})
+    assert not second.is_valid()
+    assert second.errors == {"extra": ["unknown field"]}
+    third = CreateLearningSerializer(data={"scope": {"kind": "planet"}, "kind": "fact", "content": 7})
+    assert not third.is_valid()
+    assert set(third.errors) == {"scope", "content"}
+    assert all(third.fields[name] is first.fields[name] for name in first.fields)
+    assert all(field.parent is third for field in third.fields.values())
+    assert third.fields["scope"].fields["kind"].root is third
+    fourth = CreateLearningSerializer(data={"scope": ATLAS, "kind": "fact", "content": " Trimmed later. "})
+    assert fourth.is_valid(), fourth.errors
+    assert fourth.validated_data["content"] == " Trimmed later. " and fourth.validated_data["confidence"] == 80
+    assert fourth.validated_data["source"] == {} and fourth.validated_data["evidence_refs"] == []
+    assert fourth.validated_data["source"] is not first.validated_data["source"]  # each default a new object
+
+
 # ---- bulk import ------------------------------------------------------------------------------------------
 
 
