@@ -78,6 +78,15 @@ def _rows(count: int) -> None:
         made += 1
 
 
+def _assert_published_alike(fast, fast_candidate, slow, slow_candidate) -> None:
+    """The one-request path's learning and candidate stored as the step-by-step service stored its own."""
+    fast.refresh_from_db()
+    slow_candidate.refresh_from_db()
+    assert _row(fast, "status", "revoked_at_ms") == _row(slow, "status", "revoked_at_ms")
+    assert fast.embedding == slow.embedding and fast.embedding is not None
+    assert _row(fast_candidate, "published_learning_id") == _row(slow_candidate, "published_learning_id")
+
+
 def test_one_select_answers_what_the_two_orm_reads_answer():
     _rows(400)
     at = now_ms()
@@ -142,11 +151,7 @@ def test_one_request_writes_the_rows_the_service_writes_step_by_step(operator_cl
         operator=True,
     )
     slow = services.candidate_publish(candidate=slow_candidate, actor=operator)
-    fast.refresh_from_db()
-    slow_candidate.refresh_from_db()
-    assert _row(fast, "status", "revoked_at_ms") == _row(slow, "status", "revoked_at_ms")
-    assert fast.embedding == slow.embedding and fast.embedding is not None
-    assert _row(fast_candidate, "published_learning_id") == _row(slow_candidate, "published_learning_id")
+    _assert_published_alike(fast, fast_candidate, slow, slow_candidate)
     assert fast_candidate.state == CandidateState.PUBLISHED and fast_candidate.published_learning_id == fast.pk
 
     def shape(rows, learning, candidate):  # the public ids of each pair in place
@@ -329,11 +334,7 @@ def test_the_packed_rows_are_the_rows_of_the_step_by_step_service(operator_clien
         **fields,
     )
     slow = services.candidate_publish(candidate=slow_candidate, actor=operator)
-    fast.refresh_from_db()
-    slow_candidate.refresh_from_db()
-    assert _row(fast, "status", "revoked_at_ms") == _row(slow, "status", "revoked_at_ms")
-    assert fast.embedding == slow.embedding and fast.embedding is not None
-    assert _row(fast_candidate, "published_learning_id") == _row(slow_candidate, "published_learning_id")
+    _assert_published_alike(fast, fast_candidate, slow, slow_candidate)
     assert fast_candidate.content == body["content"].strip() and fast_candidate.screen_flagged is False
     ids = {fast.public_id: "L", fast_candidate.public_id: "C", slow.public_id: "L", slow_candidate.public_id: "C"}
 
