@@ -361,9 +361,10 @@ def prepared_cursor(alias: str = "default"):
     """A cursor of the current connection that binds parameters on the server (Django's default cursor merges
     them into the text client-side), so psycopg prepares a statement it has run ``prepare_threshold`` times
     (``DATABASES["default"]["OPTIONS"]``, ``KHEISH_DB_PREPARE_THRESHOLD``) and PostgreSQL plans it once per
-    connection instead of on every call. For the hot reads whose text is stable and whose values are all
-    parameters (``learnings.recall_sql``); use it like ``connection.cursor()`` (query logging and execute
-    wrappers included)."""
+    connection instead of on every call (its generic plan: ``plan_cache_mode``, kheish/settings.py; a statement
+    run here must be right and quick under one plan for every value). For the hot reads whose text is stable
+    and whose values are all parameters (``learnings.recall_sql``); use it like ``connection.cursor()`` (query
+    logging and execute wrappers included)."""
     from django.db import connections
     from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]  # not in stubs
 

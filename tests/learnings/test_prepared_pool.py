@@ -66,6 +66,7 @@ def test_the_pool_is_prepared_and_runs_from_its_plan(session):
     assert plans, "the pool statement was not prepared"
     pool = [counts for statement, counts in plans.items() if "UNION" in statement]
     assert pool and sum(generic for generic, _ in pool) >= 1  # planned once, then run from the generic plan
+    assert all(custom == 0 for _, custom in pool)  # never planned again for its values (plan_cache_mode)
 
 
 def test_a_write_does_not_cost_the_next_query_a_plan(session):
