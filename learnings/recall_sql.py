@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -33,6 +32,7 @@ from learnings import gate
 from memory import ranking
 from memory import sql as memory_sql
 from memory.embedding import DIMENSIONS
+from memory.lru import BoundedLRU
 
 POOL = 120
 """Candidates per arm. The fused ranking reorders the pool; 2 × 120 covers budgets of a few thousand tokens."""
@@ -388,33 +388,9 @@ def recent(shape: str, *, scope_keys: list[str], at_ms: int, limit: int) -> list
         return cursor.fetchall()
 
 
-class _EmbeddingCache:
-    """Stored embeddings by learning id (a learning's content never changes: a new text is a new learning),
-    bounded, least recently used dropped: the fallback path reads each learning's vector once per process."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get_many(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        with self._lock:
-            found = {}
-            for pk in ids:
-                vector = self._rows.get(pk)
-                if vector is not None:
-                    self._rows.move_to_end(pk)
-                    found[pk] = vector
-            return found
-
-    def put_many(self, rows: dict[int, np.ndarray]) -> None:
-        with self._lock:
-            self._rows.update(rows)
-            while len(self._rows) > self.size:
-                self._rows.popitem(last=False)
-
-
-_EMBEDDINGS = _EmbeddingCache(20_000)
+_EMBEDDINGS: BoundedLRU[int, np.ndarray] = BoundedLRU(20_000)
+"""Stored embeddings by learning id (a learning's content never changes: a new text is a new learning): the
+fallback path (no pgvector) reads each learning's vector once per process."""
 _ZERO = np.zeros(DIMENSIONS, dtype=np.float64)
 
 

@@ -14,8 +14,6 @@ prompt-visible set."""
 from __future__ import annotations
 
 import heapq
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
 from operator import itemgetter
@@ -32,6 +30,7 @@ from learnings.sections import LEARNED_CONTEXT_FORMAT
 from learnings.vocabulary import SCOPE_PRIORITY
 from memory import embedding, public_ids, ranking
 from memory.clock import now_ms
+from memory.lru import BoundedLRU
 from memory.ranking import SEARCH_SCORE_SCALE
 from memory.sections import Block
 
@@ -101,38 +100,11 @@ def _visible_set(rows: Iterable[tuple]) -> _VisibleSet:
     )
 
 
-class _VisibleSets:
-    """Visible sets by the fingerprint of their rows (``Learning.objects.scoped_fingerprint``), least recently
-    used dropped first. The sessions of a project all see the same rows (its learnings and the workspace's)
-    until one of them changes, so most new runs only read a fingerprint - one small row - and score. Any
-    write to a row changes the fingerprint: a changed, added, hidden or removed row means another key, never
-    a stale answer."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._sets: OrderedDict[bytes, _VisibleSet] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, digest: bytes) -> _VisibleSet | None:
-        with self._lock:
-            found = self._sets.get(digest)
-            if found is not None:
-                self._sets.move_to_end(digest)
-            return found
-
-    def put(self, digest: bytes, visible: _VisibleSet) -> None:
-        with self._lock:
-            self._sets[digest] = visible
-            self._sets.move_to_end(digest)
-            while len(self._sets) > self.size:
-                self._sets.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._sets.clear()
-
-
-_VISIBLE_SETS = _VisibleSets(VISIBLE_SETS_CACHED)
+_VISIBLE_SETS: BoundedLRU[bytes, _VisibleSet] = BoundedLRU(VISIBLE_SETS_CACHED)
+"""Visible sets by the fingerprint of their rows (``Learning.objects.scoped_fingerprint``). The sessions of a
+project all see the same rows (its learnings and the workspace's) until one of them changes, so most new runs
+only read a fingerprint - one small row - and score. Any write to a row changes the fingerprint: a changed,
+added, hidden or removed row means another key, never a stale answer."""
 
 
 def clear_prepared() -> None:

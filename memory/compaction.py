@@ -9,9 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -20,6 +18,7 @@ from memory import public_ids, sql
 from memory.audit import record_audit
 from memory.errors import ValidationFailed
 from memory.journal import append_event, log_entry
+from memory.lru import BoundedLRU
 from memory.models import Checkpoint, JournalEvent, Session
 from memory.sections import estimate_tokens
 from memory.vocabulary import FAILURE_STATUSES, EventType
@@ -169,31 +168,21 @@ class _KnownPrefixes:
     recently used dropped."""
 
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._prefixes: OrderedDict[tuple, KnownPrefix] = OrderedDict()
-        self._lock = threading.Lock()
+        self._prefixes: BoundedLRU[tuple, KnownPrefix] = BoundedLRU(size)
 
     @staticmethod
     def key(session: Session) -> tuple:
         return (transaction.get_connection().settings_dict.get("NAME"), session.pk, session.created_at_ms)
 
     def get(self, session: Session) -> KnownPrefix | None:
-        key = self.key(session)
-        with self._lock:
-            found = self._prefixes.get(key)
-            if found is not None:
-                self._prefixes.move_to_end(key)
-            return found
+        return self._prefixes.get(self.key(session))
 
     def put(self, session: Session, prefix: KnownPrefix) -> None:
-        key = self.key(session)
-        with self._lock:
-            current = self._prefixes.get(key)
-            if current is None or current.after != prefix.after or current.upto <= prefix.upto:
-                self._prefixes[key] = prefix
-                self._prefixes.move_to_end(key)
-            while len(self._prefixes) > self.size:
-                self._prefixes.popitem(last=False)
+        """Kept unless it would replace a longer prefix after the same checkpoint (two requests of one session
+        finishing out of order)."""
+        self._prefixes.put_unless(
+            self.key(session), prefix, lambda current: current.after == prefix.after and current.upto > prefix.upto
+        )
 
 
 _KNOWN = _KnownPrefixes(20_000)
@@ -213,24 +202,17 @@ class _EventTokens:
     events of a session, and each is decoded and re-encoded once per process instead of once per run."""
 
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._tokens: OrderedDict[tuple[int, int], int] = OrderedDict()
-        self._lock = threading.Lock()
+        self._tokens: BoundedLRU[tuple[int, int], int] = BoundedLRU(size)
 
     def of(self, payload: object, conn: object) -> int:
         if not isinstance(payload, str):  # a driver that decodes jsonb itself: nothing to key on
             return entry_tokens({"event": _EVENT_JSON.from_db_value(payload, None, conn)})  # type: ignore[arg-type]
         key = (len(payload), hash(payload))
-        with self._lock:
-            found = self._tokens.get(key)
-            if found is not None:
-                self._tokens.move_to_end(key)
-                return found
+        found = self._tokens.get(key)
+        if found is not None:
+            return found
         tokens = entry_tokens({"event": _EVENT_JSON.from_db_value(payload, None, conn)})  # type: ignore[arg-type]
-        with self._lock:
-            self._tokens[key] = tokens
-            while len(self._tokens) > self.size:
-                self._tokens.popitem(last=False)
+        self._tokens.put(key, tokens)
         return tokens
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -24,6 +24,27 @@ class BoundedLRU(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        self.put_many({key: value})
+
+    def put_unless(self, key: K, value: V, keep: Callable[[V], bool]) -> None:
+        """``put``, unless an entry is held for ``key`` and ``keep(entry)`` says it stays (one step, locked)."""
+        with self._lock:
+            current = self._items.get(key)
+            if current is None or not keep(current):
+                self._items[key] = value
+            if key in self._items:
+                self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
     def get_many(self, keys: Iterable[K]) -> dict[K, V]:
         """The entries held for these keys (missing keys are left out)."""

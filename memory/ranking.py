@@ -29,6 +29,7 @@ import numpy as np
 import Stemmer
 
 from memory import embedding
+from memory.lru import BoundedLRU
 
 K1 = 1.2
 B = 0.75
@@ -182,24 +183,18 @@ def rank(
 
 
 class _VectorCache:
-    """Embeddings of texts ranked in memory (run-memory entries), by text, bounded, oldest dropped first."""
+    """Embeddings of texts ranked in memory (run-memory entries without a stored vector), by text, bounded."""
 
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._vectors: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
+        self._vectors: BoundedLRU[str, np.ndarray] = BoundedLRU(size)
 
     def many(self, texts: Sequence[str]) -> np.ndarray:
-        with self._lock:
-            found = {text: self._vectors[text] for text in texts if text in self._vectors}
+        found = self._vectors.get_many(texts)
         missing = [text for text in dict.fromkeys(texts) if text not in found]
         if missing:
             fresh = dict(zip(missing, embedding.embed_many(missing), strict=True))
             found.update(fresh)
-            with self._lock:
-                self._vectors.update(fresh)
-                while len(self._vectors) > self.size:
-                    self._vectors.pop(next(iter(self._vectors)))
+            self._vectors.put_many(fresh)
         return np.array([found[text] for text in texts], dtype=np.float64)
 
 

@@ -80,13 +80,3 @@ def test_hidden_added_and_expired_rows_are_seen(scoped):
     assert ids(session, keys) == before
     Learning.objects.filter(content="Preferred editor is Helix.").update(status="revoked", revoked_at_ms=now_ms())
     assert len(ids(session, keys)) == len(before) - 1
-
-
-def test_sets_are_bounded_least_recently_used_first():
-    sets = retrieval._VisibleSets(2)
-    a, b, c = (retrieval._VisibleSet((), (), ()) for _ in range(3))
-    sets.put(b"a", a)
-    sets.put(b"b", b)
-    assert sets.get(b"a") is a  # a is now the most recent
-    sets.put(b"c", c)
-    assert sets.get(b"b") is None and sets.get(b"a") is a and sets.get(b"c") is c

@@ -77,13 +77,3 @@ def test_a_rewritten_record_is_ranked_with_its_new_vector(session):
     entries = [run_memory.entry_of(r) for r in records]
     held = dict(zip([r.pk for r in records], run_memory._record_vectors([r.pk for r in records], entries), strict=True))
     assert np.array_equal(held[record.pk], np.asarray(replacement))
-
-
-def test_the_cache_is_bounded():
-    cache = run_memory.BoundedLRU(2)
-    cache.put_many({1: "a", 2: "b"})
-    cache.get_many([1])  # 1 used last: 2 goes first
-    cache.put_many({3: "c"})
-    assert cache.get_many([1, 2, 3]) == {1: "a", 3: "c"}
-    with pytest.raises(ValueError):
-        run_memory.BoundedLRU(0)
