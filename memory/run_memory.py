@@ -609,6 +609,25 @@ def _record_vectors(pks: list[int], entries: list[RecoveredEntry]) -> list[np.nd
     return [found.get(key) for key in keys]
 
 
+_UNRANKED = [field for field in RunMemoryRecord._meta.concrete_fields if field.name != "embedding"]
+
+
+def _with_vectors(records: list[RunMemoryRecord]) -> list[RunMemoryRecord]:
+    """Records read without their embedding (deferred), given the stored one from ``_record_vectors``."""
+    vectors = _record_vectors([record.pk for record in records], [entry_of(record) for record in records])
+    for record, vector in zip(records, vectors, strict=True):
+        record.embedding = None if vector is None else vector.tolist()
+    return records
+
+
+def _select_records(tail: str, params: list[Any]) -> list[RunMemoryRecord]:
+    """``sql.select_instances`` of the records ``tail`` picks, each with its stored embedding (``_with_vectors``:
+    the 2 KB arrays are not read again for records this process holds)."""
+    rows = sql.select(RunMemoryRecord, tail, params, fields=tuple(field.name for field in _UNRANKED))
+    attnames = [field.attname for field in _UNRANKED]
+    return _with_vectors([RunMemoryRecord.from_db("default", attnames, row) for row in rows])
+
+
 def _bundle_entry(row: tuple[Any, ...]) -> RecoveredEntry:
     """``entry_of`` of a record read as ``_BUNDLE_FIELDS``."""
     _, run_pk, recorded_at_ms, status, request_preview, outcome_preview, artifact_ids, failure_markers, summary = row[
@@ -720,14 +739,12 @@ def search_records(
         return []
     if policy.search_visibility == SEARCH_VISIBILITY_LEARNING_SCOPES:
         qs = RunMemoryRecord.objects.filter(Q(session=session) | Q(Exists(_shared_scope(scope_keys))))
-        records = list(qs.order_by("-recorded_at_ms")[:SEARCH_RECORDS_MAX])
+        records = _with_vectors(list(qs.defer("embedding").order_by("-recorded_at_ms")[:SEARCH_RECORDS_MAX]))
     else:  # the session's own, or every record: hand-written (the ORM's statement for these, uncompiled)
         own = policy.search_visibility != SEARCH_VISIBILITY_WORKSPACE
-        records = sql.select_instances(
-            RunMemoryRecord,
+        records = _select_records(
             ('WHERE "session_id" = %s ' if own else "") + 'ORDER BY "recorded_at_ms" DESC LIMIT %s',
             [session.pk, SEARCH_RECORDS_MAX] if own else [SEARCH_RECORDS_MAX],
-            float_arrays=("embedding",),
         )
     now = now_ms()
     expired = [r.pk for r in records if now - r.recorded_at_ms > policy.retention_ms]
@@ -756,11 +773,9 @@ def _own_records_for_search(
     window = policy.max_tracked_per_session + 8
     if window > SEARCH_RECORDS_MAX:
         return None
-    records = sql.select_instances(
-        RunMemoryRecord,
+    records = _select_records(
         'WHERE "session_id" = %s ORDER BY "recorded_at_ms" DESC, "run_id" DESC LIMIT %s',
         [session.pk, SEARCH_RECORDS_MAX],
-        float_arrays=("embedding",),
     )
     now = now_ms()
     expired = {r.pk for r in records if now - r.recorded_at_ms > policy.retention_ms}

@@ -5,6 +5,8 @@ holds now."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from django.db import connection
@@ -77,3 +79,28 @@ def test_a_rewritten_record_is_ranked_with_its_new_vector(session):
     entries = [run_memory.entry_of(r) for r in records]
     held = dict(zip([r.pk for r in records], run_memory._record_vectors([r.pk for r in records], entries), strict=True))
     assert np.array_equal(held[record.pk], np.asarray(replacement))
+
+
+@pytest.mark.parametrize("visibility", ["session_only", "workspace", "learning_scopes"])
+def test_memory_search_reads_the_vectors_once_too(session, monkeypatch, visibility):
+    monkeypatch.setattr(run_memory, "_RECORD_VECTORS", run_memory.BoundedLRU(100))
+    policy = dataclasses.replace(run_memory.current_policy(), search_visibility=visibility)
+
+    def hits():
+        statements: list[str] = []
+
+        def record(execute, sql_text, params, many, context):
+            statements.append(sql_text)
+            return execute(sql_text, params, many, context)
+
+        with connection.execute_wrapper(record):
+            found = run_memory.search_hits(session=session, scope_keys=[], query=QUERY, ranker="hybrid", policy=policy)
+        return found, statements
+
+    first, statements = hits()
+    assert first and "certificate" in first[0]["excerpt"].lower()
+    assert sum('array_send("embedding")' in text for text in statements) == 1
+    again, statements = hits()
+    assert [h["source_id"] for h in again] == [h["source_id"] for h in first]
+    assert [h["score"] for h in again] == [h["score"] for h in first]
+    assert not any('array_send("embedding")' in text or '"embedding"' in text for text in statements)
