@@ -50,7 +50,13 @@ LARGE_SCOPE_SECONDS = 60.0
 """A set of scopes counted above ``EXACT_LIMIT`` is taken as large, without counting, for this long: the count
 is the one part of a pool that does not depend on the query. Scopes rarely shrink by thousands of rows; if
 they do, the index arm answers (approximately) until the next count, a minute later at most."""
-# HNSW search settings (iterative scans, ef_search) are connection options set in kheish/settings.py.
+# HNSW iterative scans are a connection option (kheish/settings.py, with hnsw.ef_search 120 as the default).
+EF_SEARCH = {"prompt": 120, "search": 60}
+"""The HNSW candidate list of each shape's nearest-neighbour arm, at least its pool size: set by the statement
+itself (``set_config(..., true)``: this statement's transaction only) before the index is read, since its
+one-time filter waits for ``scope_size``. Memory-search's 60 reads ~45% fewer index pages than 120 (10,000
+learnings: 1,900 -> 1,100 buffers, the arm 2.4 -> 1.7 ms), and its top 10 held an evidence turn for the same
+LongMemEval questions at 10,000 and 100,000 learnings (82 questions; docs/recall.md)."""
 
 _large_lock = threading.Lock()
 _large: dict[tuple, float] = {}
@@ -266,9 +272,12 @@ def pool_statement(
         # A scope seen large lately (``LARGE_SCOPE_SECONDS``) is not counted again: ``%(large)s`` stands for
         # the count, and the CASE never runs the other branch.
         params["large"] = scope_seen_large(scope_keys)
+        # ``set_config`` first: every arm below reads ``scope_size`` (the HNSW arm in its one-time filter, before
+        # its first index tuple), so the candidate list is this shape's whatever ran before on the connection.
         ctes.insert(
             0,
-            f"scope_size AS (SELECT CASE WHEN %(large)s THEN {exact + 1} ELSE (SELECT count(*) FROM "
+            f"scope_size AS (SELECT CASE WHEN set_config('hnsw.ef_search', '{int(EF_SEARCH[shape])}', true) IS NULL "
+            f"THEN NULL WHEN %(large)s THEN {exact + 1} ELSE (SELECT count(*) FROM "
             "(SELECT 1 FROM learnings_learning c WHERE c.scope_key = ANY(%(keys)s) "
             f"AND c.status IN ('active', 'provisional') LIMIT {exact + 1}) c) END AS n)",
         )

@@ -162,3 +162,20 @@ def test_a_scope_counted_large_is_not_counted_again_for_a_while(stored, monkeypa
     monkeypatch.setattr(recall_sql.time, "monotonic", lambda: later)
     assert not recall_sql.scope_seen_large(keys)  # counted again after a while
     assert not recall_sql.scope_seen_large(["project:small"])  # another set of scopes is its own entry
+
+
+@pytest.mark.parametrize("shape", ["search", "prompt"])
+def test_the_index_arm_reads_with_its_shapes_candidate_list(stored, monkeypatch, shape):
+    """Whatever the connection's ``hnsw.ef_search``, the statement sets its shape's before the index is read:
+    with a list of 1 and no iterative scan the index would return one row at most (the scope's share of the
+    shape's list comes back instead)."""
+    monkeypatch.setattr(recall_sql, "EXACT_LIMIT", 20)  # the small scope (40 rows) is now "large"
+    keys = ["project:small", "workspace:default"]
+    vector = embedding.embed_many(["violin lantern meadow"])[0].astype(np.float64)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.ef_search = 1")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = off")
+        found = recall_sql.pool(shape, scope_keys=keys, at_ms=now_ms(), words=[], query_vector=vector, size=K)
+        cursor.execute("SELECT current_setting('hnsw.ef_search')")
+        assert cursor.fetchone()[0] == str(recall_sql.EF_SEARCH[shape])
+    assert len(found.rows) > 1
