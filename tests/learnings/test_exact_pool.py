@@ -11,9 +11,9 @@ from django.db import connection, transaction
 
 from learnings import recall_sql
 from learnings.models import Learning
-from learnings.services.cleaning import semantic_key_digests
 from memory import embedding
 from memory.clock import now_ms
+from tests.support.learnings import bulk_learnings
 
 pytestmark = pytest.mark.django_db
 
@@ -40,33 +40,7 @@ K = 10
 
 def _rows(scope_id: str, count: int, seed: int) -> list[Learning]:
     rng = np.random.default_rng(seed)
-    texts = [f"{' '.join(rng.choice(WORDS, size=6))} note {seed}-{i}" for i in range(count)]
-    ts = now_ms()
-    rows = []
-    for i, (text, vector) in enumerate(zip(texts, embedding.embed_many(texts), strict=True)):
-        content_key, subject_key = semantic_key_digests(text)
-        rows.append(
-            Learning(
-                scope_kind="project",
-                scope_id=scope_id,
-                scope_key=f"project:{scope_id}",
-                kind="fact",
-                content=text,
-                confidence=90,
-                content_key=content_key,
-                subject_key=subject_key,
-                created_at_ms=ts,
-                published_at_ms=ts - i,
-                updated_at_ms=ts,
-                status="active",
-                publish_tier="active",
-                policy_decision="manual",
-                policy_actor="operator",
-                verification_status="unverified",
-                embedding=[round(float(x), 6) for x in vector],
-            )
-        )
-    return rows
+    return bulk_learnings(scope_id, [f"{' '.join(rng.choice(WORDS, size=6))} note {seed}-{i}" for i in range(count)])
 
 
 @pytest.fixture

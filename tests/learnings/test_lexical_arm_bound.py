@@ -13,9 +13,9 @@ from django.db import connection, transaction
 
 from learnings import recall_sql
 from learnings.models import Learning
-from learnings.services.cleaning import semantic_key_digests
 from memory import embedding
 from memory.clock import now_ms
+from tests.support.learnings import bulk_learnings
 
 pytestmark = pytest.mark.django_db
 
@@ -32,32 +32,7 @@ def stored(monkeypatch):
     for i in range(LANTERN_ROWS):
         texts[i] = f"the lantern hangs by door{i}"
     texts[ROWS - 1] = "the violin lies in its case"
-    ts = now_ms()
-    rows = []
-    for i, (text, vector) in enumerate(zip(texts, embedding.embed_many(texts), strict=True)):
-        content_key, subject_key = semantic_key_digests(text)
-        rows.append(
-            Learning(
-                scope_kind="project",
-                scope_id="big",
-                scope_key="project:big",
-                kind="fact",
-                content=text,
-                confidence=90,
-                content_key=content_key,
-                subject_key=subject_key,
-                created_at_ms=ts,
-                published_at_ms=ts - i,
-                updated_at_ms=ts,
-                status="active",
-                publish_tier="active",
-                policy_decision="manual",
-                policy_actor="operator",
-                verification_status="unverified",
-                embedding=[round(float(x), 6) for x in vector],
-            )
-        )
-    Learning.objects.bulk_create(rows)
+    Learning.objects.bulk_create(bulk_learnings("big", texts))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE learnings_learning")
     monkeypatch.setattr(recall_sql, "_common", {})  # statistics read afresh
