@@ -6,8 +6,9 @@ Two mechanisms, two caches, on purpose:
   principal makes: ``KHEISH_THROTTLE_AGENT`` / ``KHEISH_THROTTLE_OPERATOR`` (``6000/m`` by default, 100 a
   second: a ceiling against a runaway client, never a busy agent's pace). It runs on every request and counts
   in the ``throttle`` cache (``KHEISH_THROTTLE_CACHE_URL``): by default PostgreSQL (``kheish.counters``: one
-  atomic upsert, one count for every gunicorn worker and every node), Redis when ``KHEISH_CACHE_URL`` names
-  it; local memory is an explicit choice (each worker then counts on its own).
+  atomic upsert, one count for every gunicorn worker and every node, taken by each process a lease of up to
+  ``LEASE_MAX`` requests at a time far from the limit, one request at a time near it: ``_Leases``), Redis
+  when ``KHEISH_CACHE_URL`` names it; local memory is an explicit choice (each worker then counts on its own).
 * ``AuthFailureLimiter`` counts wrong API keys per client address and per key prefix in the ``auth_failures``
   cache (``KHEISH_AUTH_FAILURE_CACHE_URL``, by default Django's database cache: one count for every worker
   and process, kept across restarts). It is only touched when a key has already failed, so valid traffic
@@ -30,6 +31,7 @@ import hashlib
 import logging
 import math
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -178,6 +180,7 @@ class PrincipalRateThrottle(throttling.BaseThrottle):
     they are refused before throttles run, and bad credentials are the AuthFailureLimiter's."""
 
     cache_alias = "throttle"
+    leases: _Leases  # this process's (set below the class)
 
     def __init__(self) -> None:
         self._wait = 0
@@ -203,23 +206,101 @@ class PrincipalRateThrottle(throttling.BaseThrottle):
         cache = caches[self.cache_alias]
         hit = getattr(cache, "hit", None)  # kheish.counters: count in one statement
         if hit is not None:
-            count = hit(key, timeout=left + 1)
-        else:
-            # One cache operation per request once the window's counter exists (incr first; add only when it
-            # does not yet): one round trip to a shared cache, one lock of local memory.
-            try:
+            return self._allow_leased(hit, key, rate, left)
+        # One cache operation per request once the window's counter exists (incr first; add only when it
+        # does not yet): one round trip to a shared cache, one lock of local memory.
+        try:
+            count = cache.incr(key)
+        except ValueError:  # the window's first request (or the counter expired): start it
+            if cache.add(key, 1, timeout=left + 1):
+                return True
+            try:  # another worker started it in between
                 count = cache.incr(key)
-            except ValueError:  # the window's first request (or the counter expired): start it
-                if cache.add(key, 1, timeout=left + 1):
-                    return True
-                try:  # another worker started it in between
-                    count = cache.incr(key)
-                except ValueError:
-                    return True
+            except ValueError:
+                return True
         if count > rate.limit:
             self._wait = left
             return False
         return True
 
+    def _allow_leased(self, hit: Any, key: str, rate: Rate, left: int) -> bool:
+        """The shared count, taken a lease at a time (``_LEASES``): most requests spend a token this process
+        already counted, and only one in ``LEASE_MAX`` or so costs the upsert."""
+        leases = self.leases
+        if leases.take(key):
+            return True
+        block = leases.size_for(key, rate.limit)
+        count = hit(key, timeout=left + 1, delta=block)
+        before = count - block  # what every process had counted in this window before this lease
+        if before >= rate.limit:
+            leases.refused(key, count)
+            self._wait = left
+            return False
+        leases.granted(key, min(block, rate.limit - before) - 1, count)
+        return True
+
     def wait(self) -> float | None:
         return self._wait or None
+
+
+LEASE_MAX = 16
+"""The most requests one upsert of the shared counter counts for a process (``_Leases``)."""
+LEASE_SHARE = 64
+"""A lease is at most this fraction (1/64) of what the window has left, as last seen: near the limit every
+request is counted on its own, exactly as without leases."""
+
+
+class _Leases:
+    """Per process: requests of a principal's current window already counted in the shared counter and not yet
+    made (tokens), and the count that upsert returned. With the database counter (``kheish.counters``) a
+    request used to cost one upsert; a process now counts ``size_for`` requests at once and spends them
+    locally, so the counter's round trip is paid about once in ``LEASE_MAX`` requests.
+
+    The cap holds exactly: a lease is never more than the window has left (``min(block, limit - before)``),
+    so no more than ``limit`` requests are ever allowed in a window, across every worker and node. What a
+    lease costs is tokens a process counted and did not use before its window ended - at most ``LEASE_MAX``
+    per process, and only while more than ``LEASE_MAX * LEASE_SHARE`` requests are left in the window (the
+    lease shrinks to one request as the count nears the limit) - so a principal spread over many processes
+    can be refused a few requests before its count truly reaches the limit, never after. A window's key
+    holds its index, so a new window starts with no tokens."""
+
+    MAX_KEYS = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, list[int]] = {}  # key -> [tokens, count last returned]
+
+    def take(self, key: str) -> bool:
+        with self._lock:
+            entry = self._held.get(key)
+            if entry is None or entry[0] <= 0:
+                return False
+            entry[0] -= 1
+            return True
+
+    def size_for(self, key: str, limit: int) -> int:
+        """How many requests the next upsert counts: one while this process has not seen the window's count
+        (its first request in the window), then a share of what was left."""
+        with self._lock:
+            entry = self._held.get(key)
+        if entry is None:
+            return 1
+        return max(1, min(LEASE_MAX, (limit - entry[1]) // LEASE_SHARE))
+
+    def granted(self, key: str, tokens: int, count: int) -> None:
+        with self._lock:
+            if len(self._held) >= self.MAX_KEYS and key not in self._held:
+                self._held.clear()  # old windows' keys: a new window never reads them
+            entry = self._held.setdefault(key, [0, count])
+            entry[0] += tokens
+            entry[1] = max(entry[1], count)
+
+    def refused(self, key: str, count: int) -> None:
+        self.granted(key, 0, count)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+
+
+PrincipalRateThrottle.leases = _Leases()
