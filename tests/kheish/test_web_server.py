@@ -107,3 +107,19 @@ def test_requests_two_seconds_apart_reuse_one_connection(web_server):
             assert conn.sock.getsockname() == local  # the same keep-alive connection, never a new one
     finally:
         conn.close()
+
+
+def test_the_loaded_application_is_out_of_the_garbage_collectors_reach():
+    """kheish.wsgi freezes what loading made (``gc.freeze``): a full collection no longer scans the ~140,000
+    objects every worker holds from start (~65 ms a pause), only what requests made since."""
+    env = dict(os.environ, SECRET_KEY="gc-test", DJANGO_SETTINGS_MODULE="kheish.settings", LOG_LEVEL="WARNING")
+    probe = (
+        "import gc, time; import kheish.wsgi; frozen = gc.get_freeze_count(); "
+        "t = time.perf_counter(); gc.collect(); print(frozen, (time.perf_counter() - t) * 1000)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    frozen, full_collection_ms = out.stdout.split()
+    assert int(frozen) > 50_000
+    assert float(full_collection_ms) < 20
