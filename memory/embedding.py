@@ -86,8 +86,11 @@ def _embed(model, texts: list[str]) -> np.ndarray:
 
 
 def embed(text: str) -> list[float]:
-    """One text's embedding as a list of floats (what the database column stores)."""
-    return [round(float(value), 6) for value in embed_many([text])[0]]
+    """One text's embedding as a list of floats (what the database column stores), rounded to 6 decimals as
+    the bulk import rounds a batch (``np.round``, in one pass: ~15x cheaper than ``round`` per value)."""
+    import numpy as np
+
+    return np.round(embed_many([text])[0].astype(np.float64), 6).tolist()
 
 
 @lru_cache(maxsize=1024)

@@ -47,3 +47,19 @@ def test_the_fast_path_is_taken_and_can_differ_from_a_wrong_model():
     assert not np.array_equal(
         embedding._embed(Changed(), ["deploy window"]), embedding._embed(model, ["deploy window"])
     )
+
+
+def test_one_text_is_rounded_as_a_bulk_import_rounds_it():
+    """``embed`` (a learning published one at a time, a run-memory record) and the bulk import
+    (``learnings.services.imports.prepare_batch``) store the very same values for the same text."""
+    import numpy as np
+
+    from memory.embedding import embed, embed_many
+
+    texts = ["the deploy window is Tuesday", "Alice prefers tea over coffee", "x"]
+    batch = np.round(embed_many(texts).astype(np.float64), 6)
+    for text, row in zip(texts, batch, strict=True):
+        vector = embed(text)
+        assert vector == row.tolist()
+        assert all(type(value) is float for value in vector)
+        assert all(abs(value - round(value, 6)) < 1e-12 for value in vector)
