@@ -108,8 +108,9 @@ DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
     "-c plan_cache_mode=force_generic_plan",
 )
 # Server-side prepared statements (psycopg): a statement run through ``memory.sql.prepared_cursor`` (the recall
-# pool's, whose text is stable and whose values are parameters) is prepared after this many runs on a connection,
-# then planned once instead of on every call. Django's own cursors bind client-side and are never prepared.
+# pool's, the hand-written hot reads of ``memory.sql.select``, a run open's write, the counters, the publication
+# of a fact: texts that are stable, values all parameters) is prepared after this many runs on a connection, then
+# planned once instead of on every call. Django's own cursors (the ORM) bind client-side and are never prepared.
 # "off" disables it (e.g. behind a connection pooler in transaction mode that does not track prepared statements).
 _prepare_threshold = env.str("KHEISH_DB_PREPARE_THRESHOLD", default="2").strip().lower()
 DATABASES["default"]["OPTIONS"].setdefault(

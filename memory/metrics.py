@@ -8,11 +8,12 @@ from django.db import IntegrityError, transaction
 
 from memory.models import Counter
 from memory.sql import counters_add_statement as add_statement
+from memory.sql import prepared_cursor
 
 
 def _add(amounts: dict[str, int]) -> int:
     """``value += amount`` for each named counter in one statement; returns how many rows existed."""
-    with transaction.get_connection().cursor() as cursor:
+    with prepared_cursor(transaction.get_connection().alias) as cursor:  # planned once per connection
         cursor.execute(*add_statement(amounts))
         return cursor.rowcount
 
@@ -45,7 +46,7 @@ def increment_many_with(amounts: dict[str, int], statement: str, params: list) -
     ``memory.sql.update_statement``'s) in one round trip: the counters' UPDATE is a data-modifying CTE of it.
     Counters that do not exist yet are created after it, as :func:`increment_many` creates them."""
     amounts = {name: amount for name, amount in amounts.items() if amount > 0}
-    with transaction.get_connection().cursor() as cursor:
+    with prepared_cursor(transaction.get_connection().alias) as cursor:  # planned once per connection
         if not amounts:
             cursor.execute(statement, params)
             return

