@@ -26,10 +26,10 @@ from psycopg import Connection, pq
 
 
 class DatabaseOperations(operations.DatabaseOperations):
-    def last_executed_query(self, cursor: Any, sql: Any, params: Any) -> str | None:
-        found = super().last_executed_query(cursor, sql, params)
+    def last_executed_query(self, cursor: Any, sql: Any, params: Any) -> str:
+        found: str | None = super().last_executed_query(cursor, sql, params)
         if found is not None or sql is None:
-            return found
+            return found  # type: ignore[return-value]  # Django's own answer, None included
         try:
             return self.compose_sql(str(sql), params)
         except Exception:  # noqa: BLE001 - a log line: the text as written is still worth showing
