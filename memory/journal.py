@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from memory import public_ids
+from memory import sql as memory_sql
 from memory.clock import now_ms
 from memory.errors import NotFound
 from memory.models import EventType, JournalEvent, Run, Session
@@ -39,7 +40,7 @@ def append_event(*, session_id: int, event: dict, run: Run | None = None) -> Jou
     ts = now_ms()
     run_id = run.pk if run is not None else None
     payload = _EVENT_FIELD.get_db_prep_save(event, connection=conn)
-    with conn.cursor() as cursor:
+    with memory_sql.prepared_cursor(conn.alias) as cursor:  # planned once per connection
         cursor.execute(_APPEND_SQL, [ts, session_id, ts, run_id, event_type, payload])
         row = cursor.fetchone()
     if row is None:

@@ -29,7 +29,7 @@ def _marks(count: int) -> str:
 
 def lock_session(session_id: int) -> None:
     """Take the session row lock for this transaction."""
-    with transaction.get_connection().cursor() as cursor:
+    with sql.prepared_cursor(transaction.get_connection().alias) as cursor:
         cursor.execute(f"SELECT id FROM {_SESSIONS} WHERE id = %s FOR UPDATE", [session_id])  # noqa: S608
 
 
@@ -42,7 +42,7 @@ class SessionSnapshot:
 
 def session_snapshot(session_id: int) -> SessionSnapshot:
     """The session's learning scope keys and its records' (run pk, recorded_at_ms), in one query."""
-    with transaction.get_connection().cursor() as cursor:
+    with sql.prepared_cursor(transaction.get_connection().alias) as cursor:  # planned once per connection
         cursor.execute(
             f"SELECT part, value, NULL, NULL FROM ({SCOPE_PARTS_SQL}) parts UNION ALL "  # noqa: S608
             f"SELECT 'record', NULL, run_id, recorded_at_ms FROM {_RECORDS} WHERE session_id = %s",

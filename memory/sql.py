@@ -93,7 +93,7 @@ def insert(instance: M) -> M:
     """``instance.save()`` of a new instance (no custom ``save``, no signals) as one hand-written INSERT …
     RETURNING (inside the current connection); the instance comes back with its key, in its stored state."""
     sql, params = insert_statement(instance)
-    with transaction.get_connection().cursor() as cursor:
+    with prepared_cursor(transaction.get_connection().alias) as cursor:
         cursor.execute(sql, params)
         return mark_saved(instance, cursor.fetchone()[0])
 
@@ -139,7 +139,7 @@ def update(model: type[models.Model], pk: Any, *, where: dict[str, Any] | None =
     params += [
         f.get_db_prep_value(v, connection=conn) for f, v in zip(condition_fields, conditions.values(), strict=True)
     ]
-    with conn.cursor() as cursor:
+    with prepared_cursor(conn.alias) as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
 
@@ -425,7 +425,7 @@ def locked_run(pk: int, *, owner_pk: int | None = None) -> Run | None:
     user_model = get_user_model()
     conn = transaction.get_connection()
     params = [pk] if owner_pk is None else [pk, owner_pk]
-    with conn.cursor() as cursor:
+    with prepared_cursor(conn.alias) as cursor:
         cursor.execute(_locked_run_sql(user_model, owner_pk is not None), params)
         row = cursor.fetchone()
     if row is None:
@@ -449,7 +449,7 @@ def lock_session(pk: int) -> tuple[bool, int | None]:
     """``Session.objects.select_for_update().filter(pk=pk)`` and, read under that lock, the session's run in
     flight (``Run.objects.filter(session=pk, status__in=ACTIVE_STATUSES)``'s first pk) in one statement: whether
     the session exists, and that run's pk or None. The session row is locked until the transaction ends."""
-    with transaction.get_connection().cursor() as cursor:
+    with prepared_cursor(transaction.get_connection().alias) as cursor:
         cursor.execute(_LOCK_SESSION_SQL, [pk])
         row = cursor.fetchone()
     return (False, None) if row is None else (True, row[1])
@@ -460,7 +460,7 @@ def insert_unless_conflict(instance: M) -> M | None:
     already holds the row (no savepoint needed to survive it, the transaction stays usable)."""
     sql, params = insert_statement(instance)
     head, _, returning = sql.rpartition(" RETURNING ")
-    with transaction.get_connection().cursor() as cursor:
+    with prepared_cursor(transaction.get_connection().alias) as cursor:
         cursor.execute(f"{head} ON CONFLICT DO NOTHING RETURNING {returning}", params)
         row = cursor.fetchone()
     return None if row is None else mark_saved(instance, row[0])
@@ -586,7 +586,7 @@ def current_policy(kind: str) -> tuple[int, dict] | None:
     # through, which a whole column is not; the stubs require an expression there
     if _POLICY_READS.depth:
         if _POLICY_READS.read is None:
-            with conn.cursor() as cursor:
+            with prepared_cursor(conn.alias) as cursor:
                 cursor.execute(_ALL_POLICIES_SQL, [list(PolicyKind.values)])
                 _POLICY_READS.read = {
                     name: (revision, field.from_db_value(policy, None, conn))  # type: ignore[arg-type]  # see above
@@ -594,7 +594,7 @@ def current_policy(kind: str) -> tuple[int, dict] | None:
                 }
         found = _POLICY_READS.read.get(kind)
         return None if found is None else (found[0], copy.deepcopy(found[1]))
-    with conn.cursor() as cursor:
+    with prepared_cursor(conn.alias) as cursor:
         cursor.execute(_CURRENT_POLICY_SQL, [kind])
         row = cursor.fetchone()
     if row is None:
@@ -615,7 +615,7 @@ SCOPE_PARTS_SQL = (  # params: [session_id, session_id]
 
 def session_scope_parts(session_id: int) -> list[tuple[str, str]]:
     """The rows of :data:`SCOPE_PARTS_SQL` for one session."""
-    with transaction.get_connection().cursor() as cursor:
+    with prepared_cursor(transaction.get_connection().alias) as cursor:
         cursor.execute(SCOPE_PARTS_SQL, [session_id, session_id])
         return cursor.fetchall()
 
