@@ -7,8 +7,9 @@ an insert or update, in a transaction) and its ``incr`` is a read then a write, 
 concurrency. This backend keeps one row per key in the UNLOGGED table ``kheish_rate_counter``
 (``kheish.models.RateCounter``) and does each operation in one atomic statement:
 
-* ``hit(key, timeout)``: count one and return the new count, starting a fresh window when the row expired
-  (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``): the throttle's only round trip (``delta``: a lease of several requests at once, ``kheish.api.throttling``);
+* ``hit(key, timeout, delta=1)``: count ``delta`` and return the new count, starting a fresh window when the row
+  expired (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``): the throttle's only round trip, which counts a
+  lease of several requests at once (``kheish.api.throttling``);
 * ``add``, ``incr``, ``get``, ``get_many``, ``set``, ``delete``, ``touch``, ``has_key``, ``clear`` with Django's
   semantics, for integer values only (anything else is a ``TypeError``: this is not a general cache).
 
