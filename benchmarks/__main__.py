@@ -2,10 +2,11 @@
 benchmarks/results.json. Not a test: figures are printed, never asserted.
 
     python -m benchmarks [--quick] [--only floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,
-                                            scrubbing,screening,standing,capture,loop,conversations,peers,import]
+                                            scrubbing,screening,standing,capture,loop,conversations,peers,import,
+                                            recall_crowd]
                          [--recall-data PATH] [--recall-limit N] [--scale-sizes 10000,100000]
                          [--loop-limit N] [--conversations-limit N] [--peer-sizes 1000,10000,100000]
-                         [--import-sizes 2000,10000]
+                         [--import-sizes 2000,10000] [--crowd-sizes 0,100000]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def main() -> int:
     parser.add_argument(
         "--only",
         default="floor,plane1,plane2,learnings,skills,broker,throttle,recall,recall_scale,"
-        "scrubbing,screening,standing,capture,loop,conversations,peers,import",
+        "scrubbing,screening,standing,capture,loop,conversations,peers,import,recall_crowd",
     )
     parser.add_argument(
         "--recall-data",
@@ -71,6 +72,11 @@ def main() -> int:
         "--import-sizes",
         default="2000,10000",
         help="generated facts per import_memories run for the import benchmark (the bulk path)",
+    )
+    parser.add_argument(
+        "--crowd-sizes",
+        default="0,100000",
+        help="learnings in the one project of the recall_crowd benchmark (0: every dev question's turns alone)",
     )
     args = parser.parse_args()
 
@@ -179,6 +185,15 @@ def main() -> int:
             from benchmarks import peers
 
             peers.run(results, sizes=[int(size) // scale for size in args.peer_sizes.split(",") if size.strip()])
+        if "recall_crowd" in wanted:
+            from benchmarks import recall_crowd
+
+            recall_crowd.run(
+                results,
+                sizes=[int(size) // scale for size in args.crowd_sizes.split(",") if size.strip()],
+                data=args.recall_data,
+                limit=args.recall_limit if args.recall_limit is not None else (10 if args.quick else None),
+            )
         if "import" in wanted:
             from benchmarks import imports
 
