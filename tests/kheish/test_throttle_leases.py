@@ -4,8 +4,6 @@ more than the limit in a window across processes, and near the limit every reque
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.core.cache import caches
 from django.db import connection
@@ -15,6 +13,7 @@ from kheish.api import throttling
 from kheish.api.throttling import LEASE_MAX, PrincipalRateThrottle, Rate, _Leases
 from memory.sessions import session_create
 from tests.conftest import client_for
+from tests.memory.test_concurrency_pg import run_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -73,29 +72,13 @@ def test_concurrent_processes_hold_the_limit_exactly():
     through never exceeds the limit (the upsert is atomic; a lease is never more than what is left)."""
     caches["throttle"].clear()
     rate = Rate(2000, 60)
-    allowed: list[int] = []
-    lock = threading.Lock()
-    errors: list[BaseException] = []
+    allowed = [0] * 4
 
-    def hammer() -> None:
-        from django.db import connection as own
-
+    def hammer(i: int) -> None:
         leases = _Leases()
-        try:
-            mine = sum(_decide(leases, "k:race", rate) for _ in range(700))
-            with lock:
-                allowed.append(mine)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            own.close()
+        allowed[i] = sum(_decide(leases, "k:race", rate) for _ in range(700))
 
-    threads = [threading.Thread(target=hammer) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+    assert run_threads(4, hammer) == []
     assert rate.limit - 4 * LEASE_MAX <= sum(allowed) <= rate.limit
 
 
