@@ -5,7 +5,10 @@ numbered so each learning is distinct).
 Measured in-process, hybrid ranker (the default policy): learned_context (the section a new run gets, before
 packing), the whole prompt assembly, memory-search, the first run after a write (one learning published
 through the candidate → publish path, then a run), publish throughput with embeddings, the embedding
-model's load time, and the process's peak RSS after each size."""
+model's load time, and the process's peak RSS after each size. Each timed call starts as a session-scoped
+request does: one statement reads the session with its projects, its owner's grants and the policies in force
+(``memory.sql.visible_session``), included in the figure. The load is checkpointed before anything is timed,
+so the calls do not share the machine with the writing-out of the pages it dirtied."""
 
 from __future__ import annotations
 
@@ -29,11 +32,13 @@ from learnings.services.cleaning import semantic_key_digests
 from learnings.services.publish import PublishOptions
 from learnings.validation import LearningScope
 from memory import embedding
+from memory import sql as memory_sql
 from memory.clock import now_ms
 from memory.grants import grants_set
 from memory.identity import api_key_create
 from memory.sessions import learning_scope_keys, project_create, session_create
 from memory.sessions import project_ids as sessions_project_ids
+from memory.sql import visible_session
 
 QUERIES = [
     "Where do I keep my old sneakers?",
@@ -121,16 +126,24 @@ def run(results: Results, *, sizes: list[int]) -> None:
         grants_set(agent=owner, project_ids=granted, persona_ids=[], actor=operator)
         seed(size, project_id)
         session = session_create(owner=owner, project_ids=[project_id], operator=True)
-        keys = learning_scope_keys(session)
+        with connection.cursor() as cursor:  # the load's dirty pages written now, not while the calls are timed
+            cursor.execute("CHECKPOINT")
 
-        def learned(i: int, session=session, keys=keys) -> None:
-            retrieval.learned_records(session=session, scope_keys=keys, query=QUERIES[i % len(QUERIES)])
+        # Each call reads the session as every session-scoped request does (memory.sql.visible_session: one
+        # statement, with its projects, its owner's grants and the policies in force), then does its work.
+        def learned(i: int, pk=session.pk) -> None:
+            read = visible_session(pk)
+            keys = learning_scope_keys(read)
+            with memory_sql.one_policy_read(read.policies_read):
+                retrieval.learned_records(session=read, scope_keys=keys, query=QUERIES[i % len(QUERIES)])
 
-        def assemble(i: int, session=session) -> None:
-            composition.assemble_prompt(session, QUERIES[i % len(QUERIES)], None, usage="preview")
+        def assemble(i: int, pk=session.pk) -> None:
+            composition.assemble_prompt(visible_session(pk), QUERIES[i % len(QUERIES)], None, usage="preview")
 
-        def search(i: int, session=session) -> None:
-            composition.memory_search(session, QUERIES[i % len(QUERIES)], 10)
+        def search(i: int, pk=session.pk) -> None:  # as the memory-search view calls it
+            read = visible_session(pk)
+            with memory_sql.one_policy_read(read.policies_read):
+                composition.memory_search(read, QUERIES[i % len(QUERIES)], 10)
 
         results.latency(f"recall_scale.{size}.learned_context", time_calls(learned, 100), label)
         results.latency(f"recall_scale.{size}.prompt_assembly", time_calls(assemble, 100), label)
