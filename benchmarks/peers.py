@@ -57,6 +57,12 @@ class Embedder:
         return [self.vectors[t] for t in texts]
 
 
+def _rotated(systems: list, round_: int) -> list:
+    """The systems in this round's order: each round starts one system later, so none always goes first."""
+    start = round_ % len(systems)
+    return systems[start:] + systems[:start]
+
+
 def timed(func: Callable[[int], object], count: int) -> list[float]:
     samples = []
     for i in range(count):
@@ -303,7 +309,7 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
             kheish.search(QUERIES[i % len(QUERIES)])
         systems = [*running, kheish]
         for round_ in range(ROUNDS):
-            order = systems[round_ % len(systems) :] + systems[: round_ % len(systems)]
+            order = _rotated(systems, round_)
             for system in order:
                 name = system.name
                 figures.setdefault(f"{name}.search", []).append(
@@ -326,7 +332,7 @@ def _size(results: Results, size: int, embed: Embedder, running: list, operator,
         )
         rates: dict[str, list[float]] = {}
         for round_ in range(ROUNDS):  # alternated as the searches are: a noisy moment does not favour one system
-            order = systems[round_ % len(systems) :] + systems[: round_ % len(systems)]
+            order = _rotated(systems, round_)
             for system in order:
                 adds = timed(
                     lambda i, s=system, r=round_: s.add(

@@ -38,7 +38,6 @@ from memory.grants import grants_set
 from memory.identity import api_key_create
 from memory.sessions import learning_scope_keys, project_create, session_create
 from memory.sessions import project_ids as sessions_project_ids
-from memory.sql import visible_session
 
 QUERIES = [
     "Where do I keep my old sneakers?",
@@ -132,16 +131,17 @@ def run(results: Results, *, sizes: list[int]) -> None:
         # Each call reads the session as every session-scoped request does (memory.sql.visible_session: one
         # statement, with its projects, its owner's grants and the policies in force), then does its work.
         def learned(i: int, pk=session.pk) -> None:
-            read = visible_session(pk)
+            read = memory_sql.visible_session(pk)
             keys = learning_scope_keys(read)
             with memory_sql.one_policy_read(read.policies_read):
                 retrieval.learned_records(session=read, scope_keys=keys, query=QUERIES[i % len(QUERIES)])
 
         def assemble(i: int, pk=session.pk) -> None:
-            composition.assemble_prompt(visible_session(pk), QUERIES[i % len(QUERIES)], None, usage="preview")
+            read = memory_sql.visible_session(pk)
+            composition.assemble_prompt(read, QUERIES[i % len(QUERIES)], None, usage="preview")
 
         def search(i: int, pk=session.pk) -> None:  # as the memory-search view calls it
-            read = visible_session(pk)
+            read = memory_sql.visible_session(pk)
             with memory_sql.one_policy_read(read.policies_read):
                 composition.memory_search(read, QUERIES[i % len(QUERIES)], 10)
 
