@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import struct
 import threading
 from contextlib import contextmanager
 from datetime import datetime
@@ -27,6 +28,9 @@ import numpy as np
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.fields import ArrayField
 from django.db import models, transaction
+from psycopg import pq
+from psycopg.abc import Buffer
+from psycopg.adapt import Dumper
 
 from memory.models import (
     ACTIVE_STATUSES,
@@ -778,19 +782,77 @@ def draw_keys(model: type[models.Model], count: int) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def float_array_literal(values: list[float]) -> str:
-    """The array literal :func:`copy_instances` writes for an array of floats (an embedding), computed ahead
-    of time (a bulk path computes it where the vectors are made, off the writer's process)."""
-    return "{" + ",".join(map(float.__repr__, values)) + "}"
+FLOAT8_OID = 701
+FLOAT8_ARRAY_OID = 1022
+
+
+class PackedFloat8Array(bytes):
+    """A ``double precision[]`` value in PostgreSQL's binary format (``array_send``), made by
+    :func:`packed_float8_arrays`, written as it is by a binary ``COPY`` (:func:`copy_keyed_instances`)."""
+
+
+class _PackedFloat8ArrayDumper(Dumper):
+    format = pq.Format.BINARY
+    oid = FLOAT8_ARRAY_OID
+
+    def dump(self, obj: Buffer) -> Buffer:
+        return obj
+
+
+_PACKED_ELEMENT = np.dtype([("length", ">i4"), ("value", ">f8")])
+
+
+def packed_float8_arrays(vectors: np.ndarray) -> list[PackedFloat8Array]:
+    """Each row of ``vectors`` (a 2-D array of floats) as a one-dimensional ``double precision[]`` in the
+    binary format the server reads without parsing a digit: a header (one dimension, no nulls, element type
+    ``float8``, the length, lower bound 1), then each value as its length (8) and its big-endian IEEE double -
+    the very doubles of ``vectors``, made for the whole batch by numpy (a text literal costs a ``%`` format per
+    value here and a parse per value on the server: ~40 us a row each for 256 values)."""
+    rows, width = vectors.shape
+    header = struct.pack(">iiiii", 1, 0, FLOAT8_OID, width, 1)
+    body = np.empty((rows, width), dtype=_PACKED_ELEMENT)
+    body["length"] = 8
+    body["value"] = vectors
+    raw = body.tobytes()
+    step = width * _PACKED_ELEMENT.itemsize
+    return [PackedFloat8Array(header + raw[i * step : (i + 1) * step]) for i in range(rows)]
+
+
+def unpacked_float8_array(packed: bytes) -> list[float]:
+    """The values of one :func:`packed_float8_arrays` row, as a list of floats."""
+    return np.frombuffer(packed, dtype=_PACKED_ELEMENT, offset=20)["value"].tolist()
+
+
+_column_types_lock = threading.Lock()
+_column_types: dict[tuple[str, str], dict[str, int]] = {}
+
+
+def _column_type_oids(conn, table: str) -> dict[str, int]:
+    """The type of each column of ``table`` (its oid), read from the catalog once per database and table, for
+    a binary ``COPY`` (whose values carry no type of their own)."""
+    key = (str(conn.settings_dict.get("NAME")), table)
+    found = _column_types.get(key)
+    if found is None:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT attname, atttypid::int FROM pg_attribute WHERE attrelid = %s::regclass "
+                "AND attnum > 0 AND NOT attisdropped",
+                [table],
+            )
+            found = dict(cursor.fetchall())
+        with _column_types_lock:
+            _column_types[key] = found
+    return found
 
 
 def copy_keyed_instances(
-    model: type[M], instances: list[M], *, literals: dict[str, list[str]] | None = None
+    model: type[M], instances: list[M], *, packed: dict[str, list[PackedFloat8Array]] | None = None
 ) -> list[M]:
     """:func:`copy_instances` of instances whose primary keys are already set (from :func:`draw_keys`): the
     rows streamed with ``COPY … FROM STDIN``, each with its own key; the instances come back in their stored
-    state. ``literals``: for a field (by attribute name), each instance's value already in COPY's text form
-    (:func:`float_array_literal` of its floats), written as given. Inside the current transaction."""
+    state. ``packed``: for each array-of-floats field (by attribute name), each instance's value already in
+    binary form (:func:`packed_float8_arrays`); the rows are then written in ``COPY``'s binary format, every
+    other value by psycopg's binary dumper of its column's type. Inside the current transaction."""
     if not instances:
         return instances
     conn = transaction.get_connection()
@@ -799,24 +861,32 @@ def copy_keyed_instances(
     keys = [instance.pk for instance in instances]
     if any(key is None for key in keys):
         raise ValueError("copy_keyed_instances: every instance needs its primary key")
-    given = literals or {}
+    given = packed or {}
     positions = [i for i, (field, _) in enumerate(plan) if field.attname in given]
-    if len(positions) != len(given) or any(len(texts) != len(instances) for texts in given.values()):
-        raise ValueError("copy_keyed_instances: a literal for each instance of a field of the model")
-    columns = ", ".join(f'"{f.column}"' for f in [meta.pk, *(field for field, _ in plan)])
-    copy_sql = f'COPY "{meta.db_table}" ({columns}) FROM STDIN'
-    with conn.cursor() as cursor, conn.wrap_database_errors, cursor.cursor.copy(copy_sql) as copy:
-        if not positions:
-            for pk, instance in zip(keys, instances, strict=True):
-                copy.write_row([pk, *_copy_row(plan, instance, conn)])
-        else:
-            rest = [entry for i, entry in enumerate(plan) if i not in positions]
-            texts = [given[plan[i][0].attname] for i in positions]  # positions ascend: each insert in place
-            for n, (pk, instance) in enumerate(zip(keys, instances, strict=True)):
-                row = _copy_row(rest, instance, conn)
-                for position, column in zip(positions, texts, strict=True):
-                    row.insert(position, column[n])
-                copy.write_row([pk, *row])
+    if len(positions) != len(given) or any(len(values) != len(instances) for values in given.values()):
+        raise ValueError("copy_keyed_instances: a packed value for each instance of a field of the model")
+    if given and any(how == "floats" for i, (_, how) in enumerate(plan) if i not in positions):
+        raise ValueError("copy_keyed_instances: a binary COPY needs every array of floats packed")
+    columns = [meta.pk, *(field for field, _ in plan)]
+    names = ", ".join(f'"{f.column}"' for f in columns)
+    copy_sql = f'COPY "{meta.db_table}" ({names}) FROM STDIN' + (" (FORMAT BINARY)" if given else "")
+    types = _column_type_oids(conn, meta.db_table) if given else {}
+    with conn.cursor() as cursor, conn.wrap_database_errors:
+        if given:
+            cursor.cursor.adapters.register_dumper(PackedFloat8Array, _PackedFloat8ArrayDumper)
+        with cursor.cursor.copy(copy_sql) as copy:
+            if not given:
+                for pk, instance in zip(keys, instances, strict=True):
+                    copy.write_row([pk, *_copy_row(plan, instance, conn)])
+            else:
+                copy.set_types([types[f.column] for f in columns])
+                rest = [entry for i, entry in enumerate(plan) if i not in positions]
+                values = [given[plan[i][0].attname] for i in positions]  # positions ascend: each insert in place
+                for n, (pk, instance) in enumerate(zip(keys, instances, strict=True)):
+                    row = _copy_row(rest, instance, conn)
+                    for position, column in zip(positions, values, strict=True):
+                        row.insert(position, column[n])
+                    copy.write_row([pk, *row])
     for pk, instance in zip(keys, instances, strict=True):
         mark_saved(instance, pk)
     return instances

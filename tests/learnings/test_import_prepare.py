@@ -1,7 +1,7 @@
 """Issue 23.3, the bulk path's speed, preparing side: a batch prepared in a worker process (the default where
 fork exists) imports exactly what one prepared in a thread imports; a prepared batch survives pickling whole;
-the embeddings computed shortest text first are the embeddings of each text; the COPY literals made beside
-them store the vectors exactly."""
+the embeddings computed shortest text first are the embeddings of each text; the binary COPY values packed
+beside them are the bytes psycopg's own dumper makes, and store the vectors exactly."""
 
 from __future__ import annotations
 
@@ -106,10 +106,10 @@ def test_an_unknown_place_to_prepare_is_refused():
 def test_a_prepared_batch_survives_pickling_whole():
     prepared = prepare_batch(batch("by-process"))
     expected = [(c.content, list(learning.embedding)) for c, learning in prepared.built]
-    literals = list(prepared.embedding_literals)
+    packed = list(prepared.embeddings_packed)
     again = pickle.loads(pickle.dumps(prepared))
     assert [(c.content, learning.embedding) for c, learning in again.built] == expected
-    assert again.embedding_literals == literals
+    assert again.embeddings_packed == packed
     assert again.outcome.invalid == prepared.outcome.invalid
 
 
@@ -122,34 +122,34 @@ def test_embedding_shortest_first_gives_each_text_its_own_vector():
     got = np.array([learning.embedding for _, learning in prepared.built])
     assert np.array_equal(got, in_order)
     assert np.allclose(got, one_by_one, atol=1e-6)
-    assert [[float(v) for v in text[1:-1].split(",")] for text in prepared.embedding_literals] == got.tolist()
+    assert [memory_sql.unpacked_float8_array(packed) for packed in prepared.embeddings_packed] == got.tolist()
 
 
 @pytest.mark.django_db  # the module's autouse fixtures reach the database
-def test_the_embedding_literals_hold_the_values_repr_writes():
-    """``%.6f`` of a value rounded to 6 decimals parses back to that very double: over random normalised
-    vectors and the edges (signed zeros, +-1, the smallest steps, halves), each literal reads as the
-    literal ``memory.sql.float_array_literal`` (a ``repr`` per value) writes; beyond the bound, ``repr``."""
+def test_the_packed_embeddings_are_what_psycopg_sends_for_the_floats():
+    """Each packed row is byte for byte what psycopg's binary dumper makes of the row's list of floats (a
+    ``float8[]``, the column's type), over random normalised vectors and the edges (signed zeros, +-1, the
+    smallest steps, big values); unpacked, it gives the row back, sign bits included."""
+    from psycopg.adapt import PyFormat, Transformer
+
     rng = np.random.default_rng(7)
     raw = rng.standard_normal((300, 256))
     raw /= np.linalg.norm(raw, axis=1, keepdims=True)
-    edges = [0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 5e-7, -5e-7, 1.5e-6, 0.1, 0.7, 0.9999995, 123456.789012]
+    edges = [0.0, -0.0, 1.0, -1.0, 1e-6, -1e-6, 5e-7, -5e-7, 1.5e-6, 0.1, 0.7, 0.9999995, 123456.789012, 1e300]
     raw[0, : len(edges)] = edges
     vectors = np.round(raw, 6)
-    rows = vectors.tolist()
-    literals = imports.embedding_literals(vectors, rows)
-    for text, row in zip(literals, rows, strict=True):
-        parsed = [float(v) for v in text[1:-1].split(",")]
-        assert parsed == row
-        assert [np.signbit(v) for v in parsed] == [np.signbit(v) for v in row]
-        assert parsed == [float(v) for v in memory_sql.float_array_literal(row)[1:-1].split(",")]
-    assert ",0.100000," in literals[0] and "e-" not in literals[0]
-    big = np.array([[1e7, 0.5]])
-    assert imports.embedding_literals(big, big.tolist()) == [memory_sql.float_array_literal([1e7, 0.5])]
+    transformer = Transformer()
+    for packed, row in zip(memory_sql.packed_float8_arrays(vectors), vectors.tolist(), strict=True):
+        dumper = transformer.get_dumper(row, PyFormat.BINARY)
+        assert dumper.oid == memory_sql.FLOAT8_ARRAY_OID
+        assert bytes(dumper.dump(row)) == bytes(packed)
+        back = memory_sql.unpacked_float8_array(packed)
+        assert back == row
+        assert [np.signbit(v) for v in back] == [np.signbit(v) for v in row]
 
 
 @pytest.mark.django_db
-def test_the_embedding_literals_store_the_vectors_exactly():
+def test_the_packed_embeddings_store_the_vectors_exactly():
     prepared = prepare_batch(batch("by-thread"))
     imports.write_batch(prepared, actor="operator:tests")
     vectors = {c.content: learning.embedding for c, learning in prepared.built}
