@@ -17,7 +17,7 @@ from learnings.tokens import alnum_tokens
 
 
 def _alnum_count(text: str) -> int:
-    return sum(1 for ch in text if ch.isalnum())
+    return sum(map(str.isalnum, text))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ compare-and-swap update with its audit row. A new candidate's review is queued a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 from django.contrib.auth import get_user_model
@@ -67,9 +68,18 @@ def _new_candidate(
     source_run: Run | None,
     stated_at_ms: int | None = None,
     proposed_by: object = None,
+    make: Callable[..., LearningCandidate] = LearningCandidate,
 ) -> LearningCandidate:
+    """A new candidate, validated and screened, unsaved. ``make`` builds it from its fields (the bulk import's
+    ``instance_maker``: a copier of one candidate built once a batch); a run and a proposer, when there are
+    any, are given to it too."""
     content_key, subject_key = semantic_key_digests(content)
-    candidate = LearningCandidate(
+    related: dict[str, Any] = {}
+    if source_run is not None:
+        related["source_run"] = source_run
+    if isinstance(proposed_by, get_user_model()):
+        related["proposed_by"] = proposed_by
+    candidate = make(
         origin=origin,
         scope_kind=scope.kind,
         scope_id=scope.id,
@@ -84,11 +94,10 @@ def _new_candidate(
         expires_at_ms=expires_at_ms,
         stated_at_ms=stated_at_ms,
         state=CandidateState.PENDING,
-        source_run=source_run,
-        proposed_by=proposed_by if isinstance(proposed_by, get_user_model()) else None,
         content_key=content_key,
         subject_key=subject_key,
         updated_at_ms=now_ms(),
+        **related,
     )
     try:
         validation.validate_candidate(candidate)

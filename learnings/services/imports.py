@@ -198,6 +198,7 @@ def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.AC
     at = now_ms()
     candidates: list[LearningCandidate] = []
     seen: set[tuple[str, str]] = set()
+    make_candidate = instance_maker(LearningCandidate)
     for item in items:
         external_id = (item.external_id or "").strip()
         try:
@@ -217,6 +218,7 @@ def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.AC
                 expires_at_ms=clean_expiry(item.expires_at_ms),
                 source_run=None,
                 stated_at_ms=clean_stated_at(item.stated_at_ms),
+                make=make_candidate,
             )
         except (AppError, ValueError, TypeError, AttributeError) as exc:
             field_name = getattr(exc, "field", None)
@@ -474,6 +476,7 @@ def write_batch(prepared: PreparedBatch, *, actor: object) -> ImportOutcome:
         )
         for c in candidates
     ]
+    row = instance_maker(AuditEvent)
     audit += [
         learning_publish_row(
             learning,
@@ -481,11 +484,12 @@ def write_batch(prepared: PreparedBatch, *, actor: object) -> ImportOutcome:
             who=who,
             reason=REASON,
             at_ms=at,
+            make=row,
         )
         for learning in learnings
     ]
     audit += [
-        candidate_publish_row(c.public_id, public_ids.learning_id(pk), who=who, reason=reason, at_ms=at)
+        candidate_publish_row(c.public_id, public_ids.learning_id(pk), who=who, reason=reason, at_ms=at, make=row)
         for c, pk, reason in published
     ]
     memory_sql.copy_instances(AuditEvent, audit)

@@ -5,6 +5,7 @@ hook fired before a learning stops being live."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
@@ -58,10 +59,19 @@ def publish_audit_data(learning: Learning, candidate_id: str) -> dict[str, Any]:
     }
 
 
-def learning_publish_row(learning: Learning, candidate_id: str, *, who: str, reason: str, at_ms: int) -> AuditEvent:
+def learning_publish_row(
+    learning: Learning,
+    candidate_id: str,
+    *,
+    who: str,
+    reason: str,
+    at_ms: int,
+    make: Callable[..., AuditEvent] = AuditEvent,
+) -> AuditEvent:
     """A learning's ``publish`` audit row, unsaved, for the paths that write their rows in one statement (a fresh
-    create-and-publish, the bulk import); ``who`` is ``memory.audit.actor_label``'s."""
-    return AuditEvent(
+    create-and-publish, the bulk import); ``who`` is ``memory.audit.actor_label``'s. ``make``: what builds the
+    row from its fields (the bulk import's ``instance_maker``, a copier of one row built once a batch)."""
+    return make(
         subject_type="learning",
         subject_id=learning.public_id,
         action="publish",
@@ -73,10 +83,18 @@ def learning_publish_row(learning: Learning, candidate_id: str, *, who: str, rea
     )
 
 
-def candidate_publish_row(candidate_id: str, learning_id: str, *, who: str, reason: str, at_ms: int) -> AuditEvent:
+def candidate_publish_row(
+    candidate_id: str,
+    learning_id: str,
+    *,
+    who: str,
+    reason: str,
+    at_ms: int,
+    make: Callable[..., AuditEvent] = AuditEvent,
+) -> AuditEvent:
     """A candidate's ``publish`` audit row (pending → published, the learning it became or was found equivalent
     to), unsaved, as ``learning_publish_row``."""
-    return AuditEvent(
+    return make(
         subject_type="learning_candidate",
         subject_id=candidate_id,
         action="publish",
