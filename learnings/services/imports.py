@@ -151,12 +151,12 @@ SUBJECTS_SQL = (  # the gate's own SQL, no input
 )
 
 
-def _rows(sql: str, params: dict[str, Any]) -> list[tuple]:
+def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     """A batch's reads take its keys as arrays (``= ANY(%(…)s)``): one parameter each, where ``__in`` lists
     put a thousand placeholders in the statement, to build, send and parse for every batch."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        return list(cursor.fetchall())
 
 
 @dataclass
