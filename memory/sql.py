@@ -799,28 +799,21 @@ class _PackedFloat8ArrayDumper(Dumper):
         return obj
 
 
-_PACKED_ELEMENT = np.dtype([("length", ">i4"), ("value", ">f8")])
-
-
 def packed_float8_arrays(vectors: np.ndarray) -> list[PackedFloat8Array]:
     """Each row of ``vectors`` (a 2-D array of floats) as a one-dimensional ``double precision[]`` in the
     binary format the server reads without parsing a digit: a header (one dimension, no nulls, element type
     ``float8``, the length, lower bound 1), then each value as its length (8) and its big-endian IEEE double -
     the very doubles of ``vectors``, made for the whole batch by numpy (a text literal costs a ``%`` format per
-    value here and a parse per value on the server: ~40 us a row each for 256 values)."""
+    value here and a parse per value on the server: ~40 us a row each for 256 values). :func:`float_array`
+    reads one back."""
     rows, width = vectors.shape
     header = struct.pack(">iiiii", 1, 0, FLOAT8_OID, width, 1)
-    body = np.empty((rows, width), dtype=_PACKED_ELEMENT)
+    body = np.empty((rows, width), dtype=_FLOAT8_ELEMENT)
     body["length"] = 8
     body["value"] = vectors
     raw = body.tobytes()
-    step = width * _PACKED_ELEMENT.itemsize
+    step = width * _FLOAT8_ELEMENT.itemsize
     return [PackedFloat8Array(header + raw[i * step : (i + 1) * step]) for i in range(rows)]
-
-
-def unpacked_float8_array(packed: bytes) -> list[float]:
-    """The values of one :func:`packed_float8_arrays` row, as a list of floats."""
-    return np.frombuffer(packed, dtype=_PACKED_ELEMENT, offset=20)["value"].tolist()
 
 
 _column_types_lock = threading.Lock()

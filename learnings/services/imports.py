@@ -185,7 +185,7 @@ class PreparedBatch:
         self.__dict__.update(state)
         if len(self.embeddings_packed) == len(self.built):
             for (_, learning), packed in zip(self.built, self.embeddings_packed, strict=True):
-                learning.embedding = memory_sql.unpacked_float8_array(packed)
+                learning.embedding = cast(np.ndarray, memory_sql.float_array(packed)).tolist()  # never NULL
 
 
 def prepare_batch(items: list[ImportItem], *, publish_tier: str = PublishTier.ACTIVE) -> PreparedBatch:

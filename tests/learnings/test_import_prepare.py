@@ -122,7 +122,7 @@ def test_embedding_shortest_first_gives_each_text_its_own_vector():
     got = np.array([learning.embedding for _, learning in prepared.built])
     assert np.array_equal(got, in_order)
     assert np.allclose(got, one_by_one, atol=1e-6)
-    assert [memory_sql.unpacked_float8_array(packed) for packed in prepared.embeddings_packed] == got.tolist()
+    assert [memory_sql.float_array(packed).tolist() for packed in prepared.embeddings_packed] == got.tolist()
 
 
 @pytest.mark.django_db  # the module's autouse fixtures reach the database
@@ -143,7 +143,7 @@ def test_the_packed_embeddings_are_what_psycopg_sends_for_the_floats():
         dumper = transformer.get_dumper(row, PyFormat.BINARY)
         assert dumper.oid == memory_sql.FLOAT8_ARRAY_OID
         assert bytes(dumper.dump(row)) == bytes(packed)
-        back = memory_sql.unpacked_float8_array(packed)
+        back = memory_sql.float_array(packed).tolist()
         assert back == row
         assert [np.signbit(v) for v in back] == [np.signbit(v) for v in row]
 
